@@ -1,0 +1,74 @@
+// The TensorCore's compute units as TLM-2.0 targets. Each serves one request at a time; a
+// request that arrives while the unit is busy queues behind it.
+//
+//   Request r; r.job().rows = 512; r.job().weight_tiles = 4;
+//   sc_time delay = SC_ZERO_TIME; mxu_socket->b_transport(r.payload(), delay);  // delay: until done
+#pragma once
+
+#include <tlm_utils/simple_target_socket.h>
+
+#include "hw/hw_config.hpp"
+#include "hw/sc_support.hpp"
+#include "hw/systolic_timing.hpp"
+
+namespace tpusim {
+
+// A unit whose service time is a number of its own clock cycles.
+template <typename Derived>
+class CycleUnit : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_target_socket<CycleUnit> socket;
+
+  CycleUnit(sc_core::sc_module_name name, Clock clock, EventSink* sink, UnitInfo info)
+      : sc_module(name), socket("socket"), clock_(clock), reporter_(sink, std::move(info)) {
+    socket.register_b_transport(this, &CycleUnit::b_transport);
+  }
+  std::uint64_t busy_cycles() const { return busy_cycles_; }
+
+ private:
+  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+    UnitRequest& job = job_of(payload);
+    const std::uint64_t cycles = static_cast<Derived*>(this)->service_cycles(job);
+    const Picos now = now_ps();
+    job.served = occupancy_.reserve(now + delay.value(), clock_.cycles_to_ps(cycles));
+    busy_cycles_ += cycles;
+    reporter_.busy(job.served, job, 0, cycles);
+    delay = ps_time(job.served.end - now);
+    payload.set_response_status(tlm::TLM_OK_RESPONSE);
+  }
+
+  Clock clock_;
+  Reporter reporter_;
+  Occupancy occupancy_;
+  std::uint64_t busy_cycles_ = 0;
+};
+
+class Mxu : public CycleUnit<Mxu> {
+ public:
+  Mxu(sc_core::sc_module_name name, const MxuConfig& config, Clock clock, EventSink* sink,
+      UnitInfo info)
+      : CycleUnit(name, clock, sink, std::move(info)),
+        array_{config.rows, config.cols, config.weight_double_buffered} {}
+  std::uint64_t service_cycles(const UnitRequest& job) const {
+    return systolic_cycles(array_, job.rows, job.weight_tiles, job.rows_per_cycle);
+  }
+
+ private:
+  SystolicArray array_;
+};
+
+class Vpu : public CycleUnit<Vpu> {
+ public:
+  Vpu(sc_core::sc_module_name name, const VpuConfig& config, Clock clock, EventSink* sink,
+      UnitInfo info)
+      : CycleUnit(name, clock, sink, std::move(info)),
+        shape_{config.lanes, config.sublanes, config.alus_per_element} {}
+  std::uint64_t service_cycles(const UnitRequest& job) const {
+    return vector_cycles(shape_, job.elements, job.ops_per_element);
+  }
+
+ private:
+  VectorUnitShape shape_;
+};
+
+}  // namespace tpusim

@@ -1,0 +1,73 @@
+#include "hw/hbm.hpp"
+
+#include <fmt/format.h>
+
+namespace tpusim {
+
+Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t chip, EventSink* sink)
+    : sc_module(name),
+      socket("socket"),
+      config_(config),
+      channel_bw_gbps_(config.bw_gbps / config.channels),
+      channels_(config.channels) {
+  socket.register_b_transport(this, &Hbm::b_transport);
+  for (std::uint32_t c = 0; c < config.channels; ++c) {
+    UnitInfo info;
+    info.path = fmt::format("chip{}.hbm.channel{}", chip, c);
+    info.kind = UnitKind::Hbm;
+    info.chip = chip;
+    info.index = c;
+    info.label = fmt::format("hbm.channel{}", c);
+    info.traced = false;
+    reporters_.emplace_back(sink, info);
+  }
+}
+
+std::vector<std::uint64_t> Hbm::bytes_per_channel(std::uint64_t address, std::uint64_t length,
+                                                  std::uint32_t channels,
+                                                  std::uint64_t interleave_bytes) {
+  std::vector<std::uint64_t> bytes(channels, 0);
+  const std::uint64_t stripe = interleave_bytes * channels;
+  // Whole stripes touch every channel equally; only the ragged ends need walking.
+  std::uint64_t pos = address;
+  const std::uint64_t end = address + length;
+  while (pos < end && pos % stripe != 0) {
+    const std::uint64_t block_end = std::min(end, (pos / interleave_bytes + 1) * interleave_bytes);
+    bytes[(pos / interleave_bytes) % channels] += block_end - pos;
+    pos = block_end;
+  }
+  const std::uint64_t whole = (end - pos) / stripe;
+  for (auto& b : bytes) b += whole * interleave_bytes;
+  pos += whole * stripe;
+  while (pos < end) {
+    const std::uint64_t block_end = std::min(end, (pos / interleave_bytes + 1) * interleave_bytes);
+    bytes[(pos / interleave_bytes) % channels] += block_end - pos;
+    pos = block_end;
+  }
+  return bytes;
+}
+
+void Hbm::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+  UnitRequest& job = job_of(payload);
+  const std::uint64_t length = payload.get_data_length();
+  const auto per_channel =
+      bytes_per_channel(payload.get_address(), length, config_.channels, config_.interleave_bytes);
+  const Picos now = now_ps();
+  const Picos earliest = now + delay.value();
+  Picos done = earliest;
+  Interval whole{~Picos{0}, 0};
+  for (std::uint32_t c = 0; c < config_.channels; ++c) {
+    if (per_channel[c] == 0) continue;
+    const Interval slot = channels_[c].reserve(earliest, transfer_ps(per_channel[c], channel_bw_gbps_));
+    reporters_[c].busy(slot, job, per_channel[c]);
+    done = std::max(done, slot.end);
+    whole.start = std::min(whole.start, slot.start);
+    whole.end = std::max(whole.end, slot.end);
+  }
+  (payload.is_read() ? bytes_read_ : bytes_written_) += length;
+  job.served = whole;
+  delay = ps_time(done + ns_to_ps(config_.latency_ns) - now);
+  payload.set_response_status(tlm::TLM_OK_RESPONSE);
+}
+
+}  // namespace tpusim

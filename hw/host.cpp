@@ -1,0 +1,69 @@
+#include "hw/host.hpp"
+
+#include <fmt/format.h>
+
+namespace tpusim {
+
+Host::Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::uint32_t> chips,
+           const HwConfig& hw, const InfeedSpec& infeed, std::uint32_t steps, EventSink* sink)
+    : sc_module(name), index_(index), chips_(std::move(chips)), hw_(hw), infeed_(infeed), steps_(steps),
+      pcie_(chips_.size()), ready_ps_(chips_.size(), std::vector<Picos>(steps, kNotShipped)),
+      consumed_(steps, 0) {
+  UnitInfo producer;
+  producer.path = fmt::format("host{}.input_pipeline", index);
+  producer.kind = UnitKind::Host;
+  producer.chip = kHostChip;
+  producer.index = index;
+  producer.label = "input_pipeline";
+  producer_reporter_ = Reporter(sink, producer);
+  for (std::uint32_t s = 0; s < steps; ++s) batch_names_.push_back(fmt::format("batch {}", s));
+  for (std::size_t i = 0; i < chips_.size(); ++i) {
+    UnitInfo pcie;
+    pcie.path = fmt::format("host{}.pcie{}", index, i);
+    pcie.kind = UnitKind::Pcie;
+    pcie.chip = kHostChip;
+    pcie.index = index;
+    pcie.label = fmt::format("pcie -> chip{}", chips_[i]);
+    pcie_reporters_.emplace_back(sink, pcie);
+  }
+  SC_THREAD(produce);
+}
+
+std::uint32_t Host::slot(std::uint32_t chip) const {
+  for (std::uint32_t i = 0; i < chips_.size(); ++i)
+    if (chips_[i] == chip) return i;
+  sc_assert(false && "chip not served by this host");
+  return 0;
+}
+
+void Host::consume(std::uint32_t, std::uint32_t step) {
+  const std::uint32_t cores = static_cast<std::uint32_t>(chips_.size()) * hw_.chip.cores;
+  if (++consumed_[step] == cores) {
+    while (fully_consumed_ < steps_ && consumed_[fully_consumed_] == cores) ++fully_consumed_;
+    batch_consumed_.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+void Host::produce() {
+  const std::uint64_t samples =
+      infeed_.samples_per_core * hw_.chip.cores * static_cast<std::uint64_t>(chips_.size());
+  const Picos produce_ps =
+      infeed_.host_samples_per_s > 0
+          ? static_cast<Picos>(static_cast<double>(samples) / infeed_.host_samples_per_s * kPicosPerSecond)
+          : 0;
+  const std::uint64_t bytes_per_chip = infeed_.bytes_per_core * hw_.chip.cores;
+  for (std::uint32_t step = 0; step < steps_; ++step) {
+    while (step >= fully_consumed_ + infeed_.prefetch_batches) sc_core::wait(batch_consumed_);
+    const Interval work{now_ps(), now_ps() + produce_ps};
+    producer_reporter_.busy(work, &batch_names_[step], step);
+    wait_until_ps(work.end);
+    for (std::size_t i = 0; i < chips_.size(); ++i) {
+      const Interval link = pcie_[i].reserve(now_ps(), transfer_ps(bytes_per_chip, hw_.host.pcie_bw_gbps));
+      pcie_reporters_[i].busy(link, &batch_names_[step], step);
+      ready_ps_[i][step] = link.end + ns_to_ps(hw_.host.pcie_latency_ns);
+    }
+    batch_shipped_.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+}  // namespace tpusim

@@ -1,0 +1,54 @@
+// A host: produces each step's input batch for its chips at a fixed preprocessing rate, ships it
+// over each chip's PCIe link, and runs at most `prefetch_batches` steps ahead of the slowest of
+// its cores. A core's infeed op waits for its batch; input-bound steps emerge from that wait.
+#pragma once
+
+#include <vector>
+
+#include "hw/hw_config.hpp"
+#include "hw/sc_support.hpp"
+
+namespace tpusim {
+
+struct InfeedSpec {
+  std::uint64_t bytes_per_core = 0;    // per step
+  std::uint64_t samples_per_core = 0;  // per step
+  double host_samples_per_s = 0;       // preprocessing rate of one host; 0: unlimited
+  std::uint32_t prefetch_batches = 2;
+};
+
+class Host : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Host);
+  Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::uint32_t> chips,
+       const HwConfig& hw, const InfeedSpec& infeed, std::uint32_t steps, EventSink* sink);
+
+  static constexpr Picos kNotShipped = ~Picos{0};
+  // When the batch of `step` is in `chip`'s HBM; kNotShipped until the host has sent it.
+  Picos ready_ps(std::uint32_t chip, std::uint32_t step) const { return ready_ps_[slot(chip)][step]; }
+  sc_core::sc_event& batch_event() { return batch_shipped_; }
+  // A core has taken its batch of `step`; frees a prefetch slot once every core has.
+  void consume(std::uint32_t chip, std::uint32_t step);
+  std::uint32_t index() const { return index_; }
+
+ private:
+  void produce();
+  std::uint32_t slot(std::uint32_t chip) const;
+
+  std::uint32_t index_;
+  std::vector<std::uint32_t> chips_;
+  const HwConfig& hw_;
+  InfeedSpec infeed_;
+  std::uint32_t steps_;
+  std::vector<std::string> batch_names_;
+  Reporter producer_reporter_;
+  std::vector<Reporter> pcie_reporters_;
+  std::vector<Occupancy> pcie_;
+  std::vector<std::vector<Picos>> ready_ps_;          // [chip slot][step]
+  std::vector<std::uint32_t> consumed_;               // per step: cores that took it
+  std::uint32_t fully_consumed_ = 0;                  // steps every core has taken
+  sc_core::sc_event batch_shipped_;
+  sc_core::sc_event batch_consumed_;
+};
+
+}  // namespace tpusim

@@ -1,0 +1,100 @@
+// Typed hardware configuration. Built and validated once by sim/config from a preset plus
+// overrides; modules receive these structs and never see JSON.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpusim {
+
+struct MxuConfig {
+  std::uint32_t rows = 128;
+  std::uint32_t cols = 128;
+  std::uint32_t per_core = 1;
+  // Calibrates generations whose documented peak needs more than one bf16 MAC per cell per
+  // cycle at the assumed clock (v6e); 1 everywhere else.
+  double bf16_macs_per_cell_per_cycle = 1.0;
+  double int8_speedup = 0.0;  // 0: the MXU has no int8 path
+  double fp8_speedup = 0.0;
+  bool weight_double_buffered = true;
+};
+
+struct VpuConfig {
+  std::uint32_t lanes = 128;
+  std::uint32_t sublanes = 8;
+  std::uint32_t alus_per_element = 1;  // fp32 ALUs per (lane, sublane)
+};
+
+struct DmaConfig {
+  std::uint32_t engines = 4;
+  std::uint32_t max_outstanding_chunks = 4;
+  std::uint64_t chunk_bytes = 512 * 1024;  // one HBM transaction of a DMA
+  double issue_latency_ns = 100;           // descriptor issue to first byte
+};
+
+struct CoreConfig {
+  double freq_mhz = 700;
+  MxuConfig mxu;
+  VpuConfig vpu;
+  std::uint64_t vmem_bytes = 16ull << 20;
+  DmaConfig dma;
+  std::uint32_t op_overhead_cycles = 0;  // fixed issue cost of every op on the core
+};
+
+struct HbmConfig {
+  std::uint64_t capacity_bytes = 16ull << 30;  // per chip
+  double bw_gbps = 700;                        // per chip, all channels
+  std::uint32_t channels = 8;
+  double latency_ns = 500;
+  std::uint64_t interleave_bytes = 256;
+};
+
+enum class Wraparound { Never, Always, FullAxis, MultipleOf4 };
+
+struct IciConfig {
+  std::uint32_t ports_per_chip = 4;
+  double link_bw_gbps = 62;  // per direction
+  double hop_latency_ns = 1000;
+  Wraparound wraparound = Wraparound::FullAxis;
+  std::uint32_t full_axis_chips = 16;
+  std::uint64_t chunk_bytes = 1 << 20;
+};
+
+struct HostConfig {
+  std::uint32_t chips_per_host = 4;
+  double pcie_bw_gbps = 16;  // per chip, host to chip
+  double pcie_latency_ns = 2000;
+};
+
+struct ChipConfig {
+  std::uint32_t cores = 2;
+  bool megacore = false;  // the chip's cores form one replica (v4, v5p)
+  double documented_peak_bf16_tflops = 0;
+  std::uint32_t max_chips = 4096;
+};
+
+struct HwConfig {
+  std::string name;
+  ChipConfig chip;
+  CoreConfig core;
+  HbmConfig hbm;
+  IciConfig ici;
+  HostConfig host;
+  std::vector<std::uint32_t> slice_dims;  // torus shape in chips, e.g. {4, 4}
+
+  std::uint64_t chip_count() const {
+    std::uint64_t n = 1;
+    for (auto d : slice_dims) n *= d;
+    return n;
+  }
+  std::uint64_t core_count() const { return chip_count() * chip.cores; }
+  // Peak of the modelled MXUs (not the documented figure) so that MFU of a perfectly busy
+  // MXU is exactly 1.
+  double peak_bf16_flops_per_chip() const {
+    return 2.0 * chip.cores * core.mxu.per_core * core.mxu.rows * core.mxu.cols *
+           core.mxu.bf16_macs_per_cell_per_cycle * core.freq_mhz * 1e6;
+  }
+};
+
+}  // namespace tpusim

@@ -1,0 +1,56 @@
+// Inter-chip interconnect: one router per chip and one module per directed link. A transfer is
+// a generic payload carrying a UnitRequest (bytes, destination chip); the router forwards it
+// over the dimension-ordered route, each link reserving itself cut-through: it starts when the
+// head arrives and the link is free, and cannot finish before the tail has left the previous
+// link. Links are full-duplex: the two directions between two chips are separate modules.
+#pragma once
+
+#include <tlm_utils/multi_passthrough_target_socket.h>
+#include <tlm_utils/simple_initiator_socket.h>
+#include <tlm_utils/simple_target_socket.h>
+
+#include <vector>
+
+#include "hw/hw_config.hpp"
+#include "hw/sc_support.hpp"
+#include "hw/topology.hpp"
+
+namespace tpusim {
+
+class IciLink : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_target_socket<IciLink> in;
+  tlm_utils::simple_initiator_socket<IciLink> out;  // to the far-end chip's router
+
+  IciLink(sc_core::sc_module_name name, const IciConfig& config, LinkId id, EventSink* sink,
+          UnitInfo info);
+  const LinkId& id() const { return id_; }
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+
+  IciConfig config_;
+  LinkId id_;
+  Reporter reporter_;
+  Occupancy occupancy_;
+  std::uint64_t bytes_ = 0;
+};
+
+class IciRouter : public sc_core::sc_module {
+ public:
+  tlm_utils::multi_passthrough_target_socket<IciRouter> in;  // local cores and incoming links
+  sc_core::sc_vector<tlm_utils::simple_initiator_socket<IciRouter>> out;  // one per outgoing link
+
+  IciRouter(sc_core::sc_module_name name, std::uint32_t chip, const Torus& torus,
+            std::vector<LinkId> outgoing);
+
+ private:
+  void b_transport(int from, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+
+  std::uint32_t chip_;
+  const Torus& torus_;
+  std::vector<LinkId> outgoing_;
+};
+
+}  // namespace tpusim

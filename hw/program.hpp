@@ -1,0 +1,82 @@
+// The program: the contract between the workload driver and the hardware. One data-parallel
+// step as an ordered list of ops for one core; every replica runs the same list. It knows
+// nothing of SystemC and nothing of models.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpusim {
+
+enum class DType : std::uint8_t { F32, BF16, Int8, Fp8 };
+
+inline std::uint32_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::BF16: return 2;
+    case DType::Int8:
+    case DType::Fp8: return 1;
+  }
+  return 4;
+}
+const char* dtype_name(DType t);
+
+enum class OpKind : std::uint8_t { Infeed, Matmul, Vector, AllReduce };
+enum class Phase : std::uint8_t { Input, Forward, Backward, Gradients, Optimizer };
+const char* phase_name(Phase p);
+
+// out[m, n] = lhs[m, k] @ rhs[k, n]; operands and result live in HBM. The weight-like operand
+// (rhs) is the stationary one in the MXU.
+struct MatmulWork {
+  std::uint64_t m = 0, k = 0, n = 0;
+  DType lhs = DType::BF16, rhs = DType::BF16, out = DType::F32;
+  std::uint32_t passes = 1;  // bf16 passes per product: 1, 3 or 6 for an fp32 matmul
+  // Elementwise work fused into the matmul's epilogue (bias, activation), VPU ops per output
+  // element; it runs on the output tiles while the MXU streams the next ones.
+  double epilogue_vpu_ops_per_element = 0;
+  // Bytes per output element the epilogue reads besides the result (e.g. the saved activation
+  // an activation gradient needs), fetched with the last K block of each output block.
+  std::uint32_t epilogue_operand_bytes_per_element = 0;
+};
+
+// A fused elementwise/reduction pass: reads its inputs from HBM once, writes its outputs once.
+struct VectorWork {
+  std::uint64_t elements = 0;
+  double vpu_ops_per_element = 1;
+  std::uint64_t hbm_read_bytes = 0;
+  std::uint64_t hbm_write_bytes = 0;
+};
+
+// All-reduce over every replica of the slice.
+struct AllReduceWork {
+  std::uint64_t bytes = 0;
+  DType dtype = DType::F32;
+};
+
+struct InfeedWork {
+  std::uint64_t bytes = 0;  // this core's share of the step's input batch
+};
+
+struct Op {
+  std::uint32_t id = 0;  // index in Program::ops
+  OpKind kind = OpKind::Vector;
+  Phase phase = Phase::Forward;
+  std::string name;                   // as shown in the trace, e.g. "dense_1/fwd/matmul+bias+relu"
+  std::vector<std::uint32_t> deps;    // ops of the same step that must finish first
+  double model_flops = 0;             // analytic FLOPs of the op (no padding)
+  MatmulWork matmul;
+  VectorWork vector;
+  AllReduceWork all_reduce;
+  InfeedWork infeed;
+};
+
+// One step of one replica's core. Steps run back to back: step s+1 starts its ops when every
+// op of step s is done (as a new launch of the compiled step would), except infeed, which the
+// host prefetches.
+struct Program {
+  std::vector<Op> ops;
+  std::uint32_t steps = 1;
+};
+
+}  // namespace tpusim

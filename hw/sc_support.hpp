@@ -1,0 +1,115 @@
+// SystemC glue shared by the hardware modules: picosecond time, the request extension that
+// carries a unit's job through a TLM-2.0 generic payload, and activity reporting.
+#pragma once
+
+#ifndef SC_INCLUDE_DYNAMIC_PROCESSES
+#define SC_INCLUDE_DYNAMIC_PROCESSES
+#endif
+#include <systemc>
+#include <tlm>
+
+#include <string>
+
+#include "hw/resource.hpp"
+#include "hw/units.hpp"
+#include "traces/event_sink.hpp"
+
+namespace tpusim {
+
+// The kernel runs at 1 ps resolution (set once in System before any sc_time exists).
+inline Picos now_ps() { return sc_core::sc_time_stamp().value(); }
+inline sc_core::sc_time ps_time(Picos ps) { return sc_core::sc_time::from_value(ps); }
+inline void wait_until_ps(Picos t) {
+  const Picos now = now_ps();
+  if (t > now) sc_core::wait(ps_time(t - now));
+}
+
+// What a unit is asked to do, attached to a tlm_generic_payload. Targets fill `served` with the
+// interval they were busy, so initiators can pipeline without asking twice.
+struct UnitRequest : tlm::tlm_extension<UnitRequest> {
+  // MXU: stream `rows` LHS rows through `weight_tiles` stationary tiles.
+  std::uint64_t rows = 0;
+  std::uint64_t weight_tiles = 0;
+  double rows_per_cycle = 1.0;
+  // VPU: `elements` 32-bit elements, `ops_per_element` ALU ops each.
+  std::uint64_t elements = 0;
+  double ops_per_element = 0;
+  std::uint64_t bytes = 0;  // ICI: payload bytes (may exceed the generic payload's 32-bit length)
+  // ICI: the chip the transfer is for.
+  std::uint32_t dest_chip = 0;
+  Picos head_ps = 0;  // when the first byte can enter the next link
+  Picos tail_ps = 0;  // when the last byte has left the previous link
+
+  double flops = 0;
+  const std::string* label = nullptr;
+  std::uint32_t step = 0;
+  Interval served;
+
+  tlm::tlm_extension_base* clone() const override { return new UnitRequest(*this); }
+  void copy_from(const tlm::tlm_extension_base& other) override {
+    *this = static_cast<const UnitRequest&>(other);
+  }
+};
+
+// A generic payload that owns its UnitRequest, for initiators that issue one request at a time.
+class Request {
+ public:
+  Request() { payload_.set_extension(&request_); }
+  ~Request() { payload_.clear_extension(&request_); }
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  UnitRequest& job() { return request_; }
+  tlm::tlm_generic_payload& payload() { return payload_; }
+  void set_access(tlm::tlm_command cmd, std::uint64_t address, std::uint64_t bytes) {
+    payload_.set_command(cmd);
+    payload_.set_address(address);
+    payload_.set_data_length(static_cast<unsigned>(std::min<std::uint64_t>(bytes, 0xffffffffu)));
+    payload_.set_streaming_width(payload_.get_data_length());
+    payload_.set_data_ptr(nullptr);  // timing-only: no data is moved
+  }
+
+ private:
+  tlm::tlm_generic_payload payload_;
+  UnitRequest request_;
+};
+
+inline UnitRequest& job_of(tlm::tlm_generic_payload& p) {
+  auto* job = p.get_extension<UnitRequest>();
+  sc_assert(job != nullptr);
+  return *job;
+}
+
+// A registered unit that reports its busy intervals to the sink.
+class Reporter {
+ public:
+  Reporter() = default;
+  Reporter(EventSink* sink, UnitInfo info) : sink_(sink) {
+    if (sink_) unit_ = sink_->add_unit(std::move(info));
+  }
+  void busy(const Interval& slot, const UnitRequest& job, std::uint64_t bytes = 0, std::uint64_t cycles = 0) const {
+    if (!sink_ || slot.end <= slot.start) return;
+    Activity a;
+    a.unit = unit_;
+    a.start_ps = slot.start;
+    a.end_ps = slot.end;
+    a.name = job.label;
+    a.step = job.step;
+    a.bytes = bytes;
+    a.flops = job.flops;
+    a.cycles = cycles;
+    sink_->record(a);
+  }
+  void busy(const Interval& slot, const std::string* name, std::uint32_t step) const {
+    UnitRequest job;
+    job.label = name;
+    job.step = step;
+    busy(slot, job);
+  }
+
+ private:
+  EventSink* sink_ = nullptr;
+  std::uint32_t unit_ = 0;
+};
+
+}  // namespace tpusim

@@ -1,0 +1,112 @@
+#include "hw/system.hpp"
+
+#include <fmt/format.h>
+
+namespace tpusim {
+namespace {
+
+std::vector<LinkId> outgoing_links(const Torus& torus, std::uint32_t chip) {
+  std::vector<LinkId> links;
+  for (std::uint8_t axis = 0; axis < torus.axes(); ++axis)
+    for (bool positive : {true, false}) {
+      const LinkId id{chip, axis, positive};
+      // On an axis of two chips without wraparound both directions reach the same neighbour
+      // through one physical link pair; keep one direction each way.
+      if (torus.link_exists(id)) links.push_back(id);
+    }
+  return links;
+}
+
+}  // namespace
+
+Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
+           const Program& program, CollectiveFabric& fabric, Host& host,
+           const std::vector<std::uint32_t>& ranks, EventSink* sink)
+    : sc_module(name),
+      hbm("hbm", hw.hbm, index, sink),
+      router("router", index, torus, outgoing_links(torus, index)),
+      cores("core"),
+      links("link") {
+  cores.init(hw.chip.cores, [&](const char* nm, std::size_t c) {
+    const CoreSite site{index, static_cast<std::uint32_t>(c), ranks[c]};
+    return new TensorCore(nm, hw, site, program, fabric, host, sink);
+  });
+  const auto outgoing = outgoing_links(torus, index);
+  links.init(outgoing.size(), [&](const char* nm, std::size_t i) {
+    const LinkId id = outgoing[i];
+    UnitInfo info;
+    const std::string dir = fmt::format("{}{}", "xyz"[id.axis], id.positive ? '+' : '-');
+    info.path = fmt::format("chip{}.ici.{}", index, dir);
+    info.kind = UnitKind::IciLink;
+    info.chip = index;
+    info.index = static_cast<std::uint32_t>(i);
+    info.label = fmt::format("ici.{} -> chip{}", dir, torus.far_end(id));
+    return new IciLink(nm, hw.ici, id, sink, info);
+  });
+  for (auto& core : cores) {
+    core.dma.hbm_socket.bind(hbm.socket);
+    core.ici_socket.bind(router.in);
+  }
+  for (std::size_t i = 0; i < links.size(); ++i) router.out[i].bind(links[i].in);
+}
+
+System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& program,
+               const InfeedSpec& infeed, EventSink* sink)
+    : sc_module(name),
+      hw_(hw),
+      torus_(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici)),
+      hosts_("host"),
+      chips_("chip") {
+  // The replica ring visits chips along a boustrophedon walk and a chip's cores one after the
+  // other, so every ring hop is an on-chip copy or a single ICI link (but possibly the closing one).
+  std::vector<RingMember> ring;
+  std::vector<std::vector<std::uint32_t>> rank_of(torus_.chip_count(),
+                                                  std::vector<std::uint32_t>(hw.chip.cores));
+  for (std::uint32_t chip : torus_.ring_order())
+    for (std::uint32_t core = 0; core < hw.chip.cores; ++core) {
+      rank_of[chip][core] = static_cast<std::uint32_t>(ring.size());
+      ring.push_back({chip, core});
+    }
+  fabric_ = std::make_unique<CollectiveFabric>(ring);
+
+  const std::uint32_t per_host = hw.host.chips_per_host;
+  const std::uint32_t host_count = ceil_div(torus_.chip_count(), per_host);
+  hosts_.init(host_count, [&](const char* nm, std::size_t h) {
+    std::vector<std::uint32_t> served;
+    for (std::uint32_t c = static_cast<std::uint32_t>(h) * per_host;
+         c < std::min(torus_.chip_count(), static_cast<std::uint32_t>(h + 1) * per_host); ++c)
+      served.push_back(c);
+    return new Host(nm, static_cast<std::uint32_t>(h), served, hw, infeed, program.steps, sink);
+  });
+  chips_.init(torus_.chip_count(), [&](const char* nm, std::size_t c) {
+    return new Chip(nm, static_cast<std::uint32_t>(c), hw, torus_, program, *fabric_,
+                    hosts_[c / per_host], rank_of[c], sink);
+  });
+  for (auto& chip : chips_)
+    for (auto& link : chip.links)
+      link.out.bind(chips_[static_cast<std::size_t>(torus_.far_end(link.id()))].router.in);
+}
+
+bool System::finished(std::string* stuck) const {
+  bool all = true;
+  for (const auto& chip : chips_)
+    for (const auto& core : chip.cores)
+      if (!core.finished()) {
+        all = false;
+        if (stuck) *stuck += fmt::format("{}{}: {}", stuck->empty() ? "" : "; ", core.name(), core.progress());
+      }
+  return all;
+}
+
+std::vector<Picos> System::step_end_ps() const {
+  std::vector<Picos> ends;
+  for (const auto& chip : chips_)
+    for (const auto& core : chip.cores) {
+      const auto& mine = core.step_end_ps();
+      if (ends.size() < mine.size()) ends.resize(mine.size(), 0);
+      for (std::size_t s = 0; s < mine.size(); ++s) ends[s] = std::max(ends[s], mine[s]);
+    }
+  return ends;
+}
+
+}  // namespace tpusim

@@ -1,0 +1,52 @@
+// The whole slice: chips (cores, HBM, ICI router and links) on a torus, and the hosts that feed
+// them. The top module owns its children and binds every socket in its constructor.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "hw/collective.hpp"
+#include "hw/hbm.hpp"
+#include "hw/host.hpp"
+#include "hw/ici.hpp"
+#include "hw/tensor_core.hpp"
+#include "hw/topology.hpp"
+
+namespace tpusim {
+
+class Chip : public sc_core::sc_module {
+ public:
+  Hbm hbm;
+  IciRouter router;
+  sc_core::sc_vector<TensorCore> cores;
+  sc_core::sc_vector<IciLink> links;  // outgoing, one per existing direction
+
+  Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
+       const Program& program, CollectiveFabric& fabric, Host& host,
+       const std::vector<std::uint32_t>& ranks, EventSink* sink);
+};
+
+class System : public sc_core::sc_module {
+ public:
+  System(sc_core::sc_module_name name, const HwConfig& hw, const Program& program,
+         const InfeedSpec& infeed, EventSink* sink);
+
+  const Torus& torus() const { return torus_; }
+  const CollectiveFabric& fabric() const { return *fabric_; }
+  const sc_core::sc_vector<Chip>& chips() const { return chips_; }
+  std::uint32_t host_count() const { return static_cast<std::uint32_t>(hosts_.size()); }
+
+  // True when every core finished every step; otherwise describes where each stuck core waits.
+  bool finished(std::string* stuck) const;
+  // End of step s: the moment the last core finished it.
+  std::vector<Picos> step_end_ps() const;
+
+ private:
+  const HwConfig& hw_;
+  Torus torus_;
+  std::unique_ptr<CollectiveFabric> fabric_;
+  sc_core::sc_vector<Host> hosts_;
+  sc_core::sc_vector<Chip> chips_;
+};
+
+}  // namespace tpusim

@@ -1,0 +1,44 @@
+#include "hw/systolic_timing.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "hw/units.hpp"
+
+namespace tpusim {
+
+MatmulPlan plan_matmul(const SystolicArray& array, std::uint64_t m, std::uint64_t k,
+                       std::uint64_t n, std::uint32_t passes, std::uint32_t mxus) {
+  MatmulPlan plan;
+  plan.k_tiles = ceil_div<std::uint64_t>(k, array.rows);
+  plan.n_tiles = ceil_div<std::uint64_t>(n, array.cols);
+  plan.weight_tiles = plan.k_tiles * plan.n_tiles * passes;
+  plan.mxus_used = static_cast<std::uint32_t>(std::min<std::uint64_t>(mxus, plan.weight_tiles));
+  plan.weight_tiles_per_mxu =
+      plan.mxus_used == 0 ? 0 : ceil_div<std::uint64_t>(plan.weight_tiles, plan.mxus_used);
+  plan.padded_macs = plan.weight_tiles * m * array.rows * array.cols;
+  plan.useful_macs = m * k * n;
+  return plan;
+}
+
+std::uint64_t systolic_cycles(const SystolicArray& array, std::uint64_t rows,
+                              std::uint64_t weight_tiles, double rows_per_cycle) {
+  if (weight_tiles == 0 || rows == 0) return 0;
+  const std::uint64_t stream =
+      static_cast<std::uint64_t>(std::ceil(static_cast<double>(rows) / rows_per_cycle));
+  const std::uint64_t load = array.rows;
+  const std::uint64_t later_load_exposed =
+      array.weight_double_buffered ? (load > stream ? load - stream : 0) : load;
+  const std::uint64_t fill_drain = array.rows + array.cols - 1;
+  return load + weight_tiles * stream + (weight_tiles - 1) * later_load_exposed + fill_drain;
+}
+
+std::uint64_t vector_cycles(const VectorUnitShape& vpu, std::uint64_t elements,
+                            double ops_per_element) {
+  if (elements == 0 || ops_per_element <= 0) return 0;
+  const std::uint64_t vregs = ceil_div<std::uint64_t>(elements, std::uint64_t{vpu.lanes} * vpu.sublanes);
+  return static_cast<std::uint64_t>(
+      std::ceil(static_cast<double>(vregs) * ops_per_element / vpu.alus_per_element));
+}
+
+}  // namespace tpusim

@@ -1,0 +1,52 @@
+// Timing of a weight-stationary systolic matrix unit and of the vector unit, in plain C++.
+//
+//   SystolicArray array{128, 128, true};
+//   auto plan = plan_matmul(array, /*m=*/512, /*k=*/128, /*n=*/128, /*passes=*/1, /*mxus=*/1);
+//   systolic_cycles(array, 512, plan.weight_tiles_per_mxu, 1.0)  // 128 + 512 + 255 = 895
+#pragma once
+
+#include <cstdint>
+
+namespace tpusim {
+
+struct SystolicArray {
+  std::uint32_t rows = 128;  // R: the K extent of one stationary weight tile
+  std::uint32_t cols = 128;  // C: the N extent of one stationary weight tile
+  bool weight_double_buffered = true;
+};
+
+struct MatmulPlan {
+  std::uint64_t k_tiles = 0;
+  std::uint64_t n_tiles = 0;
+  std::uint64_t weight_tiles = 0;          // k_tiles * n_tiles * passes
+  std::uint64_t weight_tiles_per_mxu = 0;  // the busiest MXU's share
+  std::uint32_t mxus_used = 0;
+  std::uint64_t padded_macs = 0;  // MACs the array performs, padding included, all passes
+  std::uint64_t useful_macs = 0;  // m * k * n
+};
+
+// Splits (m x k) @ (k x n) into R x C weight tiles (every dimension padded to the array) and
+// deals them round-robin to `mxus` arrays; every pass of a multi-pass product is its own tile.
+MatmulPlan plan_matmul(const SystolicArray& array, std::uint64_t m, std::uint64_t k,
+                       std::uint64_t n, std::uint32_t passes, std::uint32_t mxus);
+
+// Cycles for one array to stream `rows` LHS rows through each of `weight_tiles` stationary
+// tiles, one after the other, at `rows_per_cycle` (1 for bf16; 2 where int8 runs at twice the
+// rate). The first weight load (R cycles) is exposed; later loads hide behind the previous
+// tile's streaming when double-buffered and cost max(0, R - streamed cycles) otherwise
+// they cost R each. The pipeline fills and drains once (R + C - 1 cycles) per call.
+std::uint64_t systolic_cycles(const SystolicArray& array, std::uint64_t rows,
+                              std::uint64_t weight_tiles, double rows_per_cycle);
+
+struct VectorUnitShape {
+  std::uint32_t lanes = 128;
+  std::uint32_t sublanes = 8;
+  std::uint32_t alus_per_element = 1;
+};
+
+// Cycles for `elements` 32-bit elements, padded to whole (sublanes x lanes) vregs, each needing
+// `ops_per_element` ALU operations.
+std::uint64_t vector_cycles(const VectorUnitShape& vpu, std::uint64_t elements,
+                            double ops_per_element);
+
+}  // namespace tpusim

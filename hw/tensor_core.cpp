@@ -1,0 +1,419 @@
+#include "hw/tensor_core.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "hw/collective.hpp"
+#include "hw/host.hpp"
+
+namespace tpusim {
+namespace {
+
+UnitInfo core_unit(const CoreSite& site, UnitKind kind, std::uint32_t index, const std::string& name,
+                   double freq_mhz) {
+  UnitInfo info;
+  info.path = fmt::format("chip{}.core{}.{}", site.chip, site.core, name);
+  info.kind = kind;
+  info.chip = site.chip;
+  info.index = site.core * 16 + index;
+  info.freq_mhz = freq_mhz;
+  info.label = fmt::format("core{}.{}", site.core, name);
+  return info;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
+         EventSink* sink)
+    : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config),
+      engine_busy_(config.engines, false) {
+  socket.register_b_transport(this, &Dma::b_transport);
+  const CoreSite site{chip, core, 0};
+  for (std::uint32_t e = 0; e < config.engines; ++e)
+    reporters_.emplace_back(sink, core_unit(site, UnitKind::Dma, e, fmt::format("dma{}", e), 0));
+}
+
+void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+  if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
+  delay = sc_core::SC_ZERO_TIME;
+  std::size_t engine = engine_busy_.size();
+  for (;;) {
+    engine = static_cast<std::size_t>(std::find(engine_busy_.begin(), engine_busy_.end(), false) -
+                                      engine_busy_.begin());
+    if (engine < engine_busy_.size()) break;
+    sc_core::wait(engine_freed_);
+  }
+  engine_busy_[engine] = true;
+  UnitRequest& job = job_of(payload);
+  const Picos start = now_ps();
+  sc_core::wait(ps_time(ns_to_ps(config_.issue_latency_ns)));
+
+  // Chunks stream back to back with a bounded number in flight, so the issue latency and the
+  // HBM latency are paid once per transfer while other requesters interleave between chunks.
+  Request chunk;
+  chunk.job().label = job.label;
+  chunk.job().step = job.step;
+  std::deque<Picos> in_flight;
+  Picos last_done = now_ps();
+  for (std::uint64_t offset = 0; offset < job.bytes; offset += config_.chunk_bytes) {
+    if (in_flight.size() == config_.max_outstanding_chunks) {
+      wait_until_ps(in_flight.front());
+      in_flight.pop_front();
+    }
+    const std::uint64_t length = std::min(config_.chunk_bytes, job.bytes - offset);
+    chunk.set_access(payload.get_command(), payload.get_address() + offset, length);
+    sc_core::sc_time hbm_delay = sc_core::SC_ZERO_TIME;
+    hbm_socket->b_transport(chunk.payload(), hbm_delay);
+    in_flight.push_back(now_ps() + hbm_delay.value());
+    last_done = std::max(last_done, in_flight.back());
+  }
+  wait_until_ps(last_done);
+  engine_busy_[engine] = false;
+  engine_freed_.notify(sc_core::SC_ZERO_TIME);
+  job.served = {start, now_ps()};
+  reporters_[engine].busy(job.served, job, job.bytes);
+  payload.set_response_status(tlm::TLM_OK_RESPONSE);
+}
+
+// ---------------------------------------------------------------------------------------------
+void Vmem::reserve(std::uint64_t bytes, const std::string& op) {
+  if (used_bytes_ + bytes > capacity_bytes_)
+    throw std::runtime_error(fmt::format(
+        "{}: working set of {} bytes does not fit the {} free bytes of vector memory", op, bytes,
+        capacity_bytes_ - used_bytes_));
+  used_bytes_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, used_bytes_);
+}
+
+// ---------------------------------------------------------------------------------------------
+TensorCore::TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSite site,
+                       const Program& program, CollectiveFabric& fabric, Host& host, EventSink* sink)
+    : sc_module(name),
+      ici_socket("ici_socket"),
+      dma("dma", hw.core.dma, site.chip, site.core, sink),
+      hw_(hw),
+      site_(site),
+      program_(program),
+      fabric_(fabric),
+      host_(host),
+      clock_{hw.core.freq_mhz},
+      vmem_(hw.core.vmem_bytes),
+      mxus_("mxu"),
+      vpu_("vpu", hw.core.vpu, clock_, sink, core_unit(site, UnitKind::Vpu, 0, "vpu", hw.core.freq_mhz)),
+      mxu_sockets_("mxu_socket"),
+      vpu_socket_("vpu_socket"),
+      dma_socket_("dma_socket") {
+  mxus_.init(hw.core.mxu.per_core, [&](const char* nm, std::size_t i) {
+    return new Mxu(nm, hw.core.mxu, clock_, sink,
+                   core_unit(site, UnitKind::Mxu, static_cast<std::uint32_t>(i), fmt::format("mxu{}", i),
+                             hw.core.freq_mhz));
+  });
+  mxu_sockets_.init(hw.core.mxu.per_core);
+  for (std::size_t i = 0; i < mxus_.size(); ++i) mxu_sockets_[i].bind(mxus_[i].socket);
+  vpu_socket_.bind(vpu_.socket);
+  dma_socket_.bind(dma.socket);
+
+  static const char* const kEngineNames[kEngines] = {"ops.matmul", "ops.vector", "ops.collective",
+                                                     "ops.infeed"};
+  for (int e = 0; e < kEngines; ++e) {
+    UnitInfo info = core_unit(site, e == kCollective ? UnitKind::Collective : UnitKind::Sequencer,
+                              static_cast<std::uint32_t>(e), kEngineNames[e], hw.core.freq_mhz);
+    engine_reporters_.emplace_back(sink, info);
+  }
+  done_.assign(program.ops.size(), false);
+  SC_THREAD(sequencer);
+  for (int e = 0; e < kEngines; ++e)
+    sc_core::sc_spawn([this, e] { engine(static_cast<Engine>(e)); },
+                      sc_core::sc_gen_unique_name("engine"));
+}
+
+std::string TensorCore::progress() const {
+  if (finished_) return "finished";
+  const Op& op = program_.ops[waiting_on_];
+  return fmt::format("step {}, op {} \"{}\"", step_, op.id, op.name);
+}
+
+void TensorCore::sequencer() {
+  auto engine_of = [](const Op& op) {
+    switch (op.kind) {
+      case OpKind::Matmul: return kMatmul;
+      case OpKind::Vector: return kVector;
+      case OpKind::AllReduce: return kCollective;
+      case OpKind::Infeed: return kInfeed;
+    }
+    return kVector;
+  };
+  for (std::uint32_t step = 0; step < program_.steps; ++step) {
+    step_ = step;
+    std::fill(done_.begin(), done_.end(), false);
+    for (const Op& op : program_.ops) {
+      waiting_on_ = op.id;
+      while (!std::all_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) { return done_[d]; }))
+        sc_core::wait(op_done_);
+      Queue& q = queues_[engine_of(op)];
+      q.ops.push_back(&op);
+      q.work.notify(sc_core::SC_ZERO_TIME);
+    }
+    while (!std::all_of(done_.begin(), done_.end(), [](bool d) { return d; })) sc_core::wait(op_done_);
+    step_end_ps_.push_back(now_ps());
+  }
+  finished_ = true;
+}
+
+void TensorCore::engine(Engine which) {
+  Queue& q = queues_[which];
+  for (;;) {
+    while (q.ops.empty()) sc_core::wait(q.work);
+    const Op& op = *q.ops.front();
+    q.ops.pop_front();
+    const Picos start = now_ps();
+    if (hw_.core.op_overhead_cycles > 0)
+      sc_core::wait(ps_time(clock_.cycles_to_ps(hw_.core.op_overhead_cycles)));
+    run(op);
+    engine_reporters_[which].busy({start, now_ps()}, &op.name, step_);
+    done_[op.id] = true;
+    op_done_.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+void TensorCore::run(const Op& op) {
+  switch (op.kind) {
+    case OpKind::Matmul: return run_matmul(op);
+    case OpKind::Vector: return run_vector(op);
+    case OpKind::AllReduce: return run_all_reduce(op);
+    case OpKind::Infeed: return run_infeed(op);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+void TensorCore::dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label) {
+  if (bytes == 0) return;
+  // Each core works in its own slice of the chip's HBM; consecutive tensors follow each other.
+  const std::uint64_t region = hw_.hbm.capacity_bytes / hw_.chip.cores;
+  Request r;
+  r.set_access(cmd, site_.core * region + next_address_ % region, bytes);
+  next_address_ += round_up<std::uint64_t>(bytes, 4096);
+  r.job().bytes = bytes;
+  r.job().label = label;
+  r.job().step = step_;
+  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  dma_socket_->b_transport(r.payload(), delay);
+  if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
+}
+
+Picos TensorCore::mxu_tiles(std::uint64_t rows, std::uint64_t weight_tiles, std::uint32_t mxus,
+                            double rows_per_cycle, double flops, const std::string* label) {
+  Picos end = now_ps();
+  for (std::uint32_t u = 0; u < mxus; ++u) {
+    const std::uint64_t share = weight_tiles / mxus + (u < weight_tiles % mxus ? 1 : 0);
+    if (share == 0) continue;
+    Request r;
+    r.job().rows = rows;
+    r.job().weight_tiles = share;
+    r.job().rows_per_cycle = rows_per_cycle;
+    r.job().flops = flops * static_cast<double>(share) / static_cast<double>(weight_tiles);
+    r.job().label = label;
+    r.job().step = step_;
+    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    mxu_sockets_[u]->b_transport(r.payload(), delay);
+    end = std::max(end, r.job().served.end);
+  }
+  return end;
+}
+
+Picos TensorCore::vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label) {
+  if (elements == 0 || ops_per_element <= 0) return now_ps();
+  Request r;
+  r.job().elements = elements;
+  r.job().ops_per_element = ops_per_element;
+  r.job().flops = static_cast<double>(elements) * ops_per_element;
+  r.job().label = label;
+  r.job().step = step_;
+  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  vpu_socket_->b_transport(r.payload(), delay);
+  return r.job().served.end;
+}
+
+void TensorCore::run_blocks(std::vector<Block>& blocks, const Op& op) {
+  struct Progress {
+    std::size_t loaded = 0, computed = 0, stored = 0;
+    std::vector<Picos> ready;
+    sc_core::sc_event changed;
+  } p;
+  const std::size_t n = blocks.size();
+  p.ready.assign(n, 0);
+  auto bump = [&p](std::size_t& counter) {
+    ++counter;
+    p.changed.notify(sc_core::SC_ZERO_TIME);
+  };
+  sc_core::sc_spawn([&] {
+    for (std::size_t b = 0; b < n; ++b) {
+      while (b >= p.computed + 2) sc_core::wait(p.changed);  // both input buffers full
+      dma_transfer(tlm::TLM_READ_COMMAND, blocks[b].load_bytes, &op.name);
+      bump(p.loaded);
+    }
+  });
+  sc_core::sc_spawn([&] {
+    for (std::size_t b = 0; b < n; ++b) {
+      while (b >= p.computed) sc_core::wait(p.changed);
+      wait_until_ps(p.ready[b]);
+      dma_transfer(tlm::TLM_WRITE_COMMAND, blocks[b].store_bytes, &op.name);
+      bump(p.stored);
+    }
+  });
+  for (std::size_t b = 0; b < n; ++b) {
+    while (b >= p.loaded || b >= p.stored + 2) sc_core::wait(p.changed);  // input ready, output buffer free
+    p.ready[b] = blocks[b].compute();
+    bump(p.computed);
+  }
+  while (p.stored < n) sc_core::wait(p.changed);
+}
+
+void TensorCore::run_matmul(const Op& op) {
+  const MatmulWork& mm = op.matmul;
+  const MxuConfig& mxu = hw_.core.mxu;
+  const SystolicArray array{mxu.rows, mxu.cols, mxu.weight_double_buffered};
+  const std::uint64_t lhs_b = dtype_bytes(mm.lhs), rhs_b = dtype_bytes(mm.rhs), out_b = dtype_bytes(mm.out);
+  double rows_per_cycle = mxu.bf16_macs_per_cell_per_cycle;
+  if (mm.lhs == DType::Int8) rows_per_cycle *= mxu.int8_speedup;
+  if (mm.lhs == DType::Fp8) rows_per_cycle *= mxu.fp8_speedup;
+  if (rows_per_cycle <= 0)
+    throw std::runtime_error(fmt::format("{}: the MXU of {} has no {} path", op.name, hw_.name,
+                                         dtype_name(mm.lhs)));
+
+  // Block the matmul so that double-buffered operand blocks and f32 result blocks fit the
+  // matmul engine's share of vector memory; shrink the largest dimension first.
+  const std::uint64_t budget = hw_.core.vmem_bytes / 4 * 3;
+  std::uint64_t bm = round_up<std::uint64_t>(mm.m, 8), bk = round_up<std::uint64_t>(mm.k, mxu.rows),
+                bn = round_up<std::uint64_t>(mm.n, mxu.cols);
+  auto working_set = [&] {
+    return 2 * (bm * bk * lhs_b + bk * bn * rhs_b + bm * bn * mm.epilogue_operand_bytes_per_element) +
+           2 * bm * bn * 4;
+  };
+  while (working_set() > budget) {
+    std::uint64_t* dims[3] = {&bm, &bk, &bn};
+    const std::uint64_t granule[3] = {8, mxu.rows, mxu.cols};
+    int pick = -1;
+    for (int d = 0; d < 3; ++d)
+      if (*dims[d] > granule[d] && (pick < 0 || *dims[d] > *dims[pick])) pick = d;
+    if (pick < 0)
+      throw std::runtime_error(fmt::format("{}: even a minimal matmul block does not fit vector memory",
+                                           op.name));
+    *dims[pick] = round_up<std::uint64_t>(*dims[pick] / 2, granule[pick]);
+  }
+  const std::uint64_t m_blocks = ceil_div(mm.m, bm), k_blocks = ceil_div(mm.k, bk),
+                      n_blocks = ceil_div(mm.n, bn);
+  std::vector<Block> blocks;
+  blocks.reserve(m_blocks * n_blocks * k_blocks);
+  for (std::uint64_t i = 0; i < m_blocks; ++i) {
+    const std::uint64_t am = std::min(bm, mm.m - i * bm);
+    for (std::uint64_t j = 0; j < n_blocks; ++j) {
+      const std::uint64_t an = std::min(bn, mm.n - j * bn);
+      for (std::uint64_t kk = 0; kk < k_blocks; ++kk) {
+        const std::uint64_t ak = std::min(bk, mm.k - kk * bk);
+        Block block;
+        // A resident operand block is not fetched again: the LHS row block while it sweeps the
+        // columns of a single-K-block product, the RHS when it is the only block.
+        const bool lhs_resident = k_blocks == 1 && j > 0;
+        const bool rhs_resident = k_blocks == 1 && n_blocks == 1 && i > 0;
+        const bool last_k = kk + 1 == k_blocks;
+        block.load_bytes = (lhs_resident ? 0 : am * ak * lhs_b) + (rhs_resident ? 0 : ak * an * rhs_b) +
+                           (last_k ? am * an * mm.epilogue_operand_bytes_per_element : 0);
+        block.store_bytes = last_k ? am * an * out_b : 0;
+        block.compute = [this, &op, &mm, array, am, ak, an, last_k, rows_per_cycle]() {
+          const MatmulPlan plan = plan_matmul(array, am, ak, an, mm.passes, hw_.core.mxu.per_core);
+          const Picos mxu_done = mxu_tiles(am, plan.weight_tiles, plan.mxus_used, rows_per_cycle,
+                                           2.0 * static_cast<double>(am * ak * an), &op.name);
+          wait_until_ps(mxu_done);
+          if (!last_k) return mxu_done;
+          return std::max(mxu_done, vpu_ops(am * an, mm.epilogue_vpu_ops_per_element, &op.name));
+        };
+        blocks.push_back(std::move(block));
+      }
+    }
+  }
+  const std::uint64_t reserved = working_set();
+  vmem_.reserve(reserved, op.name);
+  run_blocks(blocks, op);
+  vmem_.release(reserved);
+}
+
+void TensorCore::run_vector(const Op& op) {
+  const VectorWork& v = op.vector;
+  const std::uint64_t traffic = v.hbm_read_bytes + v.hbm_write_bytes;
+  const std::uint64_t budget = hw_.core.vmem_bytes / 4;
+  const std::uint64_t count = std::max<std::uint64_t>(1, ceil_div<std::uint64_t>(2 * traffic, budget));
+  std::vector<Block> blocks(count);
+  auto share = [count](std::uint64_t total, std::uint64_t b) {
+    return total / count + (b < total % count ? 1 : 0);
+  };
+  std::uint64_t largest = 0;
+  for (std::uint64_t b = 0; b < count; ++b) {
+    blocks[b].load_bytes = share(v.hbm_read_bytes, b);
+    blocks[b].store_bytes = share(v.hbm_write_bytes, b);
+    largest = std::max(largest, blocks[b].load_bytes + blocks[b].store_bytes);
+    const std::uint64_t elements = share(v.elements, b);
+    blocks[b].compute = [this, &op, elements, ops = v.vpu_ops_per_element]() {
+      const Picos done = vpu_ops(elements, ops, &op.name);
+      wait_until_ps(done);
+      return done;
+    };
+  }
+  vmem_.reserve(2 * largest, op.name);
+  run_blocks(blocks, op);
+  vmem_.release(2 * largest);
+}
+
+Picos TensorCore::send_to(std::uint32_t peer_rank, std::uint64_t bytes, const std::string* label) {
+  const RingMember& peer = fabric_.member(peer_rank);
+  // Cores of one chip exchange through the chip's HBM: the sender's read and the receiver's
+  // write are all the copy costs, and run_all_reduce accounts both.
+  if (peer.chip == site_.chip) return now_ps();
+  Request r;
+  r.set_access(tlm::TLM_WRITE_COMMAND, 0, bytes);
+  r.job().bytes = bytes;
+  r.job().dest_chip = peer.chip;
+  r.job().head_ps = r.job().tail_ps = now_ps();
+  r.job().label = label;
+  r.job().step = step_;
+  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  ici_socket->b_transport(r.payload(), delay);  // reserves the route's links; returns at arrival
+  return now_ps() + delay.value();
+}
+
+void TensorCore::run_all_reduce(const Op& op) {
+  const RingAllReducePlan plan = RingAllReducePlan::make(op.all_reduce.bytes, fabric_.ranks());
+  const std::uint32_t rank = site_.rank;
+  const std::uint64_t chunk_elements = plan.chunk_bytes / dtype_bytes(op.all_reduce.dtype);
+  for (std::uint32_t s = 0; s < plan.steps; ++s) {
+    // One chunk each way round the ring; the source reads overlap the link transfers.
+    const Picos cw = send_to(fabric_.next(rank), plan.chunk_bytes, &op.name);
+    const Picos ccw = send_to(fabric_.prev(rank), plan.chunk_bytes, &op.name);
+    dma_transfer(tlm::TLM_READ_COMMAND, 2 * plan.chunk_bytes, &op.name);
+    wait_until_ps(std::max(cw, ccw));
+    fabric_.deliver(step_, op.id, fabric_.next(rank), 0);
+    fabric_.deliver(step_, op.id, fabric_.prev(rank), 1);
+    fabric_.wait_arrived(step_, op.id, rank, s + 1);
+    dma_transfer(tlm::TLM_WRITE_COMMAND, 2 * plan.chunk_bytes, &op.name);  // arrived chunks land
+    if (s < plan.reduce_steps) {
+      // Reduce the two arrived chunks into the local ones on the vector unit, through HBM.
+      dma_transfer(tlm::TLM_READ_COMMAND, 4 * plan.chunk_bytes, &op.name);
+      wait_until_ps(vpu_ops(2 * chunk_elements, 1.0, &op.name));
+      dma_transfer(tlm::TLM_WRITE_COMMAND, 2 * plan.chunk_bytes, &op.name);
+    }
+  }
+  fabric_.leave(step_, op.id);
+}
+
+void TensorCore::run_infeed(const Op&) {
+  Picos ready;
+  while ((ready = host_.ready_ps(site_.chip, step_)) == Host::kNotShipped)
+    sc_core::wait(host_.batch_event());
+  wait_until_ps(ready);
+  host_.consume(site_.chip, step_);
+}
+
+}  // namespace tpusim

@@ -1,0 +1,135 @@
+// A TensorCore: MXUs, a vector unit, DMA engines to the chip's HBM, a vector memory, and the
+// sequencer that replays the program. Ops are dispatched in program order once their
+// dependencies are done, each to its engine (matmul, vector, collective, infeed); engines run
+// concurrently, so communication overlaps compute and DMA overlaps the MXU exactly as far as
+// the shared units allow.
+#pragma once
+
+#include <tlm_utils/multi_passthrough_target_socket.h>
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "hw/compute_units.hpp"
+#include "hw/hw_config.hpp"
+#include "hw/program.hpp"
+#include "hw/sc_support.hpp"
+
+namespace tpusim {
+
+class CollectiveFabric;
+class Host;
+
+// DMA between HBM and vector memory. A transfer takes a free engine, is split into chunks with
+// a bounded number in flight, and returns when its last chunk has landed. b_transport blocks.
+class Dma : public sc_core::sc_module {
+ public:
+  tlm_utils::multi_passthrough_target_socket<Dma> socket;
+  tlm_utils::simple_initiator_socket<Dma> hbm_socket;
+
+  Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
+      EventSink* sink);
+
+ private:
+  void b_transport(int initiator, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+
+  DmaConfig config_;
+  std::vector<bool> engine_busy_;
+  std::vector<Reporter> reporters_;
+  sc_core::sc_event engine_freed_;
+};
+
+// Capacity of the core's vector memory. Engines reserve their double-buffered working set; a
+// reservation that does not fit is a simulation error, never silently allowed.
+class Vmem {
+ public:
+  explicit Vmem(std::uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+  void reserve(std::uint64_t bytes, const std::string& op);
+  void release(std::uint64_t bytes) { used_bytes_ -= bytes; }
+  std::uint64_t capacity_bytes() const { return capacity_bytes_; }
+  std::uint64_t peak_bytes() const { return peak_bytes_; }
+
+ private:
+  std::uint64_t capacity_bytes_;
+  std::uint64_t used_bytes_ = 0;
+  std::uint64_t peak_bytes_ = 0;
+};
+
+struct CoreSite {
+  std::uint32_t chip = 0;
+  std::uint32_t core = 0;  // within the chip
+  std::uint32_t rank = 0;  // position in the slice-wide replica ring
+};
+
+class TensorCore : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(TensorCore);
+  tlm_utils::simple_initiator_socket<TensorCore> ici_socket;  // to the chip's ICI router
+  Dma dma;
+
+  TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSite site, const Program& program,
+             CollectiveFabric& fabric, Host& host, EventSink* sink);
+
+  bool finished() const { return finished_; }
+  // End of each step on this core (all its ops done).
+  const std::vector<Picos>& step_end_ps() const { return step_end_ps_; }
+  const Vmem& vmem() const { return vmem_; }
+  // Op and step the sequencer is waiting on, for diagnosing a stuck simulation.
+  std::string progress() const;
+
+ private:
+  enum Engine { kMatmul, kVector, kCollective, kInfeed, kEngines };
+  struct Queue {
+    std::deque<const Op*> ops;
+    sc_core::sc_event work;
+  };
+  // One block of a streamed op: bytes in, compute, bytes out.
+  struct Block {
+    std::uint64_t load_bytes = 0;
+    std::uint64_t store_bytes = 0;
+    std::function<Picos()> compute;  // reserves the compute units, returns when results are ready
+  };
+
+  void sequencer();
+  void engine(Engine which);
+  void run(const Op& op);
+  void run_matmul(const Op& op);
+  void run_vector(const Op& op);
+  void run_all_reduce(const Op& op);
+  void run_infeed(const Op& op);
+  // Load -> compute -> store with two buffers between stages, each stage its own process.
+  void run_blocks(std::vector<Block>& blocks, const Op& op);
+  void dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label);
+  Picos mxu_tiles(std::uint64_t rows, std::uint64_t weight_tiles, std::uint32_t mxus,
+                  double rows_per_cycle, double flops, const std::string* label);
+  Picos vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label);
+  // A ring neighbour's transfer: intra-chip through HBM, otherwise over ICI.
+  Picos send_to(std::uint32_t peer_rank, std::uint64_t bytes, const std::string* label);
+
+  const HwConfig& hw_;
+  CoreSite site_;
+  const Program& program_;
+  CollectiveFabric& fabric_;
+  Host& host_;
+  Clock clock_;
+  Vmem vmem_;
+  sc_core::sc_vector<Mxu> mxus_;
+  Vpu vpu_;
+  sc_core::sc_vector<tlm_utils::simple_initiator_socket<TensorCore>> mxu_sockets_;
+  tlm_utils::simple_initiator_socket<TensorCore> vpu_socket_;
+  tlm_utils::simple_initiator_socket<TensorCore> dma_socket_;
+  std::vector<Reporter> engine_reporters_;
+  Queue queues_[kEngines];
+  std::vector<bool> done_;
+  sc_core::sc_event op_done_;
+  std::uint32_t step_ = 0;
+  std::uint32_t waiting_on_ = 0;
+  bool finished_ = false;
+  std::uint64_t next_address_ = 0;
+  std::vector<Picos> step_end_ps_;
+};
+
+}  // namespace tpusim

@@ -1,0 +1,131 @@
+#include "hw/topology.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace tpusim {
+
+Torus::Torus(std::vector<std::uint32_t> dims, std::vector<bool> wraps)
+    : dims_(std::move(dims)), wraps_(std::move(wraps)) {
+  for (auto d : dims_) chip_count_ *= d;
+}
+
+std::vector<bool> Torus::wraps_for(const std::vector<std::uint32_t>& dims, const IciConfig& ici) {
+  std::vector<bool> wraps;
+  for (auto d : dims) {
+    bool wrap = false;
+    switch (ici.wraparound) {
+      case Wraparound::Never: wrap = false; break;
+      case Wraparound::Always: wrap = true; break;
+      case Wraparound::FullAxis: wrap = d == ici.full_axis_chips; break;
+      case Wraparound::MultipleOf4: wrap = d % 4 == 0; break;
+    }
+    wraps.push_back(wrap && d > 2);
+  }
+  return wraps;
+}
+
+std::vector<std::uint32_t> Torus::coords(std::uint32_t chip) const {
+  std::vector<std::uint32_t> c(dims_.size());
+  for (std::size_t a = 0; a < dims_.size(); ++a) {
+    c[a] = chip % dims_[a];
+    chip /= dims_[a];
+  }
+  return c;
+}
+
+std::uint32_t Torus::chip_at(const std::vector<std::uint32_t>& coords) const {
+  std::uint32_t chip = 0;
+  for (std::size_t a = dims_.size(); a-- > 0;) chip = chip * dims_[a] + coords[a];
+  return chip;
+}
+
+std::int64_t Torus::far_end(const LinkId& link) const {
+  auto c = coords(link.chip);
+  const std::uint32_t d = dims_[link.axis];
+  std::uint32_t& x = c[link.axis];
+  if (link.positive) {
+    if (x + 1 < d) ++x;
+    else if (wraps_[link.axis]) x = 0;
+    else return -1;
+  } else {
+    if (x > 0) --x;
+    else if (wraps_[link.axis]) x = d - 1;
+    else return -1;
+  }
+  return chip_at(c);
+}
+
+std::vector<LinkId> Torus::route(std::uint32_t from, std::uint32_t to) const {
+  std::vector<LinkId> hops;
+  auto cur = coords(from);
+  const auto dst = coords(to);
+  for (std::uint8_t a = 0; a < dims_.size(); ++a) {
+    const std::int64_t d = dims_[a];
+    const std::int64_t forward = (static_cast<std::int64_t>(dst[a]) - cur[a] + d) % d;
+    bool positive = dst[a] > cur[a];
+    std::int64_t steps = std::llabs(static_cast<std::int64_t>(dst[a]) - cur[a]);
+    if (wraps_[a] && std::min(forward, d - forward) < steps) {
+      positive = forward <= d - forward;
+      steps = positive ? forward : d - forward;
+    }
+    for (std::int64_t s = 0; s < steps; ++s) {
+      LinkId link{chip_at(cur), a, positive};
+      hops.push_back(link);
+      cur = coords(static_cast<std::uint32_t>(far_end(link)));
+    }
+  }
+  return hops;
+}
+
+std::vector<std::uint32_t> Torus::ring_order() const {
+  // Reflected mixed-radix Gray code: each step changes one coordinate by one.
+  std::vector<std::uint32_t> order;
+  order.reserve(chip_count_);
+  std::vector<std::uint32_t> c(dims_.size(), 0);
+  std::vector<int> dir(dims_.size(), 1);
+  for (std::uint32_t i = 0; i < chip_count_; ++i) {
+    order.push_back(chip_at(c));
+    for (std::size_t a = 0; a < dims_.size(); ++a) {
+      const std::int64_t next = static_cast<std::int64_t>(c[a]) + dir[a];
+      if (next >= 0 && next < static_cast<std::int64_t>(dims_[a])) {
+        c[a] = static_cast<std::uint32_t>(next);
+        break;
+      }
+      dir[a] = -dir[a];
+    }
+  }
+  return order;
+}
+
+std::string Torus::shape() const { return topology_string(dims_); }
+
+std::vector<std::uint32_t> parse_topology(const std::string& text) {
+  std::vector<std::uint32_t> dims;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t x = text.find('x', pos);
+    const std::string part = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument(fmt::format(
+          "expected a torus shape like \"4x4\" or \"4x4x4\" (1 to 3 positive sizes), got \"{}\"", text));
+    const auto d = std::stoul(part);
+    if (d == 0) throw std::invalid_argument(fmt::format("axis sizes must be at least 1, got \"{}\"", text));
+    dims.push_back(static_cast<std::uint32_t>(d));
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  if (dims.empty() || dims.size() > 3)
+    throw std::invalid_argument(fmt::format(
+        "expected a torus shape like \"4x4\" or \"4x4x4\" (1 to 3 positive sizes), got \"{}\"", text));
+  return dims;
+}
+
+std::string topology_string(const std::vector<std::uint32_t>& dims) {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+  return s;
+}
+
+}  // namespace tpusim

@@ -1,0 +1,64 @@
+// The chips of a slice as a 1D/2D/3D torus, in plain C++: coordinates, which axes wrap around,
+// dimension-ordered routes over directed links, and a ring through every chip.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hw/hw_config.hpp"
+
+namespace tpusim {
+
+// A directed ICI link: leaves `chip` along `axis` in `+` (positive) or `-` direction.
+struct LinkId {
+  std::uint32_t chip = 0;
+  std::uint8_t axis = 0;
+  bool positive = true;
+  bool operator==(const LinkId& o) const {
+    return chip == o.chip && axis == o.axis && positive == o.positive;
+  }
+};
+
+class Torus {
+ public:
+  Torus(std::vector<std::uint32_t> dims, std::vector<bool> wraps);
+
+  // Wraparound per axis as the generation's rule gives it (axes of size <= 2 never wrap: both
+  // neighbours would be the same chip).
+  static std::vector<bool> wraps_for(const std::vector<std::uint32_t>& dims, const IciConfig& ici);
+
+  std::uint32_t chip_count() const { return chip_count_; }
+  std::uint32_t axes() const { return static_cast<std::uint32_t>(dims_.size()); }
+  const std::vector<std::uint32_t>& dims() const { return dims_; }
+  bool wraps(std::uint32_t axis) const { return wraps_[axis]; }
+
+  std::vector<std::uint32_t> coords(std::uint32_t chip) const;
+  std::uint32_t chip_at(const std::vector<std::uint32_t>& coords) const;
+  // The chip at the far end of `link`, or -1 when the link does not exist (mesh edge).
+  std::int64_t far_end(const LinkId& link) const;
+  bool link_exists(const LinkId& link) const { return far_end(link) >= 0; }
+  // Dense index of a link in [0, link_slots()); slots of missing links stay unused.
+  std::uint32_t link_index(const LinkId& link) const {
+    return (link.chip * axes() + link.axis) * 2 + (link.positive ? 0 : 1);
+  }
+  std::uint32_t link_slots() const { return chip_count_ * axes() * 2; }
+
+  // Dimension-ordered route (axis 0 first), taking the shorter way round where the axis wraps.
+  std::vector<LinkId> route(std::uint32_t from, std::uint32_t to) const;
+  // Every chip once, consecutive chips one hop apart (a boustrophedon walk); the closing hop
+  // from the last chip back to the first may be longer when the torus lacks wraparound.
+  std::vector<std::uint32_t> ring_order() const;
+  std::string shape() const;
+
+ private:
+  std::vector<std::uint32_t> dims_;
+  std::vector<bool> wraps_;
+  std::uint32_t chip_count_ = 1;
+};
+
+// "4x4" -> {4, 4}. Throws InputError-like std::invalid_argument with a reason.
+std::vector<std::uint32_t> parse_topology(const std::string& text);
+std::string topology_string(const std::vector<std::uint32_t>& dims);
+
+}  // namespace tpusim

@@ -1,0 +1,463 @@
+#include "sim/config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "hw/topology.hpp"
+#include "sim/errors.hpp"
+#include "sim/params.hpp"
+
+namespace tpusim {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string brief(const json& value) {
+  std::string s = value.dump();
+  return s.size() > 48 ? s.substr(0, 45) + "..." : s;
+}
+
+[[noreturn]] void fail(const std::string& origin, const std::string& path, const std::string& what) {
+  throw InputError(fmt::format("{}: {}: {}", origin, path, what));
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read the file (does it exist?)", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    const auto close = what.find("] ");
+    if (close != std::string::npos) what = what.substr(close + 2);
+    throw InputError(fmt::format("{}: malformed JSON: {}", path, what));
+  }
+}
+
+// ---- validation against the registry ---------------------------------------------------------
+
+std::string join_pattern(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+void check_number_range(const ParamSpec& spec, double v, const std::string& origin, const std::string& display,
+                        const json& value) {
+  if (v < spec.min || v > spec.max) {
+    auto number = [](double x) {
+      return std::fabs(x) < 1e15 && x == std::floor(x) ? fmt::format("{}", static_cast<long long>(x)) : fmt::format("{}", x);
+    };
+    std::string range;
+    if (std::isinf(spec.max)) range = fmt::format("at least {}", number(spec.min));
+    else range = fmt::format("between {} and {}", number(spec.min), number(spec.max));
+    fail(origin, display, fmt::format("expected {} {}{}, got {}", param_type_name(spec.type), range,
+                                      spec.unit.empty() ? "" : " (" + spec.unit + ")", brief(value)));
+  }
+}
+
+void check_value(const ParamSpec& spec, const json& value, const std::string& origin, const std::string& display) {
+  auto expected = [&](const std::string& what) {
+    fail(origin, display, fmt::format("expected {}, got {}", what, brief(value)));
+  };
+  switch (spec.type) {
+    case ParamType::Int:
+      if (!value.is_number_integer()) expected("an integer");
+      check_number_range(spec, value.is_number_unsigned() ? static_cast<double>(value.get<std::uint64_t>())
+                                                          : static_cast<double>(value.get<std::int64_t>()),
+                         origin, display, value);
+      break;
+    case ParamType::Float:
+      if (!value.is_number()) expected("a number");
+      check_number_range(spec, value.get<double>(), origin, display, value);
+      break;
+    case ParamType::Bool:
+      if (!value.is_boolean()) expected("true or false");
+      break;
+    case ParamType::String:
+      if (!value.is_string()) expected("a string");
+      if (!spec.choices.empty() &&
+          std::find(spec.choices.begin(), spec.choices.end(), value.get<std::string>()) == spec.choices.end()) {
+        std::string list;
+        for (const auto& c : spec.choices) list += (list.empty() ? "" : ", ") + c;
+        expected("one of " + list);
+      }
+      break;
+    case ParamType::IntList:
+      if (!value.is_array() || value.empty()) expected("a non-empty list of integers");
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        if (!value[i].is_number_integer()) fail(origin, fmt::format("{}[{}]", display, i), fmt::format("expected an integer, got {}", brief(value[i])));
+        check_number_range(spec, value[i].get<double>(), origin, fmt::format("{}[{}]", display, i), value[i]);
+      }
+      break;
+    case ParamType::ObjectList:
+      if (!value.is_array() || value.empty()) expected("a non-empty list of objects");
+      break;
+    case ParamType::StringMap:
+      if (!value.is_object()) expected("an object of strings");
+      for (const auto& [k, v] : value.items())
+        if (!v.is_string()) fail(origin, display + "." + k, fmt::format("expected a string, got {}", brief(v)));
+      break;
+  }
+}
+
+// Immediate children of `pattern` in the registry: name -> leaf spec (nullptr for objects).
+std::vector<std::pair<std::string, const ParamSpec*>> children_of(const std::string& doc, const std::string& pattern) {
+  std::vector<std::pair<std::string, const ParamSpec*>> out;
+  const std::string prefix = pattern.empty() ? "" : pattern + ".";
+  for (const auto& p : param_registry()) {
+    if (p.doc != doc || p.path.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string rest = p.path.substr(prefix.size());
+    if (rest.rfind("[]", 0) == 0) continue;
+    const auto dot = rest.find('.');
+    const std::string name = rest.substr(0, dot);
+    if (name.find("[]") != std::string::npos) continue;  // elements of a list, checked per element
+    const bool leaf = dot == std::string::npos;
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& c) { return c.first == name; });
+    if (it == out.end()) out.emplace_back(name, leaf ? &p : nullptr);
+    else if (leaf) it->second = &p;
+  }
+  return out;
+}
+
+bool required_below(const std::string& doc, const std::string& pattern) {
+  const std::string prefix = pattern + ".";
+  for (const auto& p : param_registry())
+    if (p.doc == doc && p.required && p.path.compare(0, prefix.size(), prefix) == 0 &&
+        p.path.find("[]", prefix.size()) == std::string::npos)
+      return true;
+  return false;
+}
+
+// Checks every key of `obj` and fills defaults for the optional keys it lacks.
+void validate_object(json& obj, const std::string& doc, const std::string& pattern, const std::string& display,
+                     const std::string& origin) {
+  if (!obj.is_object()) fail(origin, display, fmt::format("expected an object, got {}", brief(obj)));
+  const auto children = children_of(doc, pattern);
+  for (auto& [key, value] : obj.items()) {
+    const std::string child_pattern = join_pattern(pattern, key);
+    const std::string child_display = display + "." + key;
+    const auto it = std::find_if(children.begin(), children.end(), [&](const auto& c) { return c.first == key; });
+    if (it == children.end()) {
+      std::string known;
+      for (const auto& c : children) known += (known.empty() ? "" : ", ") + c.first;
+      fail(origin, child_display, fmt::format("unknown key (expected one of: {})", known));
+    }
+    if (it->second) {
+      check_value(*it->second, value, origin, child_display);
+      if (it->second->type == ParamType::ObjectList)
+        for (std::size_t i = 0; i < value.size(); ++i)
+          validate_object(value[i], doc, child_pattern + "[]", fmt::format("{}[{}]", child_display, i), origin);
+    } else {
+      validate_object(value, doc, child_pattern, child_display, origin);
+    }
+  }
+  for (const auto& [key, spec] : children) {
+    if (obj.contains(key)) continue;
+    const std::string child_pattern = join_pattern(pattern, key);
+    if (spec) {
+      if (spec->required) fail(origin, display + "." + key, fmt::format("missing required key ({}: {})", param_type_name(spec->type), spec->description));
+      if (!spec->default_value.is_null()) obj[key] = spec->default_value;
+    } else {
+      if (required_below(doc, child_pattern)) fail(origin, display + "." + key, "missing required object");
+      obj[key] = json::object();
+      validate_object(obj[key], doc, child_pattern, display + "." + key, origin);
+    }
+  }
+}
+
+// ---- --set ------------------------------------------------------------------------------------
+
+json parse_set_value(const ParamSpec& spec, const std::string& text, const std::string& origin, const std::string& display) {
+  auto bad = [&](const std::string& what) -> json { fail(origin, display, fmt::format("expected {}, got \"{}\"", what, text)); };
+  switch (spec.type) {
+    case ParamType::Int: {
+      if (!std::regex_match(text, std::regex("-?[0-9]{1,19}"))) return bad("an integer");
+      try {
+        if (text[0] == '-') return json(std::stoll(text));
+        return json(static_cast<std::uint64_t>(std::stoull(text)));
+      } catch (const std::exception&) {
+        return bad("an integer");
+      }
+    }
+    case ParamType::Float: {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !std::isfinite(v)) return bad("a number");
+      return json(v);
+    }
+    case ParamType::Bool:
+      if (text == "true") return json(true);
+      if (text == "false") return json(false);
+      return bad("true or false");
+    case ParamType::String: return json(text);
+    case ParamType::IntList: {
+      json list = json::array();
+      std::string t = text;
+      if (!t.empty() && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+      std::stringstream ss(t);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (!std::regex_match(item, std::regex(" *[0-9]{1,12} *"))) return bad("a list of integers like 28,28");
+        list.push_back(std::stoull(item));
+      }
+      return list;
+    }
+    case ParamType::ObjectList:
+    case ParamType::StringMap:
+      try {
+        return json::parse(text);
+      } catch (const json::parse_error&) {
+        return bad("JSON");
+      }
+  }
+  return bad("a value");
+}
+
+void apply_set(json& hw_doc, json& workload_doc, const std::string& assignment) {
+  const std::string origin = "--set " + assignment;
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError(fmt::format("{}: expected PATH=VALUE, e.g. hw.hbm.bw_gbps=1000", origin));
+  const std::string path = assignment.substr(0, eq);
+  const std::string value = assignment.substr(eq + 1);
+  const auto dot = path.find('.');
+  const std::string doc = path.substr(0, dot);
+  if ((doc != "hw" && doc != "workload") || dot == std::string::npos)
+    throw InputError(fmt::format("{}: the path must start with hw. or workload. (e.g. workload.training.global_batch)", origin));
+  json* target = doc == "hw" ? &hw_doc : &workload_doc;
+  if (target->is_null()) throw InputError(fmt::format("{}: no workload is loaded", origin));
+
+  // Walk "a.b[2].c": every [i] must name an existing element; objects are created as needed.
+  static const std::regex segment_re(R"(([A-Za-z_][A-Za-z0-9_]*)(\[([0-9]{1,6})\])?)");
+  std::string pattern;
+  std::stringstream ss(path.substr(dot + 1));
+  std::string segment;
+  std::vector<std::string> segments;
+  while (std::getline(ss, segment, '.')) segments.push_back(segment);
+  json* node = target;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    std::smatch m;
+    if (!std::regex_match(segments[i], m, segment_re))
+      throw InputError(fmt::format("{}: malformed key path \"{}\"", origin, path));
+    const std::string key = m[1];
+    pattern = join_pattern(pattern, key);
+    const bool last = i + 1 == segments.size();
+    if (!find_param(doc, pattern) && !has_children(doc, pattern))
+      throw InputError(fmt::format("{}: {}: unknown key (see `tpusim list-params`)", origin, path));
+    if (!node->is_object()) throw InputError(fmt::format("{}: {}: the parent is not an object", origin, path));
+    json& child = (*node)[key];
+    if (m[2].matched) {
+      const std::size_t index = std::stoul(m[3]);
+      if (!child.is_array() || index >= child.size())
+        throw InputError(fmt::format("{}: {}: no element {} in {}.{}", origin, path, index, doc, pattern));
+      pattern += "[]";
+      node = &child[index];
+    } else {
+      node = &child;
+    }
+    if (last) {
+      const ParamSpec* spec = find_param(doc, pattern);
+      if (!spec) throw InputError(fmt::format("{}: {}: names an object, not a value", origin, path));
+      *node = parse_set_value(*spec, value, origin, path);
+      check_value(*spec, *node, origin, path);
+    }
+  }
+}
+
+// ---- typed structs ------------------------------------------------------------------------------
+
+template <typename T>
+T get(const json& doc, const std::string& path) {
+  std::string pointer = "/" + path;
+  std::replace(pointer.begin(), pointer.end(), '.', '/');
+  return doc.at(json::json_pointer(pointer)).get<T>();
+}
+
+HwConfig build_hw(const json& d, const std::string& origin) {
+  HwConfig hw;
+  hw.name = get<std::string>(d, "name");
+  hw.chip.cores = get<std::uint32_t>(d, "chip.cores");
+  hw.chip.megacore = get<bool>(d, "chip.megacore");
+  hw.chip.documented_peak_bf16_tflops = get<double>(d, "chip.documented_peak_bf16_tflops");
+  hw.chip.max_chips = get<std::uint32_t>(d, "chip.max_chips");
+  CoreConfig& c = hw.core;
+  c.freq_mhz = get<double>(d, "core.freq_mhz");
+  c.mxu.rows = get<std::uint32_t>(d, "core.mxu.rows");
+  c.mxu.cols = get<std::uint32_t>(d, "core.mxu.cols");
+  c.mxu.per_core = get<std::uint32_t>(d, "core.mxu.per_core");
+  c.mxu.bf16_macs_per_cell_per_cycle = get<double>(d, "core.mxu.bf16_macs_per_cell_per_cycle");
+  c.mxu.int8_speedup = get<double>(d, "core.mxu.int8_speedup");
+  c.mxu.fp8_speedup = get<double>(d, "core.mxu.fp8_speedup");
+  c.mxu.weight_double_buffered = get<bool>(d, "core.mxu.weight_double_buffered");
+  c.vpu.lanes = get<std::uint32_t>(d, "core.vpu.lanes");
+  c.vpu.sublanes = get<std::uint32_t>(d, "core.vpu.sublanes");
+  c.vpu.alus_per_element = get<std::uint32_t>(d, "core.vpu.alus_per_element");
+  c.vmem_bytes = get<std::uint64_t>(d, "core.vmem_bytes");
+  c.op_overhead_cycles = get<std::uint32_t>(d, "core.op_overhead_cycles");
+  c.dma.engines = get<std::uint32_t>(d, "core.dma.engines");
+  c.dma.max_outstanding_chunks = get<std::uint32_t>(d, "core.dma.max_outstanding_chunks");
+  c.dma.chunk_bytes = get<std::uint64_t>(d, "core.dma.chunk_bytes");
+  c.dma.issue_latency_ns = get<double>(d, "core.dma.issue_latency_ns");
+  hw.hbm.capacity_bytes = get<std::uint64_t>(d, "hbm.capacity_bytes");
+  hw.hbm.bw_gbps = get<double>(d, "hbm.bw_gbps");
+  hw.hbm.channels = get<std::uint32_t>(d, "hbm.channels");
+  hw.hbm.latency_ns = get<double>(d, "hbm.latency_ns");
+  hw.hbm.interleave_bytes = get<std::uint64_t>(d, "hbm.interleave_bytes");
+  hw.ici.ports_per_chip = get<std::uint32_t>(d, "ici.ports_per_chip");
+  hw.ici.link_bw_gbps = get<double>(d, "ici.link_bw_gbps");
+  hw.ici.hop_latency_ns = get<double>(d, "ici.hop_latency_ns");
+  const auto wrap = get<std::string>(d, "ici.wraparound");
+  hw.ici.wraparound = wrap == "never"    ? Wraparound::Never
+                      : wrap == "always" ? Wraparound::Always
+                      : wrap == "full_axis" ? Wraparound::FullAxis
+                                            : Wraparound::MultipleOf4;
+  hw.ici.full_axis_chips = get<std::uint32_t>(d, "ici.full_axis_chips");
+  hw.host.chips_per_host = get<std::uint32_t>(d, "host.chips_per_host");
+  hw.host.pcie_bw_gbps = get<double>(d, "host.pcie_bw_gbps");
+  hw.host.pcie_latency_ns = get<double>(d, "host.pcie_latency_ns");
+
+  const std::string topology = get<std::string>(d, "slice.topology");
+  try {
+    hw.slice_dims = parse_topology(topology);
+  } catch (const std::invalid_argument& e) {
+    fail(origin, "hw.slice.topology", e.what());
+  }
+  std::uint64_t chips = 1;  // at most 3 axes below 10^9 each: no overflow in 128 bits, capped in 64
+  std::uint32_t long_axes = 0;
+  for (auto dim : hw.slice_dims) {
+    chips = static_cast<std::uint64_t>(std::min<unsigned __int128>(static_cast<unsigned __int128>(chips) * dim, ~std::uint64_t{0}));
+    if (dim > 1) ++long_axes;
+  }
+  if (chips > hw.chip.max_chips)
+    fail(origin, "hw.slice.topology",
+         fmt::format("a {} slice has {} chips; {} slices have at most {} (hw.chip.max_chips)", topology, chips, hw.name,
+                     hw.chip.max_chips));
+  if (2 * long_axes > hw.ici.ports_per_chip)
+    fail(origin, "hw.slice.topology",
+         fmt::format("a {} slice needs {} ICI ports per chip; {} chips have {} (hw.ici.ports_per_chip)", topology,
+                     2 * long_axes, hw.name, hw.ici.ports_per_chip));
+  if (hw.hbm.capacity_bytes < hw.chip.cores) fail(origin, "hw.hbm.capacity_bytes", "less than one byte per core");
+  return hw;
+}
+
+Workload build_workload(const json& d, const std::string& origin) {
+  Workload w;
+  w.name = get<std::string>(d, "name");
+  w.input_shape = get<std::vector<std::uint64_t>>(d, "model.input_shape");
+  w.input_dtype = get<std::string>(d, "model.input_dtype");
+  const json& layers = d.at("model").at("layers");
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const json& l = layers[i];
+    LayerSpec spec;
+    spec.type = l.at("type").get<std::string>();
+    spec.name = l.at("name").get<std::string>();
+    spec.units = l.at("units").get<std::uint64_t>();
+    spec.activation = l.at("activation").get<std::string>();
+    spec.use_bias = l.at("use_bias").get<bool>();
+    const std::string at = fmt::format("workload.model.layers[{}]", i);
+    if (spec.type == "dense" && spec.units == 0) fail(origin, at + ".units", "missing required key for a dense layer (integer: output features)");
+    if (spec.type == "flatten")
+      for (const char* key : {"units", "activation", "use_bias"})
+        if (l.at(key) != find_param("workload", std::string("model.layers[].") + key)->default_value)
+          fail(origin, at + "." + key, "not a key of a flatten layer");
+    w.layers.push_back(spec);
+  }
+  w.loss = get<std::string>(d, "model.loss");
+  w.global_batch = get<std::uint64_t>(d, "training.global_batch");
+  w.per_replica_batch = get<std::uint64_t>(d, "training.per_replica_batch");
+  if (w.global_batch == 0 && w.per_replica_batch == 0)
+    fail(origin, "workload.training.global_batch", "expected a positive batch (set global_batch or per_replica_batch)");
+  if (w.global_batch > 0 && w.per_replica_batch > 0)
+    fail(origin, "workload.training.per_replica_batch", "set either global_batch or per_replica_batch, not both");
+  w.precision = get<std::string>(d, "training.precision") == "mixed_bfloat16" ? Precision::MixedBfloat16 : Precision::Float32;
+  const auto fp32 = get<std::string>(d, "training.fp32_matmul_precision");
+  w.fp32_matmul_passes = fp32 == "default" ? 1 : fp32 == "high" ? 3 : 6;
+  w.optimizer = get<std::string>(d, "training.optimizer.name");
+  w.learning_rate = get<double>(d, "training.optimizer.learning_rate");
+  w.steps = get<std::uint32_t>(d, "training.steps");
+  w.host_samples_per_s = get<double>(d, "input_pipeline.host_samples_per_s");
+  w.prefetch_batches = get<std::uint32_t>(d, "input_pipeline.prefetch_batches");
+  w.bytes_per_sample = get<std::uint64_t>(d, "input_pipeline.bytes_per_sample");
+  return w;
+}
+
+bool looks_like_file(const std::string& s) {
+  return s.find('/') != std::string::npos || (s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0);
+}
+
+}  // namespace
+
+std::string preset_dir() {
+  if (const char* env = std::getenv("TPUSIM_PRESET_DIR")) return env;
+  return TPUSIM_PRESET_DIR;
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(preset_dir(), ec))
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+json load_hw_document(const std::string& name_or_file) {
+  std::string file = name_or_file;
+  if (!looks_like_file(name_or_file)) {
+    const auto names = preset_names();
+    if (std::find(names.begin(), names.end(), name_or_file) == names.end()) {
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw InputError(fmt::format("--hw {}: unknown hardware preset (expected one of: {}, or a JSON file)", name_or_file, known));
+    }
+    file = preset_dir() + "/" + name_or_file + ".json";
+  }
+  json doc = read_json_file(file);
+  if (!doc.is_object()) throw InputError(fmt::format("{}: hw: expected a JSON object, got {}", file, brief(doc)));
+  if (doc.contains("base")) {
+    const json& base = doc["base"];
+    if (!base.is_string() || looks_like_file(base.get<std::string>()))
+      throw InputError(fmt::format("{}: hw.base: expected the name of a preset, got {}", file, brief(base)));
+    json merged = load_hw_document(base.get<std::string>());
+    merged.erase("base");
+    doc.erase("base");
+    merged.merge_patch(doc);
+    return merged;
+  }
+  return doc;
+}
+
+Config load_config(const ConfigRequest& request) {
+  Config config;
+  config.hw_doc = load_hw_document(request.hw);
+  const std::string hw_origin = looks_like_file(request.hw) ? request.hw : "hw/presets/" + request.hw + ".json";
+  if (!request.workload_path.empty()) {
+    config.workload_doc = read_json_file(request.workload_path);
+    if (!config.workload_doc.is_object())
+      throw InputError(fmt::format("{}: workload: expected a JSON object, got {}", request.workload_path, brief(config.workload_doc)));
+  }
+  // Validate the documents as written first, so an error blames the file, then apply overrides.
+  validate_object(config.hw_doc, "hw", "", "hw", hw_origin);
+  if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", request.workload_path);
+  if (!request.topology.empty()) apply_set(config.hw_doc, config.workload_doc, "hw.slice.topology=" + request.topology);
+  for (const auto& s : request.sets) apply_set(config.hw_doc, config.workload_doc, s);
+
+  for (const auto& [key, value] : config.hw_doc["sources"].items())
+    if (!find_param("hw", key)) fail(hw_origin, "hw.sources." + key, "names no hardware key");
+  const std::string overrides = request.sets.empty() && request.topology.empty() ? hw_origin : hw_origin + " with overrides";
+  config.hw = build_hw(config.hw_doc, overrides);
+  if (!request.workload_path.empty())
+    config.workload = build_workload(config.workload_doc, request.sets.empty() ? request.workload_path : request.workload_path + " with overrides");
+  return config;
+}
+
+}  // namespace tpusim

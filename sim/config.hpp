@@ -1,0 +1,39 @@
+// Loading the hardware and workload documents: presets and files, --topology and --set
+// overrides, validation against the parameter registry (unknown keys, types, limits, required
+// keys; errors name the JSON path), defaults, and the typed structs the simulation runs on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hw/hw_config.hpp"
+#include "workloads/workload.hpp"
+
+namespace tpusim {
+
+struct ConfigRequest {
+  std::string workload_path;  // empty: hardware only (dump-config without a workload)
+  std::string hw = "tpu_v2";  // preset name or JSON file
+  std::string topology;       // empty: the preset's slice
+  std::vector<std::string> sets;  // "hw.hbm.bw_gbps=1000", "workload.training.global_batch=2048"
+};
+
+struct Config {
+  nlohmann::json hw_doc;        // effective, defaults filled
+  nlohmann::json workload_doc;  // effective, defaults filled; null without a workload
+  HwConfig hw;
+  Workload workload;
+};
+
+// Throws InputError with a one-line message naming the file or option and the JSON path.
+Config load_config(const ConfigRequest& request);
+
+// The preset directory (TPUSIM_PRESET_DIR in the environment overrides the built-in one).
+std::string preset_dir();
+std::vector<std::string> preset_names();
+// A preset or hardware file as a complete document (its base merged in), before overrides.
+nlohmann::json load_hw_document(const std::string& name_or_file);
+
+}  // namespace tpusim

@@ -1,0 +1,139 @@
+// The tpusim command line.
+#include <cstdlib>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+#include "sim/params.hpp"
+#include "sim/run.hpp"
+
+namespace tpusim {
+namespace {
+
+void add_config_options(CLI::App& cmd, ConfigRequest& request) {
+  cmd.add_option("--hw", request.hw, "Hardware preset (" + [] {
+    std::string names;
+    for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+    return names;
+  }() + ") or a hardware JSON file")->capture_default_str();
+  cmd.add_option("--topology", request.topology, "Slice shape in chips, e.g. 2x2, 4x4, 4x4x4 (default: the preset's)");
+  cmd.add_option("--set", request.sets, "Override a key: hw.<path>=VALUE or workload.<path>=VALUE (repeatable; see list-params)")
+      ->allow_extra_args(false);
+}
+
+int list_params(const std::string& hw_name, bool as_json) {
+  const nlohmann::json hw = load_hw_document(hw_name);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const auto& p : param_registry()) {
+    nlohmann::json def = p.default_value;
+    if (p.doc == "hw") {
+      std::string pointer = "/" + p.path;
+      std::replace(pointer.begin(), pointer.end(), '.', '/');
+      const auto ptr = nlohmann::json::json_pointer(pointer);
+      def = hw.contains(ptr) ? hw.at(ptr) : p.default_value;
+    }
+    nlohmann::ordered_json row = {{"key", p.doc + "." + p.path},
+                                  {"type", param_type_name(p.type)},
+                                  {"unit", p.unit},
+                                  {"default", def},
+                                  {"required", p.required && p.doc == "workload"},
+                                  {"description", p.description}};
+    if (!p.choices.empty()) row["choices"] = p.choices;
+    rows.push_back(row);
+  }
+  if (as_json) {
+    std::cout << rows.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("Keys of the hardware (defaults of --hw {}) and workload documents.\n"
+                           "Override any with --set KEY=VALUE.\n\n", hw_name);
+  for (const auto& r : rows) {
+    std::string def = r["required"].get<bool>() ? "(required)" : r["default"].dump();
+    if (def.size() > 40) def = def.substr(0, 37) + "...";
+    std::cout << fmt::format("{:<44} {:<10} {:<18} {}\n", r["key"].get<std::string>(), r["unit"].get<std::string>(),
+                             def, r["description"].get<std::string>());
+    if (r.contains("choices")) {
+      std::string c;
+      for (const auto& x : r["choices"]) c += (c.empty() ? "" : ", ") + x.get<std::string>();
+      std::cout << fmt::format("{:<74} one of: {}\n", "", c);
+    }
+  }
+  return 0;
+}
+
+int cli_main(int argc, char** argv) {
+  CLI::App app{"tpusim: a cycle-approximate simulator of data-parallel training on TPU slices"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", kVersion);
+
+  ConfigRequest run_request;
+  RunOptions run_options;
+  std::string trace_level = "ops";
+  auto* run = app.add_subcommand("run", "Simulate training steps of a workload and write summary, trace and config");
+  run->add_option("workload", run_request.workload_path, "Workload JSON file")->required();
+  add_config_options(*run, run_request);
+  run->add_option("-o,--out", run_options.out_dir, "Output directory (default: out/<workload name>)");
+  run->add_flag("--force", run_options.force, "Replace the output directory if it exists");
+  run->add_option("--trace", trace_level, "Trace detail: none or ops")
+      ->check(CLI::IsMember({"none", "ops"}))
+      ->capture_default_str();
+
+  std::string params_hw = "tpu_v2";
+  bool params_json = false;
+  auto* params = app.add_subcommand("list-params", "List every configuration key with unit, default and description");
+  params->add_option("--hw", params_hw, "Preset whose values are shown as hardware defaults")->capture_default_str();
+  params->add_flag("--json", params_json, "Print JSON");
+
+  ConfigRequest dump_request;
+  auto* dump = app.add_subcommand("dump-config", "Print the effective configuration (JSON) without simulating");
+  dump->add_option("workload", dump_request.workload_path, "Workload JSON file (optional)");
+  add_config_options(*dump, dump_request);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "tpusim: error: " << e.what() << " (see tpusim --help)\n";
+    return 2;
+  }
+
+  try {
+    if (*params) return list_params(params_hw, params_json);
+    if (*dump) {
+      const Config config = load_config(dump_request);
+      std::cout << effective_config(config).dump(2) << "\n";
+      return 0;
+    }
+    const Config config = load_config(run_request);
+    if (run_options.out_dir.empty()) run_options.out_dir = "out/" + config.workload.name;
+    run_options.trace = trace_level == "none" ? TraceLevel::None : TraceLevel::Ops;
+    const auto summary = run_simulation(config, run_options);
+    std::cout << format_summary(summary);
+    std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json{})\n",
+                             run_options.out_dir, run_options.trace == TraceLevel::None ? "" : ", trace.json");
+    return 0;
+  } catch (const InputError& e) {
+    std::cerr << "tpusim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const SimError& e) {
+    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace
+}  // namespace tpusim
+
+int main(int argc, char** argv) {
+  // SystemC prints a banner on stdout when its kernel starts; results go to stdout.
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
+  return tpusim::cli_main(argc, argv);
+}

@@ -1,0 +1,123 @@
+#include "sim/params.hpp"
+
+namespace tpusim {
+namespace {
+
+using json = nlohmann::json;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+ParamSpec hw(std::string path, ParamType type, std::string unit, std::string description, double min = -kInf,
+             double max = kInf, std::vector<std::string> choices = {}) {
+  return {"hw", std::move(path), type, std::move(unit), nullptr, std::move(description), min, max,
+          std::move(choices), true};
+}
+
+ParamSpec wl(std::string path, ParamType type, std::string unit, json default_value, std::string description,
+             double min = -kInf, double max = kInf, std::vector<std::string> choices = {}) {
+  const bool required = default_value.is_null();
+  return {"workload", std::move(path), type,   std::move(unit),   std::move(default_value),
+          std::move(description), min, max, std::move(choices), required};
+}
+
+std::vector<ParamSpec> build() {
+  using T = ParamType;
+  std::vector<ParamSpec> r = {
+      // ---- hardware ------------------------------------------------------------------------
+      hw("name", T::String, "", "Name of the hardware description"),
+      hw("chip.cores", T::Int, "cores", "TensorCores per chip", 1, 8),
+      hw("chip.megacore", T::Bool, "", "The chip's cores act as one device (one replica per chip, work split between its cores)"),
+      hw("chip.documented_peak_bf16_tflops", T::Float, "TFLOP/s", "Published dense bf16 peak per chip (reported beside the modelled peak)", 0, 1e6),
+      hw("chip.max_chips", T::Int, "chips", "Largest slice the generation can form", 1, 65536),
+      hw("core.freq_mhz", T::Float, "MHz", "TensorCore clock", 1, 10000),
+      hw("core.mxu.rows", T::Int, "cells", "Systolic array rows (the K extent of a stationary weight tile)", 8, 1024),
+      hw("core.mxu.cols", T::Int, "cells", "Systolic array columns (the N extent of a stationary weight tile)", 8, 1024),
+      hw("core.mxu.per_core", T::Int, "MXUs", "Matrix units per TensorCore", 1, 16),
+      hw("core.mxu.bf16_macs_per_cell_per_cycle", T::Float, "MAC/cycle", "bf16 multiply-accumulates per array cell per cycle (calibrates generations whose published peak needs more than 1)", 0.125, 16),
+      hw("core.mxu.int8_speedup", T::Float, "x", "int8 matmul rate relative to bf16; 0 when the MXU has no int8 path", 0, 16),
+      hw("core.mxu.fp8_speedup", T::Float, "x", "fp8 matmul rate relative to bf16; 0 when the MXU has no fp8 path", 0, 16),
+      hw("core.mxu.weight_double_buffered", T::Bool, "", "The next weight tile loads while the current one streams"),
+      hw("core.vpu.lanes", T::Int, "lanes", "Vector unit lanes", 1, 4096),
+      hw("core.vpu.sublanes", T::Int, "sublanes", "Vector unit sublanes", 1, 1024),
+      hw("core.vpu.alus_per_element", T::Int, "ALUs", "fp32 ALUs per (lane, sublane)", 1, 16),
+      hw("core.vmem_bytes", T::Int, "bytes", "Vector memory (VMEM) per TensorCore", 65536, 1e12),
+      hw("core.op_overhead_cycles", T::Int, "cycles", "Fixed issue cost of every op", 0, 1e9),
+      hw("core.dma.engines", T::Int, "engines", "DMA engines per TensorCore (transfers in parallel)", 1, 64),
+      hw("core.dma.max_outstanding_chunks", T::Int, "chunks", "HBM requests one DMA keeps in flight", 1, 1024),
+      hw("core.dma.chunk_bytes", T::Int, "bytes", "Size of one DMA request to HBM", 64, 1ull << 30),
+      hw("core.dma.issue_latency_ns", T::Float, "ns", "From DMA descriptor issue to the first request", 0, 1e6),
+      hw("hbm.capacity_bytes", T::Int, "bytes", "HBM capacity per chip", 1 << 20, 1e14),
+      hw("hbm.bw_gbps", T::Float, "GB/s", "HBM peak bandwidth per chip (10^9 bytes/s, all channels)", 1, 1e6),
+      hw("hbm.channels", T::Int, "channels", "Independent HBM channels per chip", 1, 1024),
+      hw("hbm.latency_ns", T::Float, "ns", "HBM access latency (request to data)", 0, 1e6),
+      hw("hbm.interleave_bytes", T::Int, "bytes", "Address interleaving granule across channels", 32, 1 << 30),
+      hw("ici.ports_per_chip", T::Int, "ports", "ICI ports per chip (2 per torus axis)", 0, 12),
+      hw("ici.link_bw_gbps", T::Float, "GB/s", "ICI bandwidth per link per direction (10^9 bytes/s)", 0.001, 1e6),
+      hw("ici.hop_latency_ns", T::Float, "ns", "Latency per ICI hop", 0, 1e8),
+      hw("ici.wraparound", T::String, "", "Which torus axes wrap around", -kInf, kInf, {"never", "always", "full_axis", "multiple_of_4"}),
+      hw("ici.full_axis_chips", T::Int, "chips", "Axis length that has wraparound when ici.wraparound is full_axis", 1, 1024),
+      hw("host.chips_per_host", T::Int, "chips", "Chips attached to one host", 1, 64),
+      hw("host.pcie_bw_gbps", T::Float, "GB/s", "Host-to-chip PCIe bandwidth per chip (10^9 bytes/s)", 0.001, 1e5),
+      hw("host.pcie_latency_ns", T::Float, "ns", "Host-to-chip transfer latency", 0, 1e8),
+      hw("slice.topology", T::String, "chips", "Slice shape as a torus of chips, e.g. 2x2, 4x4, 4x4x4 (--topology sets it)"),
+      {"hw", "sources", T::StringMap, "", json::object(), "Where each value comes from: key path -> citation (not used by the simulation)", -kInf, kInf, {}, false},
+      {"hw", "base", T::String, "", nullptr, "Preset this file inherits every key it does not set from (e.g. tpu_v4)", -kInf, kInf, {}, false},
+      // ---- workload ------------------------------------------------------------------------
+      wl("name", T::String, "", nullptr, "Name of the workload"),
+      wl("description", T::String, "", "", "Free text"),
+      wl("model.input_shape", T::IntList, "elements", nullptr, "Shape of one input sample, e.g. [28, 28]", 1, 1e9),
+      wl("model.input_dtype", T::String, "", "float32", "Element type of the samples the host ships", -kInf, kInf, {"uint8", "bfloat16", "float32"}),
+      wl("model.layers", T::ObjectList, "", nullptr, "Layers in order, each an object with a type"),
+      wl("model.layers[].type", T::String, "", nullptr, "Layer type", -kInf, kInf, {"flatten", "dense"}),
+      wl("model.layers[].name", T::String, "", "", "Layer name shown in the trace (default: type_index)"),
+      wl("model.layers[].units", T::Int, "features", 0, "dense: output features (required for dense)", 1, 1e7),
+      wl("model.layers[].activation", T::String, "", "linear", "dense: activation fused into the layer", -kInf, kInf, {"linear", "relu", "sigmoid", "tanh", "gelu", "softmax"}),
+      wl("model.layers[].use_bias", T::Bool, "", true, "dense: add a bias vector"),
+      wl("model.loss", T::String, "", "sparse_categorical_crossentropy", "Loss on the last layer's output", -kInf, kInf, {"sparse_categorical_crossentropy", "categorical_crossentropy", "mse"}),
+      wl("training.global_batch", T::Int, "samples", 0, "Samples per step over all replicas; 0: per_replica_batch x replicas (set exactly one of the two)", 0, 1e9),
+      wl("training.per_replica_batch", T::Int, "samples", 0, "Samples per replica per step; 0: global_batch / replicas (set exactly one of the two)", 0, 1e8),
+      wl("training.precision", T::String, "", "float32", "Keras mixed-precision policy", -kInf, kInf, {"float32", "mixed_bfloat16"}),
+      wl("training.fp32_matmul_precision", T::String, "", "default", "bf16 passes of a float32 matmul on the MXU: default 1, high 3, highest 6 (XLA's precision config)", -kInf, kInf, {"default", "high", "highest"}),
+      wl("training.optimizer.name", T::String, "", "adam", "Optimizer", -kInf, kInf, {"sgd", "momentum", "adam", "adamw", "lamb"}),
+      wl("training.optimizer.learning_rate", T::Float, "", 0.001, "Learning rate (recorded, does not change timing)", 0, 1e6),
+      wl("training.steps", T::Int, "steps", 3, "Training steps to simulate; the summary's step time is the last one's", 1, 10000),
+      wl("input_pipeline.host_samples_per_s", T::Float, "samples/s", 0, "Preprocessing rate of one host; 0: never the bottleneck", 0, 1e12),
+      wl("input_pipeline.prefetch_batches", T::Int, "batches", 2, "Batches the host may prepare ahead of the TPU (tf.data prefetch)", 1, 1024),
+      wl("input_pipeline.bytes_per_sample", T::Int, "bytes", 0, "Bytes of one sample on the host-to-chip link; 0: input_shape x input_dtype", 0, 1e10),
+  };
+  return r;
+}
+
+}  // namespace
+
+const char* param_type_name(ParamType t) {
+  switch (t) {
+    case ParamType::Int: return "integer";
+    case ParamType::Float: return "number";
+    case ParamType::Bool: return "boolean";
+    case ParamType::String: return "string";
+    case ParamType::IntList: return "list of integers";
+    case ParamType::ObjectList: return "list of objects";
+    case ParamType::StringMap: return "object of strings";
+  }
+  return "?";
+}
+
+const std::vector<ParamSpec>& param_registry() {
+  static const std::vector<ParamSpec> registry = build();
+  return registry;
+}
+
+const ParamSpec* find_param(const std::string& doc, const std::string& path) {
+  for (const auto& p : param_registry())
+    if (p.doc == doc && p.path == path) return &p;
+  return nullptr;
+}
+
+bool has_children(const std::string& doc, const std::string& path) {
+  const std::string prefix = path + ".";
+  for (const auto& p : param_registry())
+    if (p.doc == doc && p.path.compare(0, prefix.size(), prefix) == 0) return true;
+  return false;
+}
+
+}  // namespace tpusim

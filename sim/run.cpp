@@ -1,0 +1,342 @@
+#include "sim/run.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "hw/system.hpp"
+#include "sim/errors.hpp"
+#include "sim/stats.hpp"
+#include "workloads/lower.hpp"
+
+namespace tpusim {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+// A staging directory beside the destination; renamed into place only when complete, removed
+// on any failure, so no half-written output ever carries the final name.
+class StagedOutput {
+ public:
+  StagedOutput(const std::string& dir, bool force) : final_(dir), force_(force) {
+    if (dir.empty()) throw InputError("-o: the output directory must not be empty");
+    std::error_code ec;
+    if (fs::exists(final_, ec) && !force)
+      throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", dir));
+    if (fs::exists(final_, ec) && !fs::is_directory(final_, ec))
+      throw InputError(fmt::format("-o {}: exists and is not a directory", dir));
+    const fs::path parent = fs::absolute(final_).parent_path();
+    fs::create_directories(parent, ec);
+    staging_ = parent / fmt::format(".{}.tmp-{}", fs::absolute(final_).filename().string(), ::getpid());
+    fs::remove_all(staging_, ec);
+    if (!fs::create_directory(staging_, ec) || ec)
+      throw InputError(fmt::format("-o {}: cannot create the output directory ({})", dir,
+                                   ec ? ec.message() : "permission denied"));
+    std::ofstream probe(staging_ / ".probe");
+    if (!probe) {
+      fs::remove_all(staging_, ec);
+      throw InputError(fmt::format("-o {}: the output directory is not writable", dir));
+    }
+    probe.close();
+    fs::remove(staging_ / ".probe", ec);
+  }
+  ~StagedOutput() {
+    if (!committed_) {
+      std::error_code ec;
+      fs::remove_all(staging_, ec);
+    }
+  }
+  std::string file(const std::string& name) const { return (staging_ / name).string(); }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream out(file(name), std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) throw SimError(fmt::format("writing {} failed", file(name)));
+  }
+  void commit() {
+    std::error_code ec;
+    if (force_ && fs::exists(final_, ec)) fs::remove_all(final_, ec);
+    fs::rename(staging_, final_, ec);
+    if (ec) throw SimError(fmt::format("cannot move the outputs into {}: {}", final_.string(), ec.message()));
+    committed_ = true;
+  }
+
+ private:
+  fs::path final_;
+  fs::path staging_;
+  bool force_;
+  bool committed_ = false;
+};
+
+double seconds(Picos ps) { return ps_to_s(ps); }
+
+ojson memory_json(const LoweredStep& step) {
+  const MemoryFootprint& m = step.memory;
+  ojson per_core = {{"parameters_bytes", m.parameters},
+                    {"gradients_bytes", m.gradients},
+                    {"optimizer_state_bytes", m.optimizer_state},
+                    {"activations_bytes", m.activations},
+                    {"total_bytes", m.total()}};
+  return {{"per_core", per_core},
+          {"hbm_capacity_bytes", step.hbm_capacity_per_core_bytes},
+          {"hbm_fraction", static_cast<double>(m.total()) / static_cast<double>(step.hbm_capacity_per_core_bytes)},
+          {"oom", m.total() > step.hbm_capacity_per_core_bytes}};
+}
+
+// Useful over executed MXU work, over the whole program: how much padding to the array costs.
+double mxu_padding_efficiency(const Program& program, const HwConfig& hw) {
+  double useful = 0, padded = 0;
+  const SystolicArray array{hw.core.mxu.rows, hw.core.mxu.cols, true};
+  for (const Op& op : program.ops) {
+    if (op.kind != OpKind::Matmul) continue;
+    const auto plan = plan_matmul(array, op.matmul.m, op.matmul.k, op.matmul.n, 1, 1);
+    useful += static_cast<double>(plan.useful_macs);
+    padded += static_cast<double>(plan.padded_macs);
+  }
+  return padded > 0 ? useful / padded : 1.0;
+}
+
+std::string csv_of(const ojson& summary) {
+  // One flat row: nested objects become dotted column names, in summary order.
+  std::vector<std::pair<std::string, std::string>> cells;
+  std::function<void(const ojson&, const std::string&)> flatten = [&](const ojson& j, const std::string& prefix) {
+    for (const auto& [k, v] : j.items()) {
+      const std::string name = prefix.empty() ? k : prefix + "." + k;
+      if (v.is_object()) flatten(v, name);
+      else if (v.is_array()) {
+        std::string joined;
+        for (const auto& e : v) joined += (joined.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
+        cells.emplace_back(name, joined);
+      } else cells.emplace_back(name, v.is_string() ? v.get<std::string>() : v.dump());
+    }
+  };
+  flatten(summary, "");
+  auto quote = [](const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  std::string header, row;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i > 0) {
+      header += ",";
+      row += ",";
+    }
+    header += quote(cells[i].first);
+    row += quote(cells[i].second);
+  }
+  return header + "\n" + row + "\n";
+}
+
+}  // namespace
+
+ojson effective_config(const Config& config) {
+  ojson out;
+  out["hw"] = ojson::parse(config.hw_doc.dump());
+  if (!config.workload_doc.is_null()) out["workload"] = ojson::parse(config.workload_doc.dump());
+  return out;
+}
+
+ojson run_simulation(const Config& config, const RunOptions& options) {
+  const HwConfig& hw = config.hw;
+  LoweredStep step;
+  try {
+    step = lower_training_step(config.workload, hw);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  StagedOutput out(options.out_dir, options.force);
+
+  ojson summary;
+  summary["tpusim_version"] = kVersion;
+  summary["status"] = "ok";
+  summary["workload"] = config.workload.name;
+  summary["hw"] = hw.name;
+  summary["topology"] = topology_string(hw.slice_dims);
+  summary["chips"] = hw.chip_count();
+  summary["cores"] = hw.core_count();
+  summary["replicas"] = step.replicas;
+  summary["global_batch"] = step.global_batch;
+  summary["per_replica_batch"] = step.per_replica_batch;
+  summary["per_core_batch"] = step.per_core_batch;
+  summary["precision"] = config.workload.precision == Precision::MixedBfloat16 ? "mixed_bfloat16" : "float32";
+  summary["optimizer"] = config.workload.optimizer;
+  summary["steps"] = config.workload.steps;
+  summary["parameters"] = step.model.params();
+
+  const ojson memory = memory_json(step);
+  ojson warnings = ojson::array();
+  if (memory["oom"].get<bool>()) {
+    // A step that cannot run gets no step time: reporting one would be a number that could not happen.
+    summary["status"] = "oom";
+    for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu"})
+      summary[key] = nullptr;
+    summary["memory"] = memory;
+    warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}", step.memory.total(),
+                                   step.hbm_capacity_per_core_bytes));
+    summary["warnings"] = warnings;
+    out.write("summary.json", summary.dump(2) + "\n");
+    out.write("summary.csv", csv_of(summary));
+    out.write("effective_config.json", effective_config(config).dump(2) + "\n");
+    out.commit();
+    return summary;
+  }
+
+  std::unique_ptr<ChromeTraceWriter> trace;
+  if (options.trace != TraceLevel::None) trace = std::make_unique<ChromeTraceWriter>(out.file("trace.json"));
+  Recorder recorder(trace.get());
+
+  sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
+  System system("slice", hw, step.program, step.infeed, &recorder);
+  try {
+    sc_core::sc_start();
+  } catch (const std::exception& e) {
+    throw SimError(fmt::format("simulation failed: {}", e.what()));
+  }
+  std::string stuck;
+  if (!system.finished(&stuck)) throw SimError(fmt::format("simulation stuck (nothing left to happen): {}", stuck));
+
+  const std::vector<Picos> ends = system.step_end_ps();
+  const std::size_t n = ends.size();
+  const Window window{n >= 2 ? ends[n - 2] : 0, ends[n - 1]};
+  const double step_s = seconds(window.length());
+  const double chips = static_cast<double>(hw.chip_count());
+  const double peak = hw.peak_bf16_flops_per_chip() * chips;
+  const double model_flops = step.model_flops_per_core * static_cast<double>(hw.core_count());
+
+  summary["step_time_s"] = step_s;
+  summary["first_step_time_s"] = seconds(ends[0]);
+  summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
+  summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
+  summary["mfu"] = model_flops / (step_s * peak);
+  summary["model_flops_per_step"] = model_flops;
+  summary["peak_flops_per_s"] = peak;
+  summary["documented_peak_flops_per_s"] = hw.chip.documented_peak_bf16_tflops * 1e12 * chips;
+
+  // Time breakdown averaged over every core of the slice in the steady-state step.
+  Breakdown total;
+  for (std::uint32_t c = 0; c < hw.chip_count(); ++c)
+    for (std::uint32_t k = 0; k < hw.chip.cores; ++k) {
+      const Breakdown b = core_breakdown(recorder, fmt::format("chip{}.core{}", c, k), window);
+      total.compute += b.compute;
+      total.memory_bound += b.memory_bound;
+      total.exposed_communication += b.exposed_communication;
+      total.input_wait += b.input_wait;
+      total.idle += b.idle;
+    }
+  const double cores = static_cast<double>(hw.core_count());
+  auto avg_s = [&](Picos ps) { return seconds(ps) / cores; };
+  summary["breakdown"] = {{"compute_s", avg_s(total.compute)},
+                          {"memory_bound_s", avg_s(total.memory_bound)},
+                          {"exposed_communication_s", avg_s(total.exposed_communication)},
+                          {"input_wait_s", avg_s(total.input_wait)},
+                          {"idle_s", avg_s(total.idle)}};
+
+  struct KindUse {
+    Picos busy = 0;
+    std::uint64_t units = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::map<UnitKind, KindUse> use;
+  for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
+    KindUse& k = use[recorder.units()[u].kind];
+    k.busy += busy_within(recorder.spans(u), window);
+    k.units += 1;
+    k.bytes += bytes_of_step(recorder.spans(u), static_cast<std::uint32_t>(n - 1));
+  }
+  auto fraction = [&](UnitKind kind) {
+    const KindUse& k = use[kind];
+    return k.units == 0 ? 0.0 : static_cast<double>(k.busy) / (static_cast<double>(k.units) * static_cast<double>(window.length()));
+  };
+  summary["utilization"] = {{"mxu", fraction(UnitKind::Mxu)},
+                            {"vpu", fraction(UnitKind::Vpu)},
+                            {"hbm", fraction(UnitKind::Hbm)},
+                            {"ici", fraction(UnitKind::IciLink)}};
+  summary["traffic_per_step"] = {{"hbm_bytes", use[UnitKind::Hbm].bytes},
+                                 {"ici_bytes", use[UnitKind::IciLink].bytes},
+                                 {"pcie_bytes", use[UnitKind::Pcie].bytes}};
+  summary["memory"] = memory;
+  const double padding = mxu_padding_efficiency(step.program, hw);
+  summary["mxu_padding_efficiency"] = padding;
+
+  if (padding < 0.5)
+    warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "
+                                   "multiples of the {}x{} array)", 100 * padding, hw.core.mxu.rows, hw.core.mxu.cols));
+  if (seconds(total.input_wait) / cores > 0.1 * step_s)
+    warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch",
+                                   100 * seconds(total.input_wait) / cores / step_s));
+  summary["warnings"] = warnings;
+
+  if (trace) {
+    trace->close({{"tpusim_version", kVersion},
+                  {"workload", config.workload.name},
+                  {"hw", hw.name},
+                  {"topology", topology_string(hw.slice_dims)},
+                  {"steps", config.workload.steps}});
+  }
+  out.write("summary.json", summary.dump(2) + "\n");
+  out.write("summary.csv", csv_of(summary));
+  out.write("effective_config.json", effective_config(config).dump(2) + "\n");
+  out.commit();
+  return summary;
+}
+
+std::string format_summary(const ojson& s) {
+  auto time = [](double sec) {
+    if (sec >= 1) return fmt::format("{:.3f} s", sec);
+    if (sec >= 1e-3) return fmt::format("{:.3f} ms", sec * 1e3);
+    return fmt::format("{:.3f} us", sec * 1e6);
+  };
+  auto bytes = [](double b) {
+    if (b >= 1ull << 30) return fmt::format("{:.2f} GiB", b / (1ull << 30));
+    if (b >= 1 << 20) return fmt::format("{:.2f} MiB", b / (1 << 20));
+    return fmt::format("{:.1f} KiB", b / 1024);
+  };
+  auto pct = [](double f) { return fmt::format("{:.1f}%", 100 * f); };
+  std::string t;
+  t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas)\n", s["workload"].get<std::string>(),
+                   s["hw"].get<std::string>(), s["topology"].get<std::string>(), s["chips"].get<std::uint64_t>(),
+                   s["cores"].get<std::uint64_t>(), s["replicas"].get<std::uint64_t>());
+  t += fmt::format("  batch          {} global, {} per replica, {} per core; {}, {}, {} steps\n",
+                   s["global_batch"].get<std::uint64_t>(), s["per_replica_batch"].get<std::uint64_t>(),
+                   s["per_core_batch"].get<std::uint64_t>(), s["precision"].get<std::string>(),
+                   s["optimizer"].get<std::string>(), s["steps"].get<std::uint32_t>());
+  const ojson& m = s["memory"];
+  const ojson& pc = m["per_core"];
+  t += fmt::format("  memory/core    {} of {} HBM ({}): params {}, grads {}, optimizer {}, activations {}\n",
+                   bytes(pc["total_bytes"].get<double>()), bytes(m["hbm_capacity_bytes"].get<double>()),
+                   pct(m["hbm_fraction"].get<double>()), bytes(pc["parameters_bytes"].get<double>()),
+                   bytes(pc["gradients_bytes"].get<double>()), bytes(pc["optimizer_state_bytes"].get<double>()),
+                   bytes(pc["activations_bytes"].get<double>()));
+  if (s["status"] == "ok") {
+    const double step = s["step_time_s"].get<double>();
+    t += fmt::format("  step time      {} (steady state; first step {})\n", time(step),
+                     time(s["first_step_time_s"].get<double>()));
+    t += fmt::format("  throughput     {:.0f} samples/s, {:.0f} samples/s per chip\n", s["samples_per_s"].get<double>(),
+                     s["samples_per_s_per_chip"].get<double>());
+    t += fmt::format("  MFU            {}\n", pct(s["mfu"].get<double>()));
+    const ojson& b = s["breakdown"];
+    t += fmt::format("  breakdown      compute {} ({}), memory-bound {} ({}), exposed comm {} ({}), input wait {} ({}), idle {} ({})\n",
+                     time(b["compute_s"]), pct(b["compute_s"].get<double>() / step), time(b["memory_bound_s"]),
+                     pct(b["memory_bound_s"].get<double>() / step), time(b["exposed_communication_s"]),
+                     pct(b["exposed_communication_s"].get<double>() / step), time(b["input_wait_s"]),
+                     pct(b["input_wait_s"].get<double>() / step), time(b["idle_s"]), pct(b["idle_s"].get<double>() / step));
+    const ojson& u = s["utilization"];
+    t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}\n", pct(u["mxu"]), pct(u["vpu"]),
+                     pct(u["hbm"]), pct(u["ici"]));
+  } else {
+    t += "  step time      none: the step does not fit in HBM (out of memory)\n";
+  }
+  for (const auto& w : s["warnings"]) t += "  warning: " + w.get<std::string>() + "\n";
+  return t;
+}
+
+}  // namespace tpusim

@@ -1,0 +1,34 @@
+// One simulation from configuration to output directory: lower the workload, elaborate the
+// slice, simulate, derive the summary, and publish the outputs atomically.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/config.hpp"
+
+namespace tpusim {
+
+enum class TraceLevel { None, Ops };
+
+struct RunOptions {
+  std::string out_dir;
+  bool force = false;  // replace an existing output directory
+  TraceLevel trace = TraceLevel::Ops;
+};
+
+// Simulates and writes DIR/summary.json, summary.csv, effective_config.json and trace.json.
+// The outputs appear under their final name only when all of them are complete. Throws
+// InputError (bad input, unusable output directory) or SimError (the simulation failed).
+nlohmann::ordered_json run_simulation(const Config& config, const RunOptions& options);
+
+// The human-readable summary printed by `tpusim run`.
+std::string format_summary(const nlohmann::ordered_json& summary);
+
+// The configuration as simulated: {"hw": ..., "workload": ...} with every default filled in.
+nlohmann::ordered_json effective_config(const Config& config);
+
+constexpr const char* kVersion = "0.1.0";
+
+}  // namespace tpusim

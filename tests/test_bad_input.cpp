@@ -1,0 +1,114 @@
+// Bad input through the real command line: a one-line error on stderr that names the JSON path
+// and what was expected, exit code 2, and no output directory left behind.
+#define BOOST_TEST_MODULE bad_input
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+
+#include "test_helpers.hpp"
+
+using namespace tpusim::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kValid = read_file(example_workload());
+
+std::string replaced(const std::string& from, const std::string& to) {
+  std::string text = kValid;
+  const auto at = text.find(from);
+  BOOST_REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+// Runs `run WORKLOAD_TEXT EXTRA` into a fresh -o directory and checks the failure contract.
+void expect_input_error(const std::string& workload_text, const std::string& extra, const std::string& expected) {
+  TempDir dir;
+  const std::string workload = dir.write("workload.json", workload_text);
+  const std::string out = dir.path("out");
+  const CommandResult r = run_tpusim("run '" + workload + "' -o '" + out + "' " + extra);
+  BOOST_TEST_CONTEXT("stderr: " << r.err) {
+    BOOST_TEST(r.exit_code == 2);
+    BOOST_TEST(r.err.find(expected) != std::string::npos);
+    BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // exactly one line
+    BOOST_TEST(r.out.empty());
+    BOOST_TEST(!fs::exists(out));
+    for (const auto& entry : fs::directory_iterator(dir.path("")))  // no staging directory left either
+      BOOST_TEST(entry.path().filename().string().find("tmp") == std::string::npos);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(malformed_json) {
+  expect_input_error(kValid.substr(0, kValid.size() / 2), "", "malformed JSON");
+}
+
+BOOST_AUTO_TEST_CASE(wrong_type) {
+  expect_input_error(replaced("\"global_batch\": 1024", "\"global_batch\": \"1024\""), "",
+                     "workload.training.global_batch: expected an integer, got \"1024\"");
+  expect_input_error(replaced("\"input_shape\": [28, 28]", "\"input_shape\": [28, \"x\"]"), "",
+                     "workload.model.input_shape[1]: expected an integer");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_key) {
+  expect_input_error(replaced("\"global_batch\": 1024", "\"global_batch\": 1024, \"batch_size\": 7"), "",
+                     "workload.training.batch_size: unknown key");
+  expect_input_error(replaced("\"activation\": \"relu\"", "\"activation\": \"relu\", \"kernel\": 3"), "",
+                     "workload.model.layers[1].kernel: unknown key");
+}
+
+BOOST_AUTO_TEST_CASE(missing_required_field) {
+  expect_input_error(replaced("\"name\": \"mlp_mnist\",", ""), "", "workload.name: missing required key");
+  expect_input_error(replaced("\"units\": 128, ", ""), "", "workload.model.layers[1].units: missing required key");
+}
+
+BOOST_AUTO_TEST_CASE(zero_negative_and_absurd_sizes) {
+  expect_input_error(replaced("\"global_batch\": 1024", "\"global_batch\": 0"), "",
+                     "workload.training.global_batch: expected a positive batch");
+  expect_input_error(replaced("\"global_batch\": 1024", "\"global_batch\": -8"), "",
+                     "workload.training.global_batch: expected integer between 0 and 1000000000");
+  expect_input_error(replaced("\"units\": 128", "\"units\": 0"), "", "workload.model.layers[1].units: expected integer between 1");
+  expect_input_error(kValid, "--topology 1000000x1000000x1000",
+                     "hw.slice.topology: a 1000000x1000000x1000 slice has 1000000000000000 chips");
+  expect_input_error(kValid, "--set workload.training.global_batch=1000000000000",
+                     "workload.training.global_batch: expected integer between 0 and 1000000000");
+  expect_input_error(kValid, "--topology 0x4", "hw.slice.topology: axis sizes must be at least 1");
+}
+
+BOOST_AUTO_TEST_CASE(global_batch_not_divisible_by_replicas) {
+  expect_input_error(kValid, "--set workload.training.global_batch=1020",
+                     "workload.training.global_batch: 1020 does not divide over the 8 replicas");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_preset_and_bad_overrides) {
+  expect_input_error(kValid, "--hw tpu_v9", "--hw tpu_v9: unknown hardware preset");
+  expect_input_error(kValid, "--set hw.hbm.bw=3", "hw.hbm.bw: unknown key");
+  expect_input_error(kValid, "--set hw.hbm.bw_gbps=lots", "hw.hbm.bw_gbps: expected a number");
+  expect_input_error(kValid, "--trace everything", "--trace");
+}
+
+BOOST_AUTO_TEST_CASE(missing_workload_file) {
+  const CommandResult r = run_tpusim("run /nonexistent/workload.json -o /nonexistent/out");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("/nonexistent/workload.json: cannot read the file") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(unwritable_output_directory) {
+  TempDir dir;
+  const std::string blocker = dir.write("a_file", "not a directory");
+  const CommandResult r = run_tpusim("run '" + example_workload() + "' -o '" + blocker + "/out'");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("cannot create the output directory") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(existing_output_is_never_overwritten_without_force) {
+  TempDir dir;
+  const std::string out = dir.path("out");
+  fs::create_directory(out);
+  dir.write("out/keep.txt", "mine");
+  const CommandResult r = run_tpusim("run '" + example_workload() + "' -o '" + out + "'");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("pass --force") != std::string::npos);
+  BOOST_TEST(read_file(out + "/keep.txt") == "mine");
+}

@@ -1,0 +1,121 @@
+// Configuration: presets, the parameter registry, validation and overrides (in-process, no
+// simulation).
+#define BOOST_TEST_MODULE config
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+#include "sim/params.hpp"
+#include "test_helpers.hpp"
+
+using namespace tpusim;
+using tpusim::test::TempDir;
+
+namespace {
+
+// The error message of loading `request`, or "" when it loads.
+std::string load_error(const ConfigRequest& request) {
+  try {
+    load_config(request);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_preset_loads_and_reaches_its_documented_peak) {
+  const auto names = preset_names();
+  BOOST_TEST(names == std::vector<std::string>({"tpu_v2", "tpu_v3", "tpu_v4", "tpu_v5e", "tpu_v5p", "tpu_v6e"}));
+  for (const auto& name : names) {
+    BOOST_TEST_CONTEXT(name) {
+      ConfigRequest request;
+      request.hw = name;
+      const Config config = load_config(request);
+      const double modelled_tflops = config.hw.peak_bf16_flops_per_chip() / 1e12;
+      BOOST_TEST(std::fabs(modelled_tflops / config.hw.chip.documented_peak_bf16_tflops - 1) < 0.01);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_preset_value_cites_a_source) {
+  for (const auto& name : preset_names()) {
+    const auto doc = load_hw_document(name);
+    for (const auto& p : param_registry()) {
+      if (p.doc != "hw" || p.path == "name" || p.path == "sources" || p.path == "base") continue;
+      BOOST_TEST_CONTEXT(name << " " << p.path) { BOOST_TEST(doc["sources"].contains(p.path)); }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(topology_and_set_override_the_documents) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::example_workload();
+  request.hw = "tpu_v4";
+  request.topology = "4x4x4";
+  request.sets = {"hw.hbm.bw_gbps=1000", "workload.training.global_batch=2048", "workload.model.layers[1].units=256"};
+  const Config config = load_config(request);
+  BOOST_TEST(config.hw.chip_count() == 64u);
+  BOOST_TEST(config.hw.hbm.bw_gbps == 1000.0);
+  BOOST_TEST(config.workload.global_batch == 2048u);
+  BOOST_TEST(config.workload.layers[1].units == 256u);
+  BOOST_TEST(config.hw_doc["slice"]["topology"] == "4x4x4");
+}
+
+BOOST_AUTO_TEST_CASE(set_is_type_checked_against_the_registry) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::example_workload();
+  request.sets = {"hw.hbm.bw_gbps=fast"};
+  BOOST_TEST(contains(load_error(request), "hw.hbm.bw_gbps: expected a number"));
+  request.sets = {"workload.training.global_batch=12.5"};
+  BOOST_TEST(contains(load_error(request), "expected an integer"));
+  request.sets = {"hw.hbm.bandwidth=1"};
+  BOOST_TEST(contains(load_error(request), "hw.hbm.bandwidth: unknown key"));
+  request.sets = {"workload.model.layers[7].units=3"};
+  BOOST_TEST(contains(load_error(request), "no element 7"));
+  request.sets = {"hw.chip.megacore=yes"};
+  BOOST_TEST(contains(load_error(request), "expected true or false"));
+  request.sets = {"hbm.bw_gbps=1"};
+  BOOST_TEST(contains(load_error(request), "must start with hw. or workload."));
+}
+
+BOOST_AUTO_TEST_CASE(hardware_files_inherit_from_a_base_preset) {
+  TempDir dir;
+  const auto file = dir.write("mine.json", R"({"base": "tpu_v4", "name": "my_v4", "hbm": {"bw_gbps": 2000}})");
+  ConfigRequest request;
+  request.hw = file;
+  const Config config = load_config(request);
+  BOOST_TEST(config.hw.name == "my_v4");
+  BOOST_TEST(config.hw.hbm.bw_gbps == 2000.0);
+  BOOST_TEST(config.hw.core.mxu.per_core == 4u);  // from tpu_v4
+  dir.write("bad.json", R"({"base": "tpu_v4", "hbm": {"bw": 2000}})");
+  request.hw = dir.path("bad.json");
+  BOOST_TEST(contains(load_error(request), "hw.hbm.bw: unknown key"));
+}
+
+BOOST_AUTO_TEST_CASE(defaults_fill_optional_workload_keys) {
+  TempDir dir;
+  const auto file = dir.write("w.json", R"({"name": "tiny", "model": {"input_shape": [64], "layers": [{"type": "dense", "units": 8}]},
+                                           "training": {"per_replica_batch": 16}})");
+  ConfigRequest request;
+  request.workload_path = file;
+  const Config config = load_config(request);
+  BOOST_TEST(config.workload.optimizer == "adam");
+  BOOST_TEST(config.workload.steps == 3u);
+  BOOST_TEST(config.workload.layers[0].activation == "linear");
+  BOOST_TEST(config.workload_doc["input_pipeline"]["prefetch_batches"] == 2);
+}
+
+BOOST_AUTO_TEST_CASE(shapes_a_generation_cannot_form_are_refused) {
+  ConfigRequest request;
+  request.hw = "tpu_v2";
+  request.topology = "4x4x4";  // three axes need 6 ports; v2 has 4
+  BOOST_TEST(contains(load_error(request), "needs 6 ICI ports"));
+  request.topology = "32x32";  // 1024 chips, a v2 pod has 256
+  BOOST_TEST(contains(load_error(request), "at most 256"));
+}

@@ -1,0 +1,95 @@
+// The training-step driver: program structure, FLOPs, memory and batch arithmetic.
+#define BOOST_TEST_MODULE lowering
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+
+#include "sim/config.hpp"
+#include "workloads/lower.hpp"
+#include "test_helpers.hpp"
+
+using namespace tpusim;
+
+namespace {
+
+Config example(const std::string& hw = "tpu_v2", std::vector<std::string> sets = {}) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::example_workload();
+  request.hw = hw;
+  request.sets = std::move(sets);
+  return load_config(request);
+}
+
+std::size_t count(const Program& p, OpKind kind) {
+  return static_cast<std::size_t>(std::count_if(p.ops.begin(), p.ops.end(), [&](const Op& o) { return o.kind == kind; }));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(mlp_step_has_forward_backward_all_reduce_and_update) {
+  const Config c = example();
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  BOOST_TEST(step.model.params() == 784u * 128u + 128u + 128u * 10u + 10u);  // 101,770 as Keras reports
+  BOOST_TEST(step.replicas == 8u);
+  BOOST_TEST(step.per_core_batch == 128u);
+  // 2 forward, 2 dW, 1 dX (the first layer needs none)
+  BOOST_TEST(count(step.program, OpKind::Matmul) == 5u);
+  BOOST_TEST(count(step.program, OpKind::AllReduce) == 2u);
+  BOOST_TEST(count(step.program, OpKind::Infeed) == 1u);
+  // FLOPs: forward 2*b*(784*128 + 128*10), dW the same again, dX of layer 2 2*b*128*10
+  const double b = 128;
+  const double expected = 2 * b * (784 * 128 + 128 * 10) * 2 + 2 * b * 128 * 10;
+  BOOST_TEST(step.model_flops_per_core == expected);
+  // Every dependency points backwards, so the sequencer can never wait on a later op.
+  for (const Op& op : step.program.ops)
+    for (auto d : op.deps) BOOST_TEST(d < op.id);
+}
+
+BOOST_AUTO_TEST_CASE(all_reduce_carries_each_layers_fp32_gradients) {
+  const Config c = example();
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  std::uint64_t bytes = 0;
+  for (const Op& op : step.program.ops)
+    if (op.kind == OpKind::AllReduce) bytes += op.all_reduce.bytes;
+  BOOST_TEST(bytes == step.model.params() * 4);
+}
+
+BOOST_AUTO_TEST_CASE(memory_footprint_by_kind) {
+  const Config c = example();
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  const std::uint64_t p = step.model.params();
+  BOOST_TEST(step.memory.parameters == p * 4);
+  BOOST_TEST(step.memory.gradients == p * 4);
+  BOOST_TEST(step.memory.optimizer_state == p * 8);  // Adam: two fp32 slots
+  // input 128 x 784 x 4, then each dense layer's input and output in f32
+  BOOST_TEST(step.memory.activations == 128u * 784 * 4 + 128u * (784 + 128) * 4 + 128u * (128 + 10) * 4);
+  BOOST_TEST(step.hbm_capacity_per_core_bytes == (16ull << 30) / 2);
+}
+
+BOOST_AUTO_TEST_CASE(mixed_bfloat16_halves_activations_and_keeps_fp32_master_weights) {
+  const Config f32 = example();
+  const Config bf16 = example("tpu_v2", {"workload.training.precision=mixed_bfloat16"});
+  const LoweredStep a = lower_training_step(f32.workload, f32.hw);
+  const LoweredStep b = lower_training_step(bf16.workload, bf16.hw);
+  BOOST_TEST(b.memory.parameters == a.memory.parameters * 3 / 2);  // fp32 master + bf16 copy
+  BOOST_TEST(b.memory.activations - 128u * 784 * 4 == (a.memory.activations - 128u * 784 * 4) / 2);
+}
+
+BOOST_AUTO_TEST_CASE(megacore_chips_are_one_replica) {
+  const Config c = example("tpu_v4");  // 2x2x1 chips of 2 cores
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  BOOST_TEST(step.replicas == 4u);
+  BOOST_TEST(step.per_replica_batch == 256u);
+  BOOST_TEST(step.per_core_batch == 128u);
+}
+
+BOOST_AUTO_TEST_CASE(batch_that_does_not_divide_is_an_error_naming_the_key) {
+  const Config c = example("tpu_v2", {"workload.training.global_batch=1020"});
+  try {
+    lower_training_step(c.workload, c.hw);
+    BOOST_FAIL("expected an error");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("workload.training.global_batch: 1020 does not divide over the 8 replicas") !=
+               std::string::npos);
+  }
+}

@@ -1,0 +1,211 @@
+// End to end through `tpusim run`: the outputs, the trace's structure, determinism, and the
+// physics the simulation must show.
+#define BOOST_TEST_MODULE run
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "hw/systolic_timing.hpp"
+#include "hw/topology.hpp"
+#include "sim/config.hpp"
+#include "workloads/lower.hpp"
+#include "test_helpers.hpp"
+
+using namespace tpusim;
+using namespace tpusim::test;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  TempDir dir;
+  CommandResult result;
+  json summary;
+  std::string out() const { return dir.path("out"); }
+};
+
+std::unique_ptr<Run> run_example(const std::string& extra) {
+  auto run = std::make_unique<Run>();
+  run->result = run_tpusim("run '" + example_workload() + "' -o '" + run->out() + "' " + extra);
+  BOOST_REQUIRE_MESSAGE(run->result.exit_code == 0, run->result.err);
+  run->summary = json::parse(read_file(run->out() + "/summary.json"));
+  return run;
+}
+
+std::int64_t to_ns(const json& micros) { return std::llround(micros.get<double>() * 1000.0); }
+
+// Sum of exact MXU cycles on chip 0 core 0 in the last step, read from the trace.
+std::uint64_t traced_mxu_cycles(const json& trace, std::uint32_t step) {
+  std::set<std::int64_t> mxu_tids;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == 1 &&
+        e["args"]["name"].get<std::string>().rfind("core0.mxu", 0) == 0)
+      mxu_tids.insert(e["tid"].get<std::int64_t>());
+  std::uint64_t cycles = 0;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["pid"] == 1 && mxu_tids.count(e["tid"].get<std::int64_t>()) && e["args"]["step"] == step)
+      cycles += e["args"]["cycles"].get<std::uint64_t>();
+  return cycles;
+}
+
+// What the systolic model says one core's MXU spends on a step of the example at `global_batch`.
+std::uint64_t predicted_mxu_cycles(std::uint64_t global_batch) {
+  ConfigRequest request;
+  request.workload_path = example_workload();
+  request.sets = {"workload.training.global_batch=" + std::to_string(global_batch)};
+  const Config config = load_config(request);
+  const LoweredStep step = lower_training_step(config.workload, config.hw);
+  const SystolicArray array{config.hw.core.mxu.rows, config.hw.core.mxu.cols, true};
+  std::uint64_t cycles = 0;
+  for (const Op& op : step.program.ops) {
+    if (op.kind != OpKind::Matmul) continue;
+    const auto plan = plan_matmul(array, op.matmul.m, op.matmul.k, op.matmul.n, op.matmul.passes, 1);
+    cycles += systolic_cycles(array, op.matmul.m, plan.weight_tiles, 1.0);  // v2: one MXU per core
+  }
+  return cycles;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(default_example_writes_every_output_with_the_summary_fields) {
+  const auto run = run_example("");
+  BOOST_TEST(run->result.out.find("step time") != std::string::npos);
+  for (const char* f : {"summary.json", "summary.csv", "trace.json", "effective_config.json"})
+    BOOST_TEST(fs::exists(run->out() + "/" + f), f);
+  const json& s = run->summary;
+  const double step = s["step_time_s"].get<double>();
+  BOOST_TEST(step > 0);
+  BOOST_TEST(s["samples_per_s"].get<double>() == 1024 / step, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(s["samples_per_s_per_chip"].get<double>() == 1024 / step / 4, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(s["mfu"].get<double>() > 0);
+  BOOST_TEST(s["mfu"].get<double>() < 1);
+  double sum = 0;
+  for (const char* k : {"compute_s", "memory_bound_s", "exposed_communication_s", "input_wait_s", "idle_s"}) {
+    BOOST_TEST(s["breakdown"][k].get<double>() >= 0);
+    sum += s["breakdown"][k].get<double>();
+  }
+  BOOST_TEST(sum == step, boost::test_tools::tolerance(1e-9));  // every instant classified once
+  for (const char* u : {"mxu", "vpu", "hbm", "ici"}) {
+    BOOST_TEST(s["utilization"][u].get<double>() > 0, u);
+    BOOST_TEST(s["utilization"][u].get<double>() <= 1, u);
+  }
+  const json& m = s["memory"];
+  BOOST_TEST(m["per_core"]["total_bytes"].get<std::uint64_t>() ==
+             m["per_core"]["parameters_bytes"].get<std::uint64_t>() + m["per_core"]["gradients_bytes"].get<std::uint64_t>() +
+                 m["per_core"]["optimizer_state_bytes"].get<std::uint64_t>() + m["per_core"]["activations_bytes"].get<std::uint64_t>());
+  BOOST_TEST(m["hbm_capacity_bytes"].get<std::uint64_t>() == 8ull << 30);
+  BOOST_TEST(m["oom"] == false);
+  const json config = json::parse(read_file(run->out() + "/effective_config.json"));
+  BOOST_TEST(config["hw"]["slice"]["topology"] == "2x2");
+  BOOST_TEST(config["workload"]["training"]["global_batch"] == 1024);
+}
+
+BOOST_AUTO_TEST_CASE(trace_is_structurally_valid) {
+  const auto run = run_example("");
+  const json trace = json::parse(read_file(run->out() + "/trace.json"));
+  std::set<std::int64_t> named_pids;
+  std::set<std::pair<std::int64_t, std::int64_t>> named_tids;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::pair<std::int64_t, std::int64_t>>> slices;
+  std::size_t x_events = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    BOOST_REQUIRE(e.contains("name") && e["name"].is_string());
+    BOOST_REQUIRE(e.contains("ph") && e.contains("pid") && e.contains("tid"));
+    const auto key = std::make_pair(e["pid"].get<std::int64_t>(), e["tid"].get<std::int64_t>());
+    if (e["ph"] == "M") {
+      if (e["name"] == "process_name") named_pids.insert(key.first);
+      if (e["name"] == "thread_name") named_tids.insert(key);
+      continue;
+    }
+    BOOST_REQUIRE(e["ph"] == "X");
+    ++x_events;
+    BOOST_REQUIRE(e["ts"].is_number() && e["dur"].is_number());
+    BOOST_REQUIRE(e["args"].contains("step"));
+    BOOST_REQUIRE(e["args"].contains("cycles") || e["args"].contains("dur_ps"));
+    slices[key].emplace_back(to_ns(e["ts"]), to_ns(e["ts"]) + to_ns(e["dur"]));
+  }
+  BOOST_TEST(x_events > 100u);
+  BOOST_TEST(named_pids.count(1000000) == 1u);  // the host
+  for (std::int64_t chip = 1; chip <= 4; ++chip) BOOST_TEST(named_pids.count(chip) == 1u);
+  for (auto& [track, spans] : slices) {
+    BOOST_TEST_CONTEXT("pid " << track.first << " tid " << track.second) {
+      BOOST_TEST(named_pids.count(track.first) == 1u);
+      BOOST_TEST(named_tids.count(track) == 1u);
+      std::sort(spans.begin(), spans.end());
+      for (std::size_t i = 1; i < spans.size(); ++i) BOOST_TEST(spans[i - 1].second <= spans[i].first);
+    }
+  }
+  BOOST_TEST(trace["otherData"]["workload"] == "mlp_mnist");
+}
+
+BOOST_AUTO_TEST_CASE(doubling_the_per_core_batch_changes_mxu_time_as_the_systolic_model_predicts) {
+  const auto base = run_example("");
+  const auto doubled = run_example("--set workload.training.global_batch=2048");
+  BOOST_TEST(doubled->summary["per_core_batch"] == 256);
+  const std::uint32_t last = 3;  // the example simulates 4 steps
+  const auto at_128 = traced_mxu_cycles(json::parse(read_file(base->out() + "/trace.json")), last);
+  const auto at_256 = traced_mxu_cycles(json::parse(read_file(doubled->out() + "/trace.json")), last);
+  BOOST_TEST(at_128 == predicted_mxu_cycles(1024));
+  BOOST_TEST(at_256 == predicted_mxu_cycles(2048));
+  // Weight loads and pipeline fill are per tile, not per row: twice the rows cost less than twice the time.
+  BOOST_TEST(at_256 > at_128);
+  BOOST_TEST(at_256 < 2 * at_128);
+  BOOST_TEST(doubled->summary["breakdown"]["compute_s"].get<double>() > base->summary["breakdown"]["compute_s"].get<double>());
+}
+
+BOOST_AUTO_TEST_CASE(adding_chips_adds_all_reduce_traffic_over_ici) {
+  std::map<std::string, std::uint64_t> ici_bytes;
+  for (const std::string topology : {"1x2", "2x2", "4x4"}) {
+    const std::uint64_t chips = topology == "1x2" ? 2 : topology == "2x2" ? 4 : 16;
+    const auto run = run_example("--topology " + topology + " --set workload.training.global_batch=" +
+                                 std::to_string(256 * chips) + " --trace none");
+    ici_bytes[topology] = run->summary["traffic_per_step"]["ici_bytes"].get<std::uint64_t>();
+
+    // Closed form: every ring step, each core sends one chunk each way; a chunk crossing to
+    // another chip loads every link of its route.
+    const Torus torus(parse_topology(topology), std::vector<bool>(2, false));  // v2 wraps only 16-chip axes
+    std::vector<std::uint32_t> ring;
+    for (auto chip : torus.ring_order()) ring.insert(ring.end(), {chip, chip});  // 2 cores per chip
+    const std::uint32_t p = static_cast<std::uint32_t>(ring.size());
+    std::uint64_t hops_both_ways = 0;
+    for (std::uint32_t r = 0; r < p; ++r) {
+      hops_both_ways += torus.route(ring[r], ring[(r + 1) % p]).size();
+      hops_both_ways += torus.route(ring[r], ring[(r + p - 1) % p]).size();
+    }
+    std::uint64_t expected = 0;
+    for (std::uint64_t params : {784u * 128u + 128u, 128u * 10u + 10u}) {
+      const std::uint64_t chunk = ((params * 4 + 1) / 2 + p - 1) / p;
+      expected += 2ull * (p - 1) * chunk * hops_both_ways;
+    }
+    BOOST_TEST(ici_bytes[topology] == expected, topology);
+  }
+  BOOST_TEST(ici_bytes["2x2"] > ici_bytes["1x2"]);
+  BOOST_TEST(ici_bytes["4x4"] > ici_bytes["2x2"]);
+}
+
+BOOST_AUTO_TEST_CASE(same_inputs_give_byte_identical_outputs) {
+  const auto a = run_example("");
+  const auto b = run_example("");
+  for (const char* f : {"summary.json", "summary.csv", "trace.json", "effective_config.json"})
+    BOOST_TEST(read_file(a->out() + "/" + f) == read_file(b->out() + "/" + f), f);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_that_does_not_fit_hbm_is_reported_as_oom_without_a_step_time) {
+  const auto run = run_example("--set hw.hbm.capacity_bytes=2097152 --trace none");
+  BOOST_TEST(run->summary["status"] == "oom");
+  BOOST_TEST(run->summary["memory"]["oom"] == true);
+  BOOST_TEST(run->summary["step_time_s"].is_null());
+  BOOST_TEST(!fs::exists(run->out() + "/trace.json"));
+  BOOST_TEST(run->result.out.find("out of memory") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(trace_none_writes_no_trace) {
+  const auto run = run_example("--trace none");
+  BOOST_TEST(!fs::exists(run->out() + "/trace.json"));
+  BOOST_TEST(fs::exists(run->out() + "/summary.json"));
+}

@@ -1,0 +1,143 @@
+// Timing models in plain C++, against arithmetic written out by hand.
+#define BOOST_TEST_MODULE timing
+#include <boost/test/unit_test.hpp>
+
+#include <numeric>
+#include <set>
+
+#include "hw/collective.hpp"
+#include "hw/hbm.hpp"
+#include "hw/systolic_timing.hpp"
+#include "hw/topology.hpp"
+#include "hw/units.hpp"
+
+using namespace tpusim;
+
+BOOST_AUTO_TEST_SUITE(systolic)
+
+BOOST_AUTO_TEST_CASE(one_tile_pays_load_stream_and_fill_drain) {
+  const SystolicArray array{128, 128, true};
+  // weight load 128 + 512 rows + fill/drain 255 = 895 cycles
+  BOOST_TEST(systolic_cycles(array, 512, 1, 1.0) == 895u);
+}
+
+BOOST_AUTO_TEST_CASE(double_buffering_hides_later_loads_behind_long_streams) {
+  const SystolicArray array{128, 128, true};
+  // 128 + 4 tiles x 512 rows + 255 = 2431: loads of tiles 2..4 hide behind 512-row streams
+  BOOST_TEST(systolic_cycles(array, 512, 4, 1.0) == 2431u);
+  // 8 rows per tile cannot hide a 128-cycle load: 128 + 4 x 8 + 3 x (128 - 8) + 255 = 775
+  BOOST_TEST(systolic_cycles(array, 8, 4, 1.0) == 775u);
+}
+
+BOOST_AUTO_TEST_CASE(without_double_buffering_every_load_is_exposed) {
+  const SystolicArray array{128, 128, false};
+  // 128 + 4 x 512 + 3 x 128 + 255 = 2815
+  BOOST_TEST(systolic_cycles(array, 512, 4, 1.0) == 2815u);
+}
+
+BOOST_AUTO_TEST_CASE(faster_datatypes_stream_more_rows_per_cycle) {
+  const SystolicArray array{128, 128, true};
+  // int8 at 2x: 512 rows in 256 cycles: 128 + 256 + 255 = 639
+  BOOST_TEST(systolic_cycles(array, 512, 1, 2.0) == 639u);
+}
+
+BOOST_AUTO_TEST_CASE(plan_pads_every_dimension_and_splits_tiles_over_mxus) {
+  const SystolicArray array{128, 128, true};
+  // 784 x 10: K pads to 7 tiles of 128, N to 1 tile; 3 passes triple the tiles.
+  const MatmulPlan plan = plan_matmul(array, 128, 784, 10, 3, 4);
+  BOOST_TEST(plan.k_tiles == 7u);
+  BOOST_TEST(plan.n_tiles == 1u);
+  BOOST_TEST(plan.weight_tiles == 21u);
+  BOOST_TEST(plan.mxus_used == 4u);
+  BOOST_TEST(plan.weight_tiles_per_mxu == 6u);  // ceil(21 / 4)
+  BOOST_TEST(plan.useful_macs == 128u * 784u * 10u);
+  BOOST_TEST(plan.padded_macs == 21u * 128u * 128u * 128u);
+}
+
+BOOST_AUTO_TEST_CASE(vector_unit_works_in_whole_vregs) {
+  const VectorUnitShape vpu{128, 8, 2};
+  // 1025 elements occupy 2 vregs of 1024; 3 ops each over 2 ALUs: ceil(2 x 3 / 2) = 3 cycles
+  BOOST_TEST(vector_cycles(vpu, 1025, 3.0) == 3u);
+  BOOST_TEST(vector_cycles(vpu, 0, 3.0) == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(conversions)
+
+BOOST_AUTO_TEST_CASE(clock_and_bandwidth) {
+  const Clock clock{700};
+  BOOST_TEST(clock.cycles_to_ps(7) == 10000u);  // 7 cycles at 700 MHz = 10 ns
+  BOOST_TEST(clock.ps_to_cycles(10000) == 7u);
+  BOOST_TEST(transfer_ps(1000, 1.0) == 1000000u);  // 1000 B at 1 GB/s = 1 us
+  BOOST_TEST(transfer_ps(1, 3.0) == 334u);         // rounded up, never zero
+}
+
+BOOST_AUTO_TEST_CASE(hbm_interleaving_spreads_bytes_over_channels) {
+  // 256 B granules over 4 channels; [100, 1300) touches granules 0..5 -> channels 0,1,2,3,0,1
+  const auto bytes = Hbm::bytes_per_channel(100, 1200, 4, 256);
+  BOOST_TEST(bytes[0] == (256u - 100u) + 256u);
+  BOOST_TEST(bytes[1] == 256u + (1300u - 1280u));
+  BOOST_TEST(bytes[2] == 256u);
+  BOOST_TEST(bytes[3] == 256u);
+  BOOST_TEST(std::accumulate(bytes.begin(), bytes.end(), std::uint64_t{0}) == 1200u);
+  const auto even = Hbm::bytes_per_channel(0, 1 << 20, 16, 256);
+  for (auto b : even) BOOST_TEST(b == (1u << 20) / 16);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(torus)
+
+BOOST_AUTO_TEST_CASE(wraparound_follows_the_generation_rule) {
+  IciConfig ici;
+  ici.wraparound = Wraparound::FullAxis;
+  ici.full_axis_chips = 16;
+  BOOST_TEST(Torus::wraps_for({16, 8}, ici) == std::vector<bool>({true, false}));
+  ici.wraparound = Wraparound::MultipleOf4;
+  BOOST_TEST(Torus::wraps_for({4, 4, 8}, ici) == std::vector<bool>({true, true, true}));
+  BOOST_TEST(Torus::wraps_for({2, 2, 1}, ici) == std::vector<bool>({false, false, false}));
+}
+
+BOOST_AUTO_TEST_CASE(routes_are_dimension_ordered_and_take_the_short_way_round) {
+  const Torus t({4, 4}, {true, false});
+  // (0,0) -> (3,2): x wraps, so one hop in -x, then two hops in +y.
+  const auto hops = t.route(t.chip_at({0, 0}), t.chip_at({3, 2}));
+  BOOST_REQUIRE(hops.size() == 3u);
+  BOOST_TEST(hops[0].axis == 0);
+  BOOST_TEST(!hops[0].positive);
+  BOOST_TEST(hops[1].axis == 1);
+  BOOST_TEST(hops[2].chip == t.chip_at({3, 1}));
+  // Without wraparound on y, (0,3) -> (0,0) walks all three links back.
+  BOOST_TEST(t.route(t.chip_at({0, 3}), t.chip_at({0, 0})).size() == 3u);
+  BOOST_TEST(!t.link_exists({t.chip_at({0, 3}), 1, true}));
+}
+
+BOOST_AUTO_TEST_CASE(ring_order_visits_every_chip_with_single_hops) {
+  for (const auto& dims : {std::vector<std::uint32_t>{8}, {4, 4}, {2, 4}, {3, 3}, {4, 4, 4}, {2, 2, 1}}) {
+    const Torus t(dims, std::vector<bool>(dims.size(), false));
+    const auto order = t.ring_order();
+    BOOST_TEST(order.size() == t.chip_count());
+    BOOST_TEST(std::set<std::uint32_t>(order.begin(), order.end()).size() == t.chip_count());
+    for (std::size_t i = 1; i < order.size(); ++i) BOOST_TEST(t.route(order[i - 1], order[i]).size() == 1u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(topology_strings) {
+  BOOST_TEST(parse_topology("4x4x4") == std::vector<std::uint32_t>({4, 4, 4}));
+  BOOST_TEST(topology_string({2, 2, 1}) == "2x2x1");
+  for (const char* bad : {"", "4x", "x4", "0x4", "4x4x4x4", "4*4", "-1", "1000000000x2", "4x0"})
+    BOOST_CHECK_THROW(parse_topology(bad), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(ring_all_reduce_plan) {
+  // 1 MB over 8 ranks, both directions: each direction carries 500000 B in chunks of 62500 B,
+  // 7 reduce-scatter steps then 7 all-gather steps.
+  const auto plan = RingAllReducePlan::make(1000000, 8);
+  BOOST_TEST(plan.chunk_bytes == 62500u);
+  BOOST_TEST(plan.steps == 14u);
+  BOOST_TEST(plan.reduce_steps == 7u);
+  BOOST_TEST(RingAllReducePlan::make(1000000, 1).steps == 0u);
+}

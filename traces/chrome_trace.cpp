@@ -1,0 +1,100 @@
+#include "traces/chrome_trace.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace tpusim {
+
+const char* unit_kind_name(UnitKind k) {
+  switch (k) {
+    case UnitKind::Sequencer: return "op";
+    case UnitKind::Mxu: return "mxu";
+    case UnitKind::Vpu: return "vpu";
+    case UnitKind::Dma: return "dma";
+    case UnitKind::Hbm: return "hbm";
+    case UnitKind::IciLink: return "ici";
+    case UnitKind::Pcie: return "pcie";
+    case UnitKind::Host: return "host";
+    case UnitKind::Collective: return "collective";
+  }
+  return "?";
+}
+
+ChromeTraceWriter::ChromeTraceWriter(const std::string& path) : file_(std::fopen(path.c_str(), "wb")) {
+  if (!file_) throw std::runtime_error(fmt::format("cannot create trace file {}", path));
+  std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", file_);
+}
+
+ChromeTraceWriter::~ChromeTraceWriter() {
+  if (file_) std::fclose(file_);
+}
+
+std::string ChromeTraceWriter::micros(std::uint64_t ps) {
+  const std::uint64_t ns = ps / 1000;
+  return fmt::format("{}.{:03}", ns / 1000, ns % 1000);
+}
+
+void ChromeTraceWriter::emit(const std::string& event) {
+  if (events_++) std::fputs(",\n", file_);
+  std::fputs(event.c_str(), file_);
+}
+
+const std::string& ChromeTraceWriter::quoted(const std::string* name) {
+  static const std::string kUnnamed = "\"busy\"";
+  if (!name) return kUnnamed;
+  auto it = quoted_.find(name);
+  if (it == quoted_.end()) it = quoted_.emplace(name, nlohmann::json(*name).dump()).first;
+  return it->second;
+}
+
+void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
+  if (tid_of_unit_.size() <= unit) tid_of_unit_.resize(unit + 1, 0);
+  if (!info.traced) return;
+  const std::uint32_t pid = pid_of(info);
+  auto [it, first] = next_tid_.try_emplace(pid, 1);
+  if (first) {
+    const std::string process =
+        info.chip == kHostChip ? fmt::format("host {}", info.index) : fmt::format("chip {}", info.chip);
+    emit(fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":{}}}}})", pid,
+                     nlohmann::json(process).dump()));
+    emit(fmt::format(R"({{"name":"process_sort_index","ph":"M","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
+                     pid, pid));
+  }
+  const std::uint32_t tid = it->second++;
+  tid_of_unit_[unit] = tid;
+  emit(fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":{}}}}})", pid, tid,
+                   nlohmann::json(info.label).dump()));
+  emit(fmt::format(R"({{"name":"thread_sort_index","ph":"M","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
+                   pid, tid, tid));
+}
+
+void ChromeTraceWriter::slice(const UnitInfo& info, const Activity& a) {
+  if (!info.traced) return;
+  const std::uint64_t start_ns = a.start_ps / 1000, end_ns = a.end_ps / 1000;
+  std::string args = fmt::format(R"("step":{})", a.step);
+  if (info.freq_mhz > 0) {
+    const double cycles_per_ps = info.freq_mhz / 1e6;
+    const auto start_cycle = static_cast<std::uint64_t>(static_cast<double>(a.start_ps) * cycles_per_ps + 0.5);
+    const auto end_cycle = static_cast<std::uint64_t>(static_cast<double>(a.end_ps) * cycles_per_ps + 0.5);
+    args += fmt::format(R"(,"start_cycle":{},"cycles":{})", start_cycle, a.cycles ? a.cycles : end_cycle - start_cycle);
+  } else {
+    args += fmt::format(R"(,"start_ps":{},"dur_ps":{})", a.start_ps, a.end_ps - a.start_ps);
+  }
+  if (a.bytes) args += fmt::format(R"(,"bytes":{})", a.bytes);
+  if (a.flops > 0) args += fmt::format(R"(,"flops":{:.0f})", a.flops);
+  emit(fmt::format(R"({{"name":{},"cat":"{}","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})",
+                   quoted(a.name), unit_kind_name(info.kind), pid_of(info), tid_of_unit_[a.unit],
+                   micros(a.start_ps), micros((end_ns - start_ns) * 1000), args));
+}
+
+void ChromeTraceWriter::close(const nlohmann::json& metadata) {
+  if (!file_) return;
+  std::fprintf(file_, "\n],\"otherData\":%s}\n", metadata.dump().c_str());
+  const bool failed = std::ferror(file_) != 0;
+  std::fclose(file_);
+  file_ = nullptr;
+  if (failed) throw std::runtime_error("writing the trace failed");
+}
+
+}  // namespace tpusim

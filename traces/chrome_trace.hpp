@@ -1,0 +1,51 @@
+// Streams Chrome Trace Event JSON (opens in Perfetto and chrome://tracing) straight to disk:
+// memory does not grow with the trace. One process per chip (and one per host), one thread per
+// unit, each named by metadata events; timestamps in microseconds with nanosecond precision,
+// exact cycles (or picoseconds, for units without a clock) in args.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "traces/event_sink.hpp"
+
+namespace tpusim {
+
+class ChromeTraceWriter {
+ public:
+  // Throws std::runtime_error when the file cannot be created.
+  explicit ChromeTraceWriter(const std::string& path);
+  ~ChromeTraceWriter();
+  ChromeTraceWriter(const ChromeTraceWriter&) = delete;
+  ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
+
+  void add_unit(std::uint32_t unit, const UnitInfo& info);
+  void slice(const UnitInfo& info, const Activity& activity);
+  // Ends the JSON document; `metadata` goes to the top-level "otherData" object.
+  void close(const nlohmann::json& metadata);
+  std::uint64_t events_written() const { return events_; }
+
+  static std::uint32_t pid_of(const UnitInfo& info) {
+    return info.chip == kHostChip ? 1000000 + info.index : info.chip + 1;
+  }
+  // "12.345678" µs from picoseconds, truncated to whole nanoseconds so that consecutive slices
+  // of one track, which never overlap in picoseconds, never overlap once printed either.
+  static std::string micros(std::uint64_t ps);
+
+ private:
+  void emit(const std::string& event);
+  const std::string& quoted(const std::string* name);
+
+  std::FILE* file_ = nullptr;
+  std::uint64_t events_ = 0;
+  std::map<std::uint32_t, std::uint32_t> next_tid_;   // per pid
+  std::vector<std::uint32_t> tid_of_unit_;
+  std::unordered_map<const std::string*, std::string> quoted_;
+};
+
+}  // namespace tpusim

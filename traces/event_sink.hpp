@@ -1,0 +1,46 @@
+// The one interface through which hardware modules report what they did. Statistics and the
+// trace writer both sit behind it; modules never open files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tpusim {
+
+enum class UnitKind : std::uint8_t { Sequencer, Mxu, Vpu, Dma, Hbm, IciLink, Pcie, Host, Collective };
+const char* unit_kind_name(UnitKind k);
+
+struct UnitInfo {
+  std::string path;        // "chip0.core1.mxu2"; the host is "host0"
+  UnitKind kind;
+  std::uint32_t chip = 0;  // the trace process; hosts have chip == kHostChip
+  std::uint32_t index = 0; // position among the units of this kind on the same chip
+  double freq_mhz = 0;     // 0 for units without a clock of their own
+  std::string label;       // track name in the trace, e.g. "core1.mxu2"
+  bool traced = true;      // false: statistics only (units too fine-grained for a readable trace)
+};
+
+constexpr std::uint32_t kHostChip = 0xffffffffu;
+
+// One busy interval of a unit. Intervals of one unit never overlap: the unit is a resource that
+// serves one request at a time.
+struct Activity {
+  std::uint32_t unit = 0;
+  std::uint64_t start_ps = 0;
+  std::uint64_t end_ps = 0;
+  const std::string* name = nullptr;  // owned by the program or the module, outlives the sink
+  std::uint32_t step = 0;
+  std::uint64_t bytes = 0;
+  double flops = 0;
+  std::uint64_t cycles = 0;  // exact busy cycles where the unit counts them; 0: derive from time
+};
+
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // Called during elaboration; the returned id is what activities refer to.
+  virtual std::uint32_t add_unit(UnitInfo info) = 0;
+  virtual void record(const Activity& activity) = 0;
+};
+
+}  // namespace tpusim

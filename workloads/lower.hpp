@@ -1,0 +1,39 @@
+// The training-step driver: lowers one data-parallel step of a workload into the program every
+// core replays (forward, loss, backward dX and dW, per-layer gradient all-reduce issued as soon
+// as the layer's gradients exist, optimizer update), and works out the per-core memory footprint.
+#pragma once
+
+#include "hw/host.hpp"
+#include "hw/hw_config.hpp"
+#include "hw/program.hpp"
+#include "workloads/model.hpp"
+#include "workloads/workload.hpp"
+
+namespace tpusim {
+
+struct MemoryFootprint {  // per core, bytes
+  std::uint64_t parameters = 0;
+  std::uint64_t gradients = 0;
+  std::uint64_t optimizer_state = 0;
+  std::uint64_t activations = 0;
+  std::uint64_t total() const { return parameters + gradients + optimizer_state + activations; }
+};
+
+struct LoweredStep {
+  Program program;
+  ModelShape model;
+  std::uint64_t global_batch = 0;
+  std::uint32_t replicas = 0;
+  std::uint64_t per_replica_batch = 0;
+  std::uint64_t per_core_batch = 0;
+  double model_flops_per_core = 0;  // analytic matmul FLOPs of one step on one core
+  MemoryFootprint memory;
+  std::uint64_t hbm_capacity_per_core_bytes = 0;
+  InfeedSpec infeed;
+};
+
+// Throws std::invalid_argument (with the JSON path) when the batch does not divide over the
+// replicas of the slice.
+LoweredStep lower_training_step(const Workload& workload, const HwConfig& hw);
+
+}  // namespace tpusim
