@@ -300,7 +300,13 @@ std::string format_summary(const ojson& s) {
     if (b >= 1 << 20) return fmt::format("{:.2f} MiB", b / (1 << 20));
     return fmt::format("{:.1f} KiB", b / 1024);
   };
-  auto pct = [](double f) { return fmt::format("{:.1f}%", 100 * f); };
+  auto pct = [](double f) { return f > 0 && f < 0.001 ? fmt::format("{:.3f}%", 100 * f) : fmt::format("{:.1f}%", 100 * f); };
+  auto rate = [](double v) {
+    if (v >= 1e9) return fmt::format("{:.2f} G", v / 1e9);
+    if (v >= 1e6) return fmt::format("{:.2f} M", v / 1e6);
+    if (v >= 1e3) return fmt::format("{:.2f} k", v / 1e3);
+    return fmt::format("{:.1f}", v);
+  };
   std::string t;
   t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas)\n", s["workload"].get<std::string>(),
                    s["hw"].get<std::string>(), s["topology"].get<std::string>(), s["chips"].get<std::uint64_t>(),
@@ -320,8 +326,8 @@ std::string format_summary(const ojson& s) {
     const double step = s["step_time_s"].get<double>();
     t += fmt::format("  step time      {} (steady state; first step {})\n", time(step),
                      time(s["first_step_time_s"].get<double>()));
-    t += fmt::format("  throughput     {:.0f} samples/s, {:.0f} samples/s per chip\n", s["samples_per_s"].get<double>(),
-                     s["samples_per_s_per_chip"].get<double>());
+    t += fmt::format("  throughput     {} samples/s, {} samples/s per chip\n", rate(s["samples_per_s"].get<double>()),
+                     rate(s["samples_per_s_per_chip"].get<double>()));
     t += fmt::format("  MFU            {}\n", pct(s["mfu"].get<double>()));
     const ojson& b = s["breakdown"];
     t += fmt::format("  breakdown      compute {} ({}), memory-bound {} ({}), exposed comm {} ({}), input wait {} ({}), idle {} ({})\n",
