@@ -119,3 +119,12 @@ BOOST_AUTO_TEST_CASE(shapes_a_generation_cannot_form_are_refused) {
   request.topology = "32x32";  // 1024 chips, a v2 pod has 256
   BOOST_TEST(contains(load_error(request), "at most 256"));
 }
+
+BOOST_AUTO_TEST_CASE(every_key_is_documented) {
+  const std::string workload_doc = tpusim::test::read_file(tpusim::test::source_path("docs/workload_format.md"));
+  const std::string hw_doc = tpusim::test::read_file(tpusim::test::source_path("docs/hardware_format.md"));
+  for (const auto& p : param_registry()) {
+    const std::string key = "`" + p.doc + "." + p.path + "`";
+    BOOST_TEST_CONTEXT(key) { BOOST_TEST(contains(p.doc == "hw" ? hw_doc : workload_doc, key)); }
+  }
+}
