@@ -47,13 +47,16 @@ void Host::consume(std::uint32_t, std::uint32_t step) {
 void Host::produce() {
   const std::uint64_t samples =
       infeed_.samples_per_core * hw_.chip.cores * static_cast<std::uint64_t>(chips_.size());
-  const Picos produce_ps =
+  const long double exact_produce_ps =
       infeed_.host_samples_per_s > 0
-          ? static_cast<Picos>(static_cast<double>(samples) / infeed_.host_samples_per_s * kPicosPerSecond)
-          : 0;
+          ? static_cast<long double>(samples) / infeed_.host_samples_per_s * kPicosPerSecond
+          : 0.0L;
+  check_time_limit(0, exact_produce_ps * steps_);
+  const auto produce_ps = static_cast<Picos>(exact_produce_ps);
   const std::uint64_t bytes_per_chip = infeed_.bytes_per_core * hw_.chip.cores;
   for (std::uint32_t step = 0; step < steps_; ++step) {
     while (step >= fully_consumed_ + infeed_.prefetch_batches) sc_core::wait(batch_consumed_);
+    check_time_limit(now_ps(), produce_ps);
     const Interval work{now_ps(), now_ps() + produce_ps};
     producer_reporter_.busy(work, &batch_names_[step], step);
     wait_until_ps(work.end);

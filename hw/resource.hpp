@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "hw/units.hpp"
 
@@ -18,6 +19,7 @@ class Occupancy {
   Interval reserve(Picos earliest_ps, Picos duration_ps) {
     Interval slot;
     slot.start = std::max(earliest_ps, busy_until_ps_);
+    check_time_limit(slot.start, duration_ps);
     slot.end = slot.start + duration_ps;
     busy_until_ps_ = slot.end;
     return slot;

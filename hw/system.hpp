@@ -34,6 +34,7 @@ class System : public sc_core::sc_module {
   const Torus& torus() const { return torus_; }
   const CollectiveFabric& fabric() const { return *fabric_; }
   const sc_core::sc_vector<Chip>& chips() const { return chips_; }
+  sc_core::sc_vector<Chip>& chips() { return chips_; }
   std::uint32_t host_count() const { return static_cast<std::uint32_t>(hosts_.size()); }
 
   // True when every core finished every step; otherwise describes where each stuck core waits.

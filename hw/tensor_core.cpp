@@ -159,6 +159,7 @@ void TensorCore::sequencer() {
     }
     while (!std::all_of(done_.begin(), done_.end(), [](bool d) { return d; })) sc_core::wait(op_done_);
     step_end_ps_.push_back(now_ps());
+    if (step_observer_) step_observer_(step);
   }
   finished_ = true;
 }
@@ -244,6 +245,7 @@ void TensorCore::run_blocks(std::vector<Block>& blocks, const Op& op) {
     sc_core::sc_event changed;
   } p;
   const std::size_t n = blocks.size();
+  if (n == 0) return;  // the spawned stages must never outlive this frame
   p.ready.assign(n, 0);
   auto bump = [&p](std::size_t& counter) {
     ++counter;

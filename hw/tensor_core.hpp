@@ -74,6 +74,8 @@ class TensorCore : public sc_core::sc_module {
              CollectiveFabric& fabric, Host& host, EventSink* sink);
 
   bool finished() const { return finished_; }
+  // Called at the end of every step of this core (System hands it to one core for progress).
+  void on_step_end(std::function<void(std::uint32_t step)> observer) { step_observer_ = std::move(observer); }
   // End of each step on this core (all its ops done).
   const std::vector<Picos>& step_end_ps() const { return step_end_ps_; }
   const Vmem& vmem() const { return vmem_; }
@@ -130,6 +132,7 @@ class TensorCore : public sc_core::sc_module {
   bool finished_ = false;
   std::uint64_t next_address_ = 0;
   std::vector<Picos> step_end_ps_;
+  std::function<void(std::uint32_t)> step_observer_;
 };
 
 }  // namespace tpusim

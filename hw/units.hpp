@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 
 namespace tpusim {
 
@@ -29,6 +30,13 @@ struct Clock {
 // Time to move `bytes` at `bw_gbps` (10^9 bytes/s), rounded up so a transfer never takes zero time.
 inline Picos transfer_ps(std::uint64_t bytes, double bw_gbps) {
   return static_cast<Picos>(std::ceil(static_cast<long double>(bytes) * 1000.0L / bw_gbps));
+}
+
+// Simulated time stays below 2^62 ps (about 53 days) so that sums of times never wrap.
+constexpr Picos kTimeLimitPs = Picos{1} << 62;
+inline void check_time_limit(Picos start_ps, long double duration_ps) {
+  if (duration_ps < 0 || static_cast<long double>(start_ps) + duration_ps >= static_cast<long double>(kTimeLimitPs))
+    throw std::overflow_error("simulated time would pass 2^62 ps (about 53 days); check rates and sizes");
 }
 
 inline Picos ns_to_ps(double ns) { return static_cast<Picos>(std::llround(ns * 1000.0)); }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "hw/topology.hpp"
+#include "hw/units.hpp"
 #include "sim/errors.hpp"
 #include "sim/params.hpp"
 
@@ -346,12 +347,22 @@ HwConfig build_hw(const json& d, const std::string& origin) {
          fmt::format("a {} slice needs {} ICI ports per chip; {} chips have {} (hw.ici.ports_per_chip)", topology,
                      2 * long_axes, hw.name, hw.ici.ports_per_chip));
   if (hw.hbm.capacity_bytes < hw.chip.cores) fail(origin, "hw.hbm.capacity_bytes", "less than one byte per core");
+  // The matmul engine's share (3/4) of vector memory must hold one double-buffered block of the
+  // smallest shape it tiles to (8 rows x one R x C weight tile) in f32, with its f32 results.
+  const std::uint64_t r = c.mxu.rows, cols = c.mxu.cols;
+  const std::uint64_t min_block = 2 * (8 * r * 4 + r * cols * 4 + 8 * cols * 4) + 2 * 8 * cols * 4;
+  if (c.vmem_bytes / 4 * 3 < min_block)
+    fail(origin, "hw.core.vmem_bytes",
+         fmt::format("{} bytes cannot hold one double-buffered matmul block of the {}x{} array; expected at least {}",
+                     c.vmem_bytes, r, cols, ceil_div<std::uint64_t>(min_block * 4, 3)));
   return hw;
 }
 
 Workload build_workload(const json& d, const std::string& origin) {
   Workload w;
   w.name = get<std::string>(d, "name");
+  if (!std::regex_match(w.name, std::regex("[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")))
+    fail(origin, "workload.name", fmt::format("expected 1 to 100 letters, digits, '_', '-' or '.' (it names the default output directory), got \"{}\"", w.name));
   w.input_shape = get<std::vector<std::uint64_t>>(d, "model.input_shape");
   w.input_dtype = get<std::string>(d, "model.input_dtype");
   const json& layers = d.at("model").at("layers");
@@ -360,15 +371,17 @@ Workload build_workload(const json& d, const std::string& origin) {
     LayerSpec spec;
     spec.type = l.at("type").get<std::string>();
     spec.name = l.at("name").get<std::string>();
-    spec.units = l.at("units").get<std::uint64_t>();
+    spec.units = l.value("units", std::uint64_t{0});
     spec.activation = l.at("activation").get<std::string>();
     spec.use_bias = l.at("use_bias").get<bool>();
     const std::string at = fmt::format("workload.model.layers[{}]", i);
     if (spec.type == "dense" && spec.units == 0) fail(origin, at + ".units", "missing required key for a dense layer (integer: output features)");
-    if (spec.type == "flatten")
-      for (const char* key : {"units", "activation", "use_bias"})
+    if (spec.type == "flatten") {
+      if (l.contains("units")) fail(origin, at + ".units", "not a key of a flatten layer");
+      for (const char* key : {"activation", "use_bias"})
         if (l.at(key) != find_param("workload", std::string("model.layers[].") + key)->default_value)
           fail(origin, at + "." + key, "not a key of a flatten layer");
+    }
     w.layers.push_back(spec);
   }
   w.loss = get<std::string>(d, "model.loss");
@@ -450,13 +463,19 @@ Config load_config(const ConfigRequest& request) {
   if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", request.workload_path);
   if (!request.topology.empty()) apply_set(config.hw_doc, config.workload_doc, "hw.slice.topology=" + request.topology);
   for (const auto& s : request.sets) apply_set(config.hw_doc, config.workload_doc, s);
+  if (!request.sets.empty() || !request.topology.empty()) {
+    // An override may replace a whole subtree (a list of layers): check the result as a whole.
+    validate_object(config.hw_doc, "hw", "", "hw", "--set overrides");
+    if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", "--set overrides");
+  }
 
   for (const auto& [key, value] : config.hw_doc["sources"].items())
     if (!find_param("hw", key)) fail(hw_origin, "hw.sources." + key, "names no hardware key");
   const std::string overrides = request.sets.empty() && request.topology.empty() ? hw_origin : hw_origin + " with overrides";
   config.hw = build_hw(config.hw_doc, overrides);
-  if (!request.workload_path.empty())
-    config.workload = build_workload(config.workload_doc, request.sets.empty() ? request.workload_path : request.workload_path + " with overrides");
+  config.origin = request.workload_path.empty() ? hw_origin : request.workload_path;
+  if (!request.sets.empty() || !request.topology.empty()) config.origin += " with overrides";
+  if (!request.workload_path.empty()) config.workload = build_workload(config.workload_doc, config.origin);
   return config;
 }
 

@@ -25,6 +25,7 @@ struct Config {
   nlohmann::json workload_doc;  // effective, defaults filled; null without a workload
   HwConfig hw;
   Workload workload;
+  std::string origin;  // where the documents came from, to prefix later input errors
 };
 
 // Throws InputError with a one-line message naming the file or option and the JSON path.

@@ -126,6 +126,9 @@ int cli_main(int argc, char** argv) {
   } catch (const SimError& e) {
     std::cerr << "tpusim: simulation error: " << e.what() << "\n";
     return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tpusim: internal error: " << e.what() << "\n";
+    return 1;
   }
 }
 

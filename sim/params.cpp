@@ -19,6 +19,12 @@ ParamSpec wl(std::string path, ParamType type, std::string unit, json default_va
           std::move(description), min, max, std::move(choices), required};
 }
 
+// A key that may be absent and has no default (its meaning depends on other keys).
+ParamSpec optional(ParamSpec spec) {
+  spec.required = false;
+  return spec;
+}
+
 std::vector<ParamSpec> build() {
   using T = ParamType;
   std::vector<ParamSpec> r = {
@@ -69,7 +75,7 @@ std::vector<ParamSpec> build() {
       wl("model.layers", T::ObjectList, "", nullptr, "Layers in order, each an object with a type"),
       wl("model.layers[].type", T::String, "", nullptr, "Layer type", -kInf, kInf, {"flatten", "dense"}),
       wl("model.layers[].name", T::String, "", "", "Layer name shown in the trace (default: type_index)"),
-      wl("model.layers[].units", T::Int, "features", 0, "dense: output features (required for dense)", 1, 1e7),
+      optional(wl("model.layers[].units", T::Int, "features", nullptr, "dense: output features (required for dense)", 1, 1e7)),
       wl("model.layers[].activation", T::String, "", "linear", "dense: activation fused into the layer", -kInf, kInf, {"linear", "relu", "sigmoid", "tanh", "gelu", "softmax"}),
       wl("model.layers[].use_bias", T::Bool, "", true, "dense: add a bias vector"),
       wl("model.loss", T::String, "", "sparse_categorical_crossentropy", "Loss on the last layer's output", -kInf, kInf, {"sparse_categorical_crossentropy", "categorical_crossentropy", "mse"}),

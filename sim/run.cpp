@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <functional>
 #include <map>
 #include <fstream>
@@ -25,16 +28,24 @@ namespace fs = std::filesystem;
 // on any failure, so no half-written output ever carries the final name.
 class StagedOutput {
  public:
-  StagedOutput(const std::string& dir, bool force) : final_(dir), force_(force) {
+  StagedOutput(const std::string& dir, bool force) : force_(force) {
     if (dir.empty()) throw InputError("-o: the output directory must not be empty");
     std::error_code ec;
+    final_ = fs::weakly_canonical(fs::absolute(dir), ec);
+    if (ec || !final_.has_parent_path() || final_ == final_.root_path())
+      throw InputError(fmt::format("-o {}: not usable as an output directory", dir));
+    // Replacing the working directory or one of its parents would delete what the user works in.
+    const fs::path cwd = fs::weakly_canonical(fs::current_path(), ec);
+    const auto [diverge, _] = std::mismatch(final_.begin(), final_.end(), cwd.begin(), cwd.end());
+    if (diverge == final_.end())
+      throw InputError(fmt::format("-o {}: is the working directory or one of its parents; choose a new directory", dir));
     if (fs::exists(final_, ec) && !force)
       throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", dir));
     if (fs::exists(final_, ec) && !fs::is_directory(final_, ec))
       throw InputError(fmt::format("-o {}: exists and is not a directory", dir));
-    const fs::path parent = fs::absolute(final_).parent_path();
+    const fs::path parent = final_.parent_path();
     fs::create_directories(parent, ec);
-    staging_ = parent / fmt::format(".{}.tmp-{}", fs::absolute(final_).filename().string(), ::getpid());
+    staging_ = parent / fmt::format(".{}.tmp-{}", final_.filename().string(), ::getpid());
     fs::remove_all(staging_, ec);
     if (!fs::create_directory(staging_, ec) || ec)
       throw InputError(fmt::format("-o {}: cannot create the output directory ({})", dir,
@@ -61,11 +72,21 @@ class StagedOutput {
     if (!out) throw SimError(fmt::format("writing {} failed", file(name)));
   }
   void commit() {
+    // The old outputs move aside first and go only once the new ones are in place.
     std::error_code ec;
-    if (force_ && fs::exists(final_, ec)) fs::remove_all(final_, ec);
+    const fs::path old = final_.parent_path() / fmt::format(".{}.old-{}", final_.filename().string(), ::getpid());
+    const bool replacing = force_ && fs::exists(final_, ec);
+    if (replacing) {
+      fs::rename(final_, old, ec);
+      if (ec) throw SimError(fmt::format("cannot replace {}: {}", final_.string(), ec.message()));
+    }
     fs::rename(staging_, final_, ec);
-    if (ec) throw SimError(fmt::format("cannot move the outputs into {}: {}", final_.string(), ec.message()));
+    if (ec) {
+      if (replacing) fs::rename(old, final_, ec);
+      throw SimError(fmt::format("cannot move the outputs into {}: {}", final_.string(), ec.message()));
+    }
     committed_ = true;
+    if (replacing) fs::remove_all(old, ec);
   }
 
  private:
@@ -76,6 +97,16 @@ class StagedOutput {
 };
 
 double seconds(Picos ps) { return ps_to_s(ps); }
+
+// SystemC reports an exception thrown in a process as "Error: (E549) uncaught exception: WHAT\n
+// In file: ...": keep WHAT.
+std::string first_line_of_report(const std::string& report) {
+  std::string text = report;
+  const std::string marker = "uncaught exception: ";
+  if (const auto at = text.find(marker); at != std::string::npos) text = text.substr(at + marker.size());
+  text = text.substr(0, text.find('\n'));
+  return text;
+}
 
 ojson memory_json(const LoweredStep& step) {
   const MemoryFootprint& m = step.memory;
@@ -151,7 +182,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   try {
     step = lower_training_step(config.workload, hw);
   } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
+    throw InputError(fmt::format("{}: {}", config.origin, e.what()));
   }
   StagedOutput out(options.out_dir, options.force);
 
@@ -192,14 +223,24 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
 
   std::unique_ptr<ChromeTraceWriter> trace;
   if (options.trace != TraceLevel::None) trace = std::make_unique<ChromeTraceWriter>(out.file("trace.json"));
-  Recorder recorder(trace.get());
+  Recorder recorder(config.workload.steps, trace.get());
 
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
   System system("slice", hw, step.program, step.infeed, &recorder);
+  // Progress on stderr for long runs only, at most every two seconds.
+  const auto wall_start = std::chrono::steady_clock::now();
+  auto last_report = wall_start;
+  system.chips()[0].cores[0].on_step_end([&](std::uint32_t s) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_report < std::chrono::seconds(2)) return;
+    last_report = now;
+    std::cerr << fmt::format("tpusim: step {} of {} simulated on chip0.core0 ({:.0f} s)\n", s + 1, config.workload.steps,
+                             std::chrono::duration<double>(now - wall_start).count());
+  });
   try {
     sc_core::sc_start();
   } catch (const std::exception& e) {
-    throw SimError(fmt::format("simulation failed: {}", e.what()));
+    throw SimError(fmt::format("simulation failed: {}", first_line_of_report(e.what())));
   }
   std::string stuck;
   if (!system.finished(&stuck)) throw SimError(fmt::format("simulation stuck (nothing left to happen): {}", stuck));
@@ -222,35 +263,35 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["documented_peak_flops_per_s"] = hw.chip.documented_peak_bf16_tflops * 1e12 * chips;
 
   // Time breakdown averaged over every core of the slice in the steady-state step.
-  Breakdown total;
-  for (std::uint32_t c = 0; c < hw.chip_count(); ++c)
-    for (std::uint32_t k = 0; k < hw.chip.cores; ++k) {
-      const Breakdown b = core_breakdown(recorder, fmt::format("chip{}.core{}", c, k), window);
-      total.compute += b.compute;
-      total.memory_bound += b.memory_bound;
-      total.exposed_communication += b.exposed_communication;
-      total.input_wait += b.input_wait;
-      total.idle += b.idle;
-    }
+  double compute_s = 0, memory_s = 0, comm_s = 0, input_s = 0, idle_s = 0;  // summed over cores
+  for (const auto& core_units : units_by_core(recorder, static_cast<std::uint32_t>(hw.chip_count()), hw.chip.cores)) {
+    const Breakdown b = core_breakdown(recorder, core_units, window);
+    compute_s += seconds(b.compute);
+    memory_s += seconds(b.memory_bound);
+    comm_s += seconds(b.exposed_communication);
+    input_s += seconds(b.input_wait);
+    idle_s += seconds(b.idle);
+  }
   const double cores = static_cast<double>(hw.core_count());
-  auto avg_s = [&](Picos ps) { return seconds(ps) / cores; };
-  summary["breakdown"] = {{"compute_s", avg_s(total.compute)},
-                          {"memory_bound_s", avg_s(total.memory_bound)},
-                          {"exposed_communication_s", avg_s(total.exposed_communication)},
-                          {"input_wait_s", avg_s(total.input_wait)},
-                          {"idle_s", avg_s(total.idle)}};
+  summary["breakdown"] = {{"compute_s", compute_s / cores},
+                          {"memory_bound_s", memory_s / cores},
+                          {"exposed_communication_s", comm_s / cores},
+                          {"input_wait_s", input_s / cores},
+                          {"idle_s", idle_s / cores}};
 
   struct KindUse {
     Picos busy = 0;
     std::uint64_t units = 0;
     std::uint64_t bytes = 0;
   };
+  // Busy time and bytes of the last step's work, over the steady-state step time.
   std::map<UnitKind, KindUse> use;
+  const auto last = static_cast<std::uint32_t>(n - 1);
   for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
     KindUse& k = use[recorder.units()[u].kind];
-    k.busy += busy_within(recorder.spans(u), window);
+    k.busy += recorder.totals(u, last).busy_ps;
     k.units += 1;
-    k.bytes += bytes_of_step(recorder.spans(u), static_cast<std::uint32_t>(n - 1));
+    k.bytes += recorder.totals(u, last).bytes;
   }
   auto fraction = [&](UnitKind kind) {
     const KindUse& k = use[kind];
@@ -270,9 +311,8 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   if (padding < 0.5)
     warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "
                                    "multiples of the {}x{} array)", 100 * padding, hw.core.mxu.rows, hw.core.mxu.cols));
-  if (seconds(total.input_wait) / cores > 0.1 * step_s)
-    warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch",
-                                   100 * seconds(total.input_wait) / cores / step_s));
+  if (input_s / cores > 0.1 * step_s)
+    warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * input_s / cores / step_s));
   summary["warnings"] = warnings;
 
   if (trace) {

@@ -1,19 +1,28 @@
 #include "sim/stats.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace tpusim {
+
+bool Recorder::keeps_spans(UnitKind kind) {
+  return kind == UnitKind::Sequencer || kind == UnitKind::Collective || kind == UnitKind::Mxu || kind == UnitKind::Vpu;
+}
 
 std::uint32_t Recorder::add_unit(UnitInfo info) {
   const auto id = static_cast<std::uint32_t>(units_.size());
   if (trace_) trace_->add_unit(id, info);
   units_.push_back(std::move(info));
   logs_.emplace_back();
+  totals_.emplace_back(steps_);
   return id;
 }
 
 void Recorder::record(const Activity& a) {
-  logs_[a.unit].push_back({a.start_ps, a.end_ps, a.bytes, a.step});
+  StepTotals& t = totals_[a.unit][std::min(a.step, steps_ - 1)];
+  t.busy_ps += a.end_ps - a.start_ps;
+  t.bytes += a.bytes;
+  if (keeps_spans(units_[a.unit].kind)) logs_[a.unit].push_back({a.start_ps, a.end_ps, a.bytes, a.step});
   if (trace_) trace_->slice(units_[a.unit], a);
 }
 
@@ -26,14 +35,22 @@ Picos busy_within(const std::vector<Span>& spans, const Window& w) {
   return busy;
 }
 
-std::uint64_t bytes_of_step(const std::vector<Span>& spans, std::uint32_t step) {
-  std::uint64_t bytes = 0;
-  for (const auto& s : spans)
-    if (s.step == step) bytes += s.bytes;
-  return bytes;
+
+std::vector<std::vector<std::uint32_t>> units_by_core(const Recorder& recorder, std::uint32_t chips,
+                                                      std::uint32_t cores_per_chip) {
+  std::vector<std::vector<std::uint32_t>> groups(static_cast<std::size_t>(chips) * cores_per_chip);
+  for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
+    const std::string& path = recorder.units()[u].path;
+    unsigned chip = 0, core = 0;
+    int consumed = 0;
+    if (std::sscanf(path.c_str(), "chip%u.core%u.%n", &chip, &core, &consumed) == 2 && consumed > 0 && chip < chips &&
+        core < cores_per_chip)
+      groups[static_cast<std::size_t>(chip) * cores_per_chip + core].push_back(u);
+  }
+  return groups;
 }
 
-Breakdown core_breakdown(const Recorder& recorder, const std::string& core_path, const Window& w) {
+Breakdown core_breakdown(const Recorder& recorder, const std::vector<std::uint32_t>& units, const Window& w) {
   enum Source { kOp, kCompute, kComm, kInput, kSources };
   struct Edge {
     Picos t;
@@ -41,12 +58,10 @@ Breakdown core_breakdown(const Recorder& recorder, const std::string& core_path,
     int delta;
   };
   std::vector<Edge> edges;
-  const std::string prefix = core_path + ".";
-  for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
+  for (std::uint32_t u : units) {
     const UnitInfo& info = recorder.units()[u];
-    if (info.path.compare(0, prefix.size(), prefix) != 0) continue;
     int source = -1;
-    const std::string name = info.path.substr(prefix.size());
+    const std::string name = info.path.substr(info.path.find('.', info.path.find('.') + 1) + 1);
     if (info.kind == UnitKind::Mxu || info.kind == UnitKind::Vpu) source = kCompute;
     else if (name == "ops.matmul" || name == "ops.vector") source = kOp;
     else if (name == "ops.collective") source = kComm;

@@ -1,6 +1,7 @@
-// The event sink behind every run: keeps each unit's busy intervals for the statistics and
-// forwards them to the trace writer when there is one. Derived figures (utilization over a
-// window, the per-core time breakdown) are computed from these logs after the simulation.
+// The event sink behind every run: keeps per-step totals of every unit (busy time, bytes), the
+// busy intervals of the units the per-core breakdown needs (op engines, MXUs, VPUs), and
+// forwards every activity to the trace writer when there is one. Memory grows with those
+// intervals only, not with HBM or ICI traffic.
 #pragma once
 
 #include <string>
@@ -19,19 +20,29 @@ struct Span {
   std::uint32_t step = 0;
 };
 
+struct StepTotals {
+  Picos busy_ps = 0;
+  std::uint64_t bytes = 0;
+};
+
 class Recorder : public EventSink {
  public:
-  explicit Recorder(ChromeTraceWriter* trace = nullptr) : trace_(trace) {}
+  Recorder(std::uint32_t steps, ChromeTraceWriter* trace) : steps_(steps), trace_(trace) {}
   std::uint32_t add_unit(UnitInfo info) override;
   void record(const Activity& activity) override;
 
   const std::vector<UnitInfo>& units() const { return units_; }
+  // Busy intervals, kept for the units core_breakdown() reads; empty for the others.
   const std::vector<Span>& spans(std::uint32_t unit) const { return logs_[unit]; }
+  const StepTotals& totals(std::uint32_t unit, std::uint32_t step) const { return totals_[unit][step]; }
+  static bool keeps_spans(UnitKind kind);
 
  private:
+  std::uint32_t steps_;
   ChromeTraceWriter* trace_;
   std::vector<UnitInfo> units_;
   std::vector<std::vector<Span>> logs_;
+  std::vector<std::vector<StepTotals>> totals_;
 };
 
 struct Window {
@@ -42,8 +53,6 @@ struct Window {
 
 // Busy picoseconds of `spans` inside the window.
 Picos busy_within(const std::vector<Span>& spans, const Window& w);
-// Bytes the spans of training step `step` moved.
-std::uint64_t bytes_of_step(const std::vector<Span>& spans, std::uint32_t step);
 
 // Where a core's time went, in picoseconds, over a window. Every instant falls in exactly one
 // class, by priority: a compute op with the MXU or VPU busy is compute; a compute op waiting on
@@ -57,6 +66,10 @@ struct Breakdown {
   Picos idle = 0;
 };
 
-Breakdown core_breakdown(const Recorder& recorder, const std::string& core_path, const Window& w);
+// `units` are the ids of one core's units (paths "chipC.coreK.*").
+Breakdown core_breakdown(const Recorder& recorder, const std::vector<std::uint32_t>& units, const Window& w);
+// Unit ids grouped by core, in the order "chip0.core0", "chip0.core1", ...; other units left out.
+std::vector<std::vector<std::uint32_t>> units_by_core(const Recorder& recorder, std::uint32_t chips,
+                                                      std::uint32_t cores_per_chip);
 
 }  // namespace tpusim

@@ -88,6 +88,47 @@ BOOST_AUTO_TEST_CASE(unknown_preset_and_bad_overrides) {
   expect_input_error(kValid, "--trace everything", "--trace");
 }
 
+BOOST_AUTO_TEST_CASE(overrides_are_validated_like_the_file) {
+  expect_input_error(kValid, "--set 'workload.model.layers=[{\"type\":\"dense\"}]'",
+                     "workload.model.layers[0].units: missing required key for a dense layer");
+  expect_input_error(kValid, "--set 'workload.model.layers=[1]'", "workload.model.layers[0]: expected an object");
+  expect_input_error(kValid, "--set workload.model.layers[1].activation=foo",
+                     "workload.model.layers[1].activation: expected one of linear, relu");
+  expect_input_error(kValid, "--set workload.model.layers[1].units=-5", "workload.model.layers[1].units: expected integer between 1");
+}
+
+BOOST_AUTO_TEST_CASE(sizes_beyond_the_arithmetic_are_refused_not_wrapped) {
+  expect_input_error(kValid, "--set workload.model.input_shape=536870912,536870912,64",
+                     "workload.model.input_shape: a sample of more than 1099511627776 elements");
+  expect_input_error(kValid, "--set hw.core.vmem_bytes=65536",
+                     "hw.core.vmem_bytes: 65536 bytes cannot hold one double-buffered matmul block");
+  expect_input_error(kValid, "--set workload.name=..", "workload.name: expected 1 to 100 letters");
+}
+
+BOOST_AUTO_TEST_CASE(simulated_time_beyond_the_limit_is_a_one_line_simulation_error) {
+  TempDir dir;
+  const CommandResult r = run_tpusim("run '" + example_workload() + "' -o '" + dir.path("out") +
+                                     "' --set workload.input_pipeline.host_samples_per_s=0.0001");
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.err.find("simulated time would pass") != std::string::npos, r.err);
+  BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  BOOST_TEST(!fs::exists(dir.path("out")));
+}
+
+BOOST_AUTO_TEST_CASE(force_never_replaces_the_working_directory) {
+  TempDir dir;
+  dir.write("precious.txt", "mine");
+  const CommandResult r = run_tpusim("run '" + example_workload() + "' -o . --force --trace none");
+  // run_tpusim runs in the test's working directory; the same must hold for any directory:
+  const std::string cmd = "cd '" + dir.path("") + "' && '" + std::string(TPUSIM_BINARY) + "' run '" + example_workload() +
+                          "' -o . --force >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  BOOST_TEST(WEXITSTATUS(status) == 2);
+  BOOST_TEST(read_file(dir.path("precious.txt")) == "mine");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("is the working directory or one of its parents") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(missing_workload_file) {
   const CommandResult r = run_tpusim("run /nonexistent/workload.json -o /nonexistent/out");
   BOOST_TEST(r.exit_code == 2);

@@ -1,5 +1,6 @@
 #include "workloads/lower.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -74,10 +75,17 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   }
   if (out.per_replica_batch % cores_per_replica != 0)
     throw std::invalid_argument(fmt::format(
-        "workload.training.global_batch: the per-replica batch {} does not split over the {} cores of a "
-        "megacore chip", out.per_replica_batch, cores_per_replica));
+        "workload.training.{}: the per-replica batch {} does not split over the {} cores of a "
+        "megacore chip", w.per_replica_batch > 0 ? "per_replica_batch" : "global_batch",
+        out.per_replica_batch, cores_per_replica));
   const std::uint64_t b = out.per_replica_batch / cores_per_replica;
   out.per_core_batch = b;
+  std::uint64_t widest = model.input_elements;
+  for (const auto& l : model.dense) widest = std::max(widest, l.out);
+  if (widest > kMaxElements / b)
+    throw std::invalid_argument(fmt::format(
+        "workload.training.{}: {} samples per core of {} features is beyond what tpusim models (at most {} elements per tensor)",
+        w.per_replica_batch > 0 ? "per_replica_batch" : "global_batch", b, widest, kMaxElements));
 
   const bool mixed = w.precision == Precision::MixedBfloat16;
   const DType act = mixed ? DType::BF16 : DType::F32;

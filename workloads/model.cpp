@@ -22,7 +22,12 @@ double ModelShape::forward_flops_per_sample() const {
 ModelShape analyze_model(const Workload& workload) {
   ModelShape shape;
   shape.input_elements = 1;
-  for (auto d : workload.input_shape) shape.input_elements *= d;
+  for (auto d : workload.input_shape) {
+    if (d > kMaxElements / shape.input_elements)
+      throw std::invalid_argument(fmt::format(
+          "workload.model.input_shape: a sample of more than {} elements is beyond what tpusim models", kMaxElements));
+    shape.input_elements *= d;
+  }
   std::uint64_t features = shape.input_elements;
   bool flat = workload.input_shape.size() == 1;
   for (std::size_t i = 0; i < workload.layers.size(); ++i) {
@@ -37,6 +42,10 @@ ModelShape analyze_model(const Workload& workload) {
         throw std::invalid_argument(fmt::format(
             "workload.model.layers[{}]: dense layer \"{}\" needs a flat input; add a flatten layer before it "
             "(the input shape has {} dimensions)", i, name, workload.input_shape.size()));
+      if (spec.units > kMaxElements / features)
+        throw std::invalid_argument(fmt::format(
+            "workload.model.layers[{}].units: a {}x{} weight matrix is beyond what tpusim models (at most {} elements)",
+            i, features, spec.units, kMaxElements));
       shape.dense.push_back({name, features, spec.units, spec.use_bias, spec.activation});
       features = spec.units;
       continue;

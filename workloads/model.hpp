@@ -10,6 +10,10 @@
 
 namespace tpusim {
 
+// Largest tensor, in elements, the driver lowers: far beyond any HBM, and small enough that byte
+// counts of a whole step stay exact in 64 bits.
+constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 40;
+
 struct DenseLayer {
   std::string name;
   std::uint64_t in = 0, out = 0;
