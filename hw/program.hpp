@@ -38,6 +38,9 @@ struct MatmulWork {
   // Bytes per output element the epilogue reads besides the result (e.g. the saved activation
   // an activation gradient needs), fetched with the last K block of each output block.
   std::uint32_t epilogue_operand_bytes_per_element = 0;
+  // Vector-memory block of the matmul (rows, contracted, columns); 0: the core chooses the
+  // largest that fits. Set to reproduce a kernel's tiling (e.g. a Pallas BlockSpec).
+  std::uint64_t block_m = 0, block_k = 0, block_n = 0;
 };
 
 // A fused elementwise/reduction pass: reads its inputs from HBM once, writes its outputs once.

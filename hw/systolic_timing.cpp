@@ -33,6 +33,12 @@ std::uint64_t systolic_cycles(const SystolicArray& array, std::uint64_t rows,
   return load + weight_tiles * stream + (weight_tiles - 1) * later_load_exposed + fill_drain;
 }
 
+std::uint64_t scalesim_ws_cycles(const SystolicArray& array, std::uint64_t m, std::uint64_t k, std::uint64_t n,
+                                 std::uint32_t mxus) {
+  const MatmulPlan plan = plan_matmul(array, m, k, n, 1, mxus);
+  return plan.weight_tiles_per_mxu * (2ull * array.rows + array.cols + m - 2);
+}
+
 std::uint64_t vector_cycles(const VectorUnitShape& vpu, std::uint64_t elements,
                             double ops_per_element) {
   if (elements == 0 || ops_per_element <= 0) return 0;

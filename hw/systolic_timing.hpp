@@ -38,6 +38,12 @@ MatmulPlan plan_matmul(const SystolicArray& array, std::uint64_t m, std::uint64_
 std::uint64_t systolic_cycles(const SystolicArray& array, std::uint64_t rows,
                               std::uint64_t weight_tiles, double rows_per_cycle);
 
+// SCALE-Sim's weight-stationary count for the same mapping (K on the array rows, N on its
+// columns, the M rows streamed): every fold of the weights loads, streams and drains with no
+// overlap between folds, (2R + C + M - 2) cycles each; the folds are shared by `mxus` arrays.
+std::uint64_t scalesim_ws_cycles(const SystolicArray& array, std::uint64_t m, std::uint64_t k, std::uint64_t n,
+                                 std::uint32_t mxus);
+
 struct VectorUnitShape {
   std::uint32_t lanes = 128;
   std::uint32_t sublanes = 8;

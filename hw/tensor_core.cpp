@@ -7,6 +7,7 @@
 
 #include "hw/collective.hpp"
 #include "hw/host.hpp"
+#include "hw/matmul_tiling.hpp"
 
 namespace tpusim {
 namespace {
@@ -240,7 +241,8 @@ Picos TensorCore::vpu_ops(std::uint64_t elements, double ops_per_element, const 
 
 void TensorCore::run_blocks(std::vector<Block>& blocks, const Op& op) {
   struct Progress {
-    std::size_t loaded = 0, computed = 0, stored = 0;
+    std::array<std::size_t, 2> loaded{};
+    std::size_t computed = 0, stored = 0;
     std::vector<Picos> ready;
     sc_core::sc_event changed;
   } p;
@@ -251,13 +253,14 @@ void TensorCore::run_blocks(std::vector<Block>& blocks, const Op& op) {
     ++counter;
     p.changed.notify(sc_core::SC_ZERO_TIME);
   };
-  sc_core::sc_spawn([&] {
-    for (std::size_t b = 0; b < n; ++b) {
-      while (b >= p.computed + 2) sc_core::wait(p.changed);  // both input buffers full
-      dma_transfer(tlm::TLM_READ_COMMAND, blocks[b].load_bytes, &op.name);
-      bump(p.loaded);
-    }
-  });
+  for (std::size_t stream = 0; stream < 2; ++stream)
+    sc_core::sc_spawn([&, stream] {
+      for (std::size_t b = 0; b < n; ++b) {
+        while (b >= p.computed + 2) sc_core::wait(p.changed);  // both input buffers full
+        dma_transfer(tlm::TLM_READ_COMMAND, blocks[b].load_bytes[stream], &op.name);
+        bump(p.loaded[stream]);
+      }
+    });
   sc_core::sc_spawn([&] {
     for (std::size_t b = 0; b < n; ++b) {
       while (b >= p.computed) sc_core::wait(p.changed);
@@ -267,7 +270,8 @@ void TensorCore::run_blocks(std::vector<Block>& blocks, const Op& op) {
     }
   });
   for (std::size_t b = 0; b < n; ++b) {
-    while (b >= p.loaded || b >= p.stored + 2) sc_core::wait(p.changed);  // input ready, output buffer free
+    while (b >= std::min(p.loaded[0], p.loaded[1]) || b >= p.stored + 2)  // inputs in, output buffer free
+      sc_core::wait(p.changed);
     p.ready[b] = blocks[b].compute();
     bump(p.computed);
   }
@@ -278,7 +282,6 @@ void TensorCore::run_matmul(const Op& op) {
   const MatmulWork& mm = op.matmul;
   const MxuConfig& mxu = hw_.core.mxu;
   const SystolicArray array{mxu.rows, mxu.cols, mxu.weight_double_buffered};
-  const std::uint64_t lhs_b = dtype_bytes(mm.lhs), rhs_b = dtype_bytes(mm.rhs), out_b = dtype_bytes(mm.out);
   double rows_per_cycle = mxu.bf16_macs_per_cell_per_cycle;
   if (mm.lhs == DType::Int8) rows_per_cycle *= mxu.int8_speedup;
   if (mm.lhs == DType::Fp8) rows_per_cycle *= mxu.fp8_speedup;
@@ -286,58 +289,29 @@ void TensorCore::run_matmul(const Op& op) {
     throw std::runtime_error(fmt::format("{}: the MXU of {} has no {} path", op.name, hw_.name,
                                          dtype_name(mm.lhs)));
 
-  // Block the matmul so that double-buffered operand blocks and f32 result blocks fit the
-  // matmul engine's share of vector memory; shrink the largest dimension first.
-  const std::uint64_t budget = hw_.core.vmem_bytes / 4 * 3;
-  std::uint64_t bm = round_up<std::uint64_t>(mm.m, 8), bk = round_up<std::uint64_t>(mm.k, mxu.rows),
-                bn = round_up<std::uint64_t>(mm.n, mxu.cols);
-  auto working_set = [&] {
-    return 2 * (bm * bk * lhs_b + bk * bn * rhs_b + bm * bn * mm.epilogue_operand_bytes_per_element) +
-           2 * bm * bn * 4;
-  };
-  while (working_set() > budget) {
-    std::uint64_t* dims[3] = {&bm, &bk, &bn};
-    const std::uint64_t granule[3] = {8, mxu.rows, mxu.cols};
-    int pick = -1;
-    for (int d = 0; d < 3; ++d)
-      if (*dims[d] > granule[d] && (pick < 0 || *dims[d] > *dims[pick])) pick = d;
-    if (pick < 0)
-      throw std::runtime_error(fmt::format("{}: even a minimal matmul block does not fit vector memory",
-                                           op.name));
-    *dims[pick] = round_up<std::uint64_t>(*dims[pick] / 2, granule[pick]);
+  MatmulTiling tiling;
+  try {
+    tiling = tile_matmul(mm, mxu, hw_.core.vmem_bytes / 4 * 3);  // the matmul engine's share of VMEM
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(fmt::format("{}: {}", op.name, e.what()));
   }
-  const std::uint64_t m_blocks = ceil_div(mm.m, bm), k_blocks = ceil_div(mm.k, bk),
-                      n_blocks = ceil_div(mm.n, bn);
   std::vector<Block> blocks;
-  blocks.reserve(m_blocks * n_blocks * k_blocks);
-  for (std::uint64_t i = 0; i < m_blocks; ++i) {
-    const std::uint64_t am = std::min(bm, mm.m - i * bm);
-    for (std::uint64_t j = 0; j < n_blocks; ++j) {
-      const std::uint64_t an = std::min(bn, mm.n - j * bn);
-      for (std::uint64_t kk = 0; kk < k_blocks; ++kk) {
-        const std::uint64_t ak = std::min(bk, mm.k - kk * bk);
-        Block block;
-        // A resident operand block is not fetched again: the LHS row block while it sweeps the
-        // columns of a single-K-block product, the RHS when it is the only block.
-        const bool lhs_resident = k_blocks == 1 && j > 0;
-        const bool rhs_resident = k_blocks == 1 && n_blocks == 1 && i > 0;
-        const bool last_k = kk + 1 == k_blocks;
-        block.load_bytes = (lhs_resident ? 0 : am * ak * lhs_b) + (rhs_resident ? 0 : ak * an * rhs_b) +
-                           (last_k ? am * an * mm.epilogue_operand_bytes_per_element : 0);
-        block.store_bytes = last_k ? am * an * out_b : 0;
-        block.compute = [this, &op, &mm, array, am, ak, an, last_k, rows_per_cycle]() {
-          const MatmulPlan plan = plan_matmul(array, am, ak, an, mm.passes, hw_.core.mxu.per_core);
-          const Picos mxu_done = mxu_tiles(am, plan.weight_tiles, plan.mxus_used, rows_per_cycle,
-                                           2.0 * static_cast<double>(am * ak * an), &op.name);
-          wait_until_ps(mxu_done);
-          if (!last_k) return mxu_done;
-          return std::max(mxu_done, vpu_ops(am * an, mm.epilogue_vpu_ops_per_element, &op.name));
-        };
-        blocks.push_back(std::move(block));
-      }
-    }
+  blocks.reserve(tiling.blocks.size());
+  for (const MatmulBlock& mb : tiling.blocks) {
+    Block block;
+    block.load_bytes = mb.load_bytes;
+    block.store_bytes = mb.store_bytes;
+    block.compute = [this, &op, &mm, array, mb, rows_per_cycle]() {
+      const MatmulPlan plan = plan_matmul(array, mb.m, mb.k, mb.n, mm.passes, hw_.core.mxu.per_core);
+      const Picos mxu_done = mxu_tiles(mb.m, plan.weight_tiles, plan.mxus_used, rows_per_cycle,
+                                       2.0 * static_cast<double>(mb.m * mb.k * mb.n), &op.name);
+      wait_until_ps(mxu_done);
+      if (!mb.last_k) return mxu_done;
+      return std::max(mxu_done, vpu_ops(mb.m * mb.n, mm.epilogue_vpu_ops_per_element, &op.name));
+    };
+    blocks.push_back(std::move(block));
   }
-  const std::uint64_t reserved = working_set();
+  const std::uint64_t reserved = tiling.working_set_bytes;
   vmem_.reserve(reserved, op.name);
   run_blocks(blocks, op);
   vmem_.release(reserved);
@@ -354,9 +328,9 @@ void TensorCore::run_vector(const Op& op) {
   };
   std::uint64_t largest = 0;
   for (std::uint64_t b = 0; b < count; ++b) {
-    blocks[b].load_bytes = share(v.hbm_read_bytes, b);
+    blocks[b].load_bytes = {share(v.hbm_read_bytes, b), 0};
     blocks[b].store_bytes = share(v.hbm_write_bytes, b);
-    largest = std::max(largest, blocks[b].load_bytes + blocks[b].store_bytes);
+    largest = std::max(largest, blocks[b].load_bytes[0] + blocks[b].store_bytes);
     const std::uint64_t elements = share(v.elements, b);
     blocks[b].compute = [this, &op, elements, ops = v.vpu_ops_per_element]() {
       const Picos done = vpu_ops(elements, ops, &op.name);

@@ -8,6 +8,7 @@
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_initiator_socket.h>
 
+#include <array>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -88,9 +89,10 @@ class TensorCore : public sc_core::sc_module {
     std::deque<const Op*> ops;
     sc_core::sc_event work;
   };
-  // One block of a streamed op: bytes in, compute, bytes out.
+  // One block of a streamed op: bytes in (two operand streams, each with its own DMA), compute,
+  // bytes out.
   struct Block {
-    std::uint64_t load_bytes = 0;
+    std::array<std::uint64_t, 2> load_bytes{};
     std::uint64_t store_bytes = 0;
     std::function<Picos()> compute;  // reserves the compute units, returns when results are ready
   };

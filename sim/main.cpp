@@ -1,4 +1,5 @@
 // The tpusim command line.
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -7,6 +8,7 @@
 
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
+#include "sim/gemm.hpp"
 #include "sim/params.hpp"
 #include "sim/run.hpp"
 
@@ -92,6 +94,28 @@ int cli_main(int argc, char** argv) {
   dump->add_option("workload", dump_request.workload_path, "Workload JSON file (optional)");
   add_config_options(*dump, dump_request);
 
+  ConfigRequest gemm_request;
+  GemmRequest gemm;
+  std::string gemm_dtype = "bf16", gemm_precision = "default", gemm_array;
+  std::uint32_t gemm_mxus = 0;
+  bool gemm_json = false;
+  auto* gemm_cmd = app.add_subcommand("gemm", "One TensorCore runs one M x K @ K x N matmul with operands in HBM");
+  gemm_cmd->add_option("M", gemm.m, "Rows of the result (streamed through the MXU)")->required();
+  gemm_cmd->add_option("N", gemm.n, "Columns of the result")->required();
+  gemm_cmd->add_option("K", gemm.k, "Contracted dimension")->required();
+  gemm_cmd->add_option("--hw", gemm_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  gemm_cmd->add_option("--set", gemm_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+  gemm_cmd->add_option("--dtype", gemm_dtype, "Operand type")->check(CLI::IsMember({"bf16", "fp32", "int8", "fp8"}))->capture_default_str();
+  gemm_cmd->add_option("--precision", gemm_precision, "fp32 only: bf16 passes, default 1, high 3, highest 6")
+      ->check(CLI::IsMember({"default", "high", "highest"}))->capture_default_str();
+  gemm_cmd->add_option("--array", gemm_array, "Override the MXU shape, e.g. 128x128");
+  std::string gemm_block;
+  gemm_cmd->add_option("--block", gemm_block, "Force the vector-memory block BMxBKxBN (default: the largest that fits)");
+  gemm_cmd->add_option("--mxus", gemm_mxus, "Override the MXUs per core")->check(CLI::Range(1, 16));
+  gemm_cmd->add_flag("--scalesim-compat", gemm.scalesim_compat,
+                     "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
+  gemm_cmd->add_flag("--json", gemm_json, "Print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -107,6 +131,32 @@ int cli_main(int argc, char** argv) {
 
   try {
     if (*params) return list_params(params_hw, params_json);
+    if (*gemm_cmd) {
+      if (!gemm_array.empty()) {
+        const auto x = gemm_array.find('x');
+        if (x == std::string::npos) throw InputError(fmt::format("--array {}: expected ROWSxCOLS, e.g. 128x128", gemm_array));
+        gemm_request.sets.push_back("hw.core.mxu.rows=" + gemm_array.substr(0, x));
+        gemm_request.sets.push_back("hw.core.mxu.cols=" + gemm_array.substr(x + 1));
+      }
+      if (!gemm_block.empty()) {
+        unsigned long long bm = 0, bk = 0, bn = 0;
+        char tail = 0;
+        if (std::sscanf(gemm_block.c_str(), "%llux%llux%llu%c", &bm, &bk, &bn, &tail) != 3 || !bm || !bk || !bn)
+          throw InputError(fmt::format("--block {}: expected BMxBKxBN, e.g. 512x1024x1024", gemm_block));
+        gemm.block_m = bm;
+        gemm.block_k = bk;
+        gemm.block_n = bn;
+      }
+      if (gemm_mxus > 0) gemm_request.sets.push_back(fmt::format("hw.core.mxu.per_core={}", gemm_mxus));
+      const Config config = load_config(gemm_request);
+      gemm.dtype = gemm_dtype == "fp32" ? DType::F32 : gemm_dtype == "int8" ? DType::Int8 : gemm_dtype == "fp8" ? DType::Fp8 : DType::BF16;
+      if (gemm_precision != "default" && gemm.dtype != DType::F32)
+        throw InputError("--precision: only fp32 matmuls take several bf16 passes");
+      gemm.passes = gemm_precision == "default" ? 1 : gemm_precision == "high" ? 3 : 6;
+      const auto result = run_gemm(config.hw, gemm);
+      std::cout << (gemm_json ? result.dump(2) + "\n" : format_gemm(result));
+      return 0;
+    }
     if (*dump) {
       const Config config = load_config(dump_request);
       std::cout << effective_config(config).dump(2) << "\n";

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hw/matmul_tiling.hpp"
 #include "hw/systolic_timing.hpp"
 #include "hw/topology.hpp"
 #include "sim/config.hpp"
@@ -65,8 +66,10 @@ std::uint64_t predicted_mxu_cycles(std::uint64_t global_batch) {
   std::uint64_t cycles = 0;
   for (const Op& op : step.program.ops) {
     if (op.kind != OpKind::Matmul) continue;
-    const auto plan = plan_matmul(array, op.matmul.m, op.matmul.k, op.matmul.n, op.matmul.passes, 1);
-    cycles += systolic_cycles(array, op.matmul.m, plan.weight_tiles, 1.0);  // v2: one MXU per core
+    for (const MatmulBlock& b : tile_matmul(op.matmul, config.hw.core.mxu, config.hw.core.vmem_bytes / 4 * 3).blocks) {
+      const auto plan = plan_matmul(array, b.m, b.k, b.n, op.matmul.passes, 1);
+      cycles += systolic_cycles(array, b.m, plan.weight_tiles, 1.0);  // v2: one MXU per core
+    }
   }
   return cycles;
 }

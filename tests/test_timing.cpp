@@ -7,6 +7,7 @@
 
 #include "hw/collective.hpp"
 #include "hw/hbm.hpp"
+#include "hw/matmul_tiling.hpp"
 #include "hw/systolic_timing.hpp"
 #include "hw/topology.hpp"
 #include "hw/units.hpp"
@@ -52,6 +53,45 @@ BOOST_AUTO_TEST_CASE(plan_pads_every_dimension_and_splits_tiles_over_mxus) {
   BOOST_TEST(plan.weight_tiles_per_mxu == 6u);  // ceil(21 / 4)
   BOOST_TEST(plan.useful_macs == 128u * 784u * 10u);
   BOOST_TEST(plan.padded_macs == 21u * 128u * 128u * 128u);
+}
+
+BOOST_AUTO_TEST_CASE(scalesim_compat_pays_load_stream_and_drain_per_fold) {
+  const SystolicArray array{128, 128, false};
+  // 784 x 10 weights on 128 x 128: 7 x 1 folds of (2 x 128 + 128 + 512 - 2) = 894 cycles
+  BOOST_TEST(scalesim_ws_cycles(array, 512, 784, 10, 1) == 7u * 894u);
+  // shared by 4 arrays: ceil(7 / 4) = 2 folds on the busiest
+  BOOST_TEST(scalesim_ws_cycles(array, 512, 784, 10, 4) == 2u * 894u);
+}
+
+BOOST_AUTO_TEST_CASE(matmul_blocks_fit_vector_memory_and_cover_the_product) {
+  MxuConfig mxu;  // 128 x 128
+  MatmulWork mm;
+  mm.m = 8192;
+  mm.k = 8192;
+  mm.n = 8192;
+  mm.lhs = mm.rhs = DType::BF16;
+  mm.out = DType::F32;
+  // 512 x 1024 x 1024 bf16: 2 x (1 MiB + 2 MiB) + 2 x 2 MiB f32 results = 10 MiB
+  const auto big = tile_matmul(mm, mxu, 96ull << 20);
+  BOOST_TEST(big.bm == 512u);
+  BOOST_TEST(big.bk == 1024u);
+  BOOST_TEST(big.bn == 1024u);
+  BOOST_TEST(big.working_set_bytes == 10u << 20);
+  BOOST_TEST(big.blocks.size() == 16u * 8u * 8u);
+  // Under 4 MiB the largest dimension halves first: bk 1024 -> 512, bn 1024 -> 512, ...
+  const auto small = tile_matmul(mm, mxu, 4ull << 20);
+  BOOST_TEST(small.working_set_bytes <= (4u << 20));
+  std::uint64_t macs = 0, stored = 0;
+  for (const auto& b : small.blocks) {
+    macs += b.m * b.k * b.n;
+    stored += b.store_bytes;
+  }
+  BOOST_TEST(macs == 8192ull * 8192 * 8192);
+  BOOST_TEST(stored == 8192ull * 8192 * 4);
+  mm.block_m = 4096;
+  mm.block_k = 4096;
+  mm.block_n = 4096;
+  BOOST_CHECK_THROW(tile_matmul(mm, mxu, 4ull << 20), std::runtime_error);
 }
 
 BOOST_AUTO_TEST_CASE(vector_unit_works_in_whole_vregs) {
