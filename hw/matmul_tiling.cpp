@@ -24,9 +24,11 @@ MatmulTiling tile_matmul(const MatmulWork& mm, const MxuConfig& mxu, std::uint64
       throw std::runtime_error(fmt::format("a {}x{}x{} matmul block needs {} bytes of vector memory; the matmul engine has {}",
                                            t.bm, t.bk, t.bn, working_set(), budget));
   } else {
-    t.bm = std::min<std::uint64_t>(round_up<std::uint64_t>(mm.m, 8), 512);
-    t.bk = std::min(round_up<std::uint64_t>(mm.k, mxu.rows), round_up<std::uint64_t>(1024, mxu.rows));
-    t.bn = std::min(round_up<std::uint64_t>(mm.n, mxu.cols), round_up<std::uint64_t>(1024, mxu.cols));
+    // Larger arrays need proportionally larger blocks for the same FLOPs per byte.
+    const std::uint64_t scale = std::max<std::uint64_t>(1, std::max(mxu.rows, mxu.cols) / 128);
+    t.bm = std::min<std::uint64_t>(round_up<std::uint64_t>(mm.m, 8), 512 * scale);
+    t.bk = std::min(round_up<std::uint64_t>(mm.k, mxu.rows), round_up<std::uint64_t>(1024 * scale, mxu.rows));
+    t.bn = std::min(round_up<std::uint64_t>(mm.n, mxu.cols), round_up<std::uint64_t>(1024 * scale, mxu.cols));
     while (working_set() > budget) {
       std::uint64_t* dims[3] = {&t.bm, &t.bk, &t.bn};
       const std::uint64_t granule[3] = {8, mxu.rows, mxu.cols};

@@ -29,7 +29,8 @@ struct MatmulTiling {
 };
 
 // Starts from at most 512 x 1024 x 1024 (the block the Pallas matmul guide tunes to on v5e: big
-// enough to keep the MXUs busy, small enough to leave several blocks to pipeline) unless the
+// enough to keep the MXUs busy, small enough to leave several blocks to pipeline; scaled by
+// array size / 128 for larger arrays) unless the
 // work forces a block, and halves the largest dimension until the working set fits
 // `vmem_budget_bytes`. Throws std::runtime_error when even the smallest block does not fit.
 MatmulTiling tile_matmul(const MatmulWork& work, const MxuConfig& mxu, std::uint64_t vmem_budget_bytes);
