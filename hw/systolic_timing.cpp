@@ -13,9 +13,21 @@ MatmulPlan plan_matmul(const SystolicArray& array, std::uint64_t m, std::uint64_
   plan.k_tiles = ceil_div<std::uint64_t>(k, array.rows);
   plan.n_tiles = ceil_div<std::uint64_t>(n, array.cols);
   plan.weight_tiles = plan.k_tiles * plan.n_tiles * passes;
-  plan.mxus_used = static_cast<std::uint32_t>(std::min<std::uint64_t>(mxus, plan.weight_tiles));
-  plan.weight_tiles_per_mxu =
-      plan.mxus_used == 0 ? 0 : ceil_div<std::uint64_t>(plan.weight_tiles, plan.mxus_used);
+  const std::uint64_t tiles = plan.weight_tiles;
+  if (tiles >= mxus || m <= 8) {
+    const std::uint64_t used = std::min<std::uint64_t>(mxus, tiles);
+    for (std::uint64_t u = 0; u < used; ++u) plan.shares.push_back({m, tiles / used + (u < tiles % used ? 1 : 0)});
+  } else {
+    const std::uint64_t row_groups = std::min<std::uint64_t>(mxus / tiles, ceil_div<std::uint64_t>(m, 8));
+    const std::uint64_t rows_per_group = round_up<std::uint64_t>(ceil_div(m, row_groups), 8);
+    for (std::uint64_t t = 0; t < tiles; ++t)
+      for (std::uint64_t g = 0; g < row_groups; ++g) {
+        const std::uint64_t first = g * rows_per_group;
+        if (first < m) plan.shares.push_back({std::min(rows_per_group, m - first), 1});
+      }
+  }
+  plan.mxus_used = static_cast<std::uint32_t>(plan.shares.size());
+  for (const auto& s : plan.shares) plan.weight_tiles_per_mxu = std::max(plan.weight_tiles_per_mxu, s.weight_tiles);
   plan.padded_macs = plan.weight_tiles * m * array.rows * array.cols;
   plan.useful_macs = m * k * n;
   return plan;
@@ -35,8 +47,8 @@ std::uint64_t systolic_cycles(const SystolicArray& array, std::uint64_t rows,
 
 std::uint64_t scalesim_ws_cycles(const SystolicArray& array, std::uint64_t m, std::uint64_t k, std::uint64_t n,
                                  std::uint32_t mxus) {
-  const MatmulPlan plan = plan_matmul(array, m, k, n, 1, mxus);
-  return plan.weight_tiles_per_mxu * (2ull * array.rows + array.cols + m - 2);
+  const std::uint64_t folds = ceil_div<std::uint64_t>(k, array.rows) * ceil_div<std::uint64_t>(n, array.cols);
+  return ceil_div<std::uint64_t>(folds, mxus) * (2ull * array.rows + array.cols + m - 2);
 }
 
 std::uint64_t vector_cycles(const VectorUnitShape& vpu, std::uint64_t elements,

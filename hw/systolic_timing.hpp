@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace tpusim {
 
@@ -15,7 +16,14 @@ struct SystolicArray {
   bool weight_double_buffered = true;
 };
 
+// What one MXU does for a matmul: stream `rows` LHS rows through `weight_tiles` tiles.
+struct MxuShare {
+  std::uint64_t rows = 0;
+  std::uint64_t weight_tiles = 0;
+};
+
 struct MatmulPlan {
+  std::vector<MxuShare> shares;  // one per MXU used
   std::uint64_t k_tiles = 0;
   std::uint64_t n_tiles = 0;
   std::uint64_t weight_tiles = 0;          // k_tiles * n_tiles * passes
@@ -27,6 +35,8 @@ struct MatmulPlan {
 
 // Splits (m x k) @ (k x n) into R x C weight tiles (every dimension padded to the array) and
 // deals them round-robin to `mxus` arrays; every pass of a multi-pass product is its own tile.
+// With fewer tiles than arrays, the LHS rows are split too (in groups of 8, one vreg) and each
+// tile is loaded into several arrays, so that a small matmul still uses every MXU.
 MatmulPlan plan_matmul(const SystolicArray& array, std::uint64_t m, std::uint64_t k,
                        std::uint64_t n, std::uint32_t passes, std::uint32_t mxus);
 

@@ -206,17 +206,17 @@ void TensorCore::dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, const s
   if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
 }
 
-Picos TensorCore::mxu_tiles(std::uint64_t rows, std::uint64_t weight_tiles, std::uint32_t mxus,
-                            double rows_per_cycle, double flops, const std::string* label) {
+Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label) {
   Picos end = now_ps();
-  for (std::uint32_t u = 0; u < mxus; ++u) {
-    const std::uint64_t share = weight_tiles / mxus + (u < weight_tiles % mxus ? 1 : 0);
-    if (share == 0) continue;
+  double total_work = 0;
+  for (const MxuShare& s : plan.shares) total_work += static_cast<double>(s.rows * s.weight_tiles);
+  for (std::size_t u = 0; u < plan.shares.size(); ++u) {
+    const MxuShare& share = plan.shares[u];
     Request r;
-    r.job().rows = rows;
-    r.job().weight_tiles = share;
+    r.job().rows = share.rows;
+    r.job().weight_tiles = share.weight_tiles;
     r.job().rows_per_cycle = rows_per_cycle;
-    r.job().flops = flops * static_cast<double>(share) / static_cast<double>(weight_tiles);
+    r.job().flops = flops * static_cast<double>(share.rows * share.weight_tiles) / total_work;
     r.job().label = label;
     r.job().step = step_;
     sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
@@ -303,8 +303,7 @@ void TensorCore::run_matmul(const Op& op) {
     block.store_bytes = mb.store_bytes;
     block.compute = [this, &op, &mm, array, mb, rows_per_cycle]() {
       const MatmulPlan plan = plan_matmul(array, mb.m, mb.k, mb.n, mm.passes, hw_.core.mxu.per_core);
-      const Picos mxu_done = mxu_tiles(mb.m, plan.weight_tiles, plan.mxus_used, rows_per_cycle,
-                                       2.0 * static_cast<double>(mb.m * mb.k * mb.n), &op.name);
+      const Picos mxu_done = mxu_work(plan, rows_per_cycle, 2.0 * static_cast<double>(mb.m * mb.k * mb.n), &op.name);
       wait_until_ps(mxu_done);
       if (!mb.last_k) return mxu_done;
       return std::max(mxu_done, vpu_ops(mb.m * mb.n, mm.epilogue_vpu_ops_per_element, &op.name));

@@ -107,8 +107,8 @@ class TensorCore : public sc_core::sc_module {
   // Load -> compute -> store with two buffers between stages, each stage its own process.
   void run_blocks(std::vector<Block>& blocks, const Op& op);
   void dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label);
-  Picos mxu_tiles(std::uint64_t rows, std::uint64_t weight_tiles, std::uint32_t mxus,
-                  double rows_per_cycle, double flops, const std::string* label);
+  // Hands each MXU its share of a block; returns when the last one is done.
+  Picos mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label);
   Picos vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label);
   // A ring neighbour's transfer: intra-chip through HBM, otherwise over ICI.
   Picos send_to(std::uint32_t peer_rank, std::uint64_t bytes, const std::string* label);

@@ -94,6 +94,24 @@ BOOST_AUTO_TEST_CASE(matmul_blocks_fit_vector_memory_and_cover_the_product) {
   BOOST_CHECK_THROW(tile_matmul(mm, mxu, 4ull << 20), std::runtime_error);
 }
 
+BOOST_AUTO_TEST_CASE(few_tiles_split_the_rows_over_the_mxus) {
+  const SystolicArray array{128, 128, true};
+  // One 128 x 128 tile, 1024 rows, 4 MXUs: each loads the tile and streams 256 rows.
+  const MatmulPlan plan = plan_matmul(array, 1024, 128, 128, 1, 4);
+  BOOST_REQUIRE(plan.shares.size() == 4u);
+  for (const auto& s : plan.shares) {
+    BOOST_TEST(s.rows == 256u);
+    BOOST_TEST(s.weight_tiles == 1u);
+  }
+  // Two tiles, 20 rows: 2 row groups of 16 and 4 rows per tile.
+  const MatmulPlan two = plan_matmul(array, 20, 256, 128, 1, 4);
+  BOOST_REQUIRE(two.shares.size() == 4u);
+  BOOST_TEST(two.shares[0].rows == 16u);
+  BOOST_TEST(two.shares[1].rows == 4u);
+  // Eight rows are one vreg: never split.
+  BOOST_TEST(plan_matmul(array, 8, 128, 128, 1, 4).shares.size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(vector_unit_works_in_whole_vregs) {
   const VectorUnitShape vpu{128, 8, 2};
   // 1025 elements occupy 2 vregs of 1024; 3 ops each over 2 ALUs: ceil(2 x 3 / 2) = 3 cycles
