@@ -53,12 +53,10 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   out["freq_mhz"] = hw.core.freq_mhz;
   if (r.block_m > 0) out["block"] = fmt::format("{}x{}x{}", r.block_m, r.block_k, r.block_n);
 
-  if (r.scalesim_compat) {
-    // SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, folds in sequence.
-    const SystolicArray array{mxu.rows, mxu.cols, false};
-    const std::uint64_t cycles = scalesim_ws_cycles(array, r.m, r.k, r.n, mxu.per_core) * r.passes;
+  // The analytic modes report the same keys as a simulation, from a cycle count alone.
+  auto analytic = [&](std::uint64_t cycles, const char* mode) {
     const double time_s = ps_to_s(clock.cycles_to_ps(cycles));
-    out["mode"] = "scalesim-compat";
+    out["mode"] = mode;
     out["cycles"] = cycles;
     out["time_s"] = time_s;
     out["flops_per_s"] = useful_flops / time_s;
@@ -66,6 +64,19 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
     out["hbm_bytes"] = 0;
     out["bound"] = "compute";
     return out;
+  };
+  if (r.scalesim_compat) {
+    // SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, folds in sequence.
+    const SystolicArray array{mxu.rows, mxu.cols, false};
+    return analytic(scalesim_ws_cycles(array, r.m, r.k, r.n, mxu.per_core) * r.passes, "scalesim-compat");
+  }
+  if (r.compute_only) {
+    // tpusim's own MXU assumptions without the memory system: the whole matmul as one block.
+    const SystolicArray array{mxu.rows, mxu.cols, mxu.weight_double_buffered};
+    std::uint64_t cycles = 0;
+    for (const MxuShare& s : plan_matmul(array, r.m, r.k, r.n, r.passes, mxu.per_core).shares)
+      cycles = std::max(cycles, systolic_cycles(array, s.rows, s.weight_tiles, rate));
+    return analytic(cycles, "compute-only");
   }
 
   Program program;

@@ -15,6 +15,7 @@ struct GemmRequest {
   DType dtype = DType::BF16;
   std::uint32_t passes = 1;  // bf16 passes of an fp32 product (XLA DEFAULT 1, HIGH 3, HIGHEST 6)
   bool scalesim_compat = false;
+  bool compute_only = false;  // the MXU timing model alone: no memory, one block
   std::uint64_t block_m = 0, block_k = 0, block_n = 0;  // 0: the core chooses
 };
 

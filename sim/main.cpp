@@ -114,6 +114,7 @@ int cli_main(int argc, char** argv) {
   gemm_cmd->add_option("--mxus", gemm_mxus, "Override the MXUs per core")->check(CLI::Range(1, 16));
   gemm_cmd->add_flag("--scalesim-compat", gemm.scalesim_compat,
                      "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
+  gemm_cmd->add_flag("--compute-only", gemm.compute_only, "tpusim's MXU timing alone: no memory system, one block");
   gemm_cmd->add_flag("--json", gemm_json, "Print one JSON object");
 
   try {

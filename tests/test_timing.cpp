@@ -2,7 +2,11 @@
 #define BOOST_TEST_MODULE timing
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+#include <fstream>
 #include <numeric>
+#include <sstream>
+#include <string>
 #include <set>
 
 #include "hw/collective.hpp"
@@ -189,6 +193,29 @@ BOOST_AUTO_TEST_CASE(topology_strings) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// SCALE-Sim v2's weight-stationary compute cycles for 27 GEMM shapes on 32x32, 128x128 and
+// 256x256 arrays, recorded in tests/data (how: tests/data/scalesim_ws_gemm.md).
+BOOST_AUTO_TEST_CASE(scalesim_compat_within_one_percent_of_scalesim_on_every_shape) {
+  std::ifstream csv(std::string(TPUSIM_SOURCE_DIR) + "/tests/data/scalesim_ws_gemm.csv");
+  BOOST_REQUIRE(csv);
+  std::string line;
+  std::getline(csv, line);  // header
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    std::stringstream cells(line);
+    std::vector<std::string> f;
+    for (std::string cell; std::getline(cells, cell, ',');) f.push_back(cell);
+    BOOST_REQUIRE(f.size() == 10u);
+    const std::uint64_t m = std::stoull(f[2]), n = std::stoull(f[3]), k = std::stoull(f[4]);
+    const SystolicArray array{static_cast<std::uint32_t>(std::stoul(f[5])), static_cast<std::uint32_t>(std::stoul(f[6])), false};
+    const double scalesim = std::stod(f[9]);
+    const double ours = static_cast<double>(scalesim_ws_cycles(array, m, k, n, 1));
+    BOOST_TEST_CONTEXT(f[0] << " on " << f[5] << "x" << f[6]) { BOOST_TEST(std::abs(ours - scalesim) / scalesim <= 0.01); }
+    ++rows;
+  }
+  BOOST_TEST(rows >= 75);  // 25+ shapes on 3 arrays
+}
 
 BOOST_AUTO_TEST_CASE(ring_all_reduce_plan) {
   // 1 MB over 8 ranks, both directions: each direction carries 500000 B in chunks of 62500 B,
