@@ -212,3 +212,16 @@ BOOST_AUTO_TEST_CASE(trace_none_writes_no_trace) {
   BOOST_TEST(!fs::exists(run->out() + "/trace.json"));
   BOOST_TEST(fs::exists(run->out() + "/summary.json"));
 }
+
+BOOST_AUTO_TEST_CASE(readme_shows_the_real_output_of_the_first_command) {
+  const std::string readme = read_file(source_path("README.md"));
+  const std::string open = "```\nmlp_mnist on tpu_v2 2x2";
+  const auto start = readme.find(open);
+  BOOST_REQUIRE(start != std::string::npos);
+  const std::string shown = readme.substr(start + 4, readme.find("```", start + 4) - start - 4);
+  TempDir dir;
+  const std::string cmd = "cd '" + dir.path("") + "' && '" + std::string(TPUSIM_BINARY) + "' run '" + example_workload() +
+                          "' -o out/mlp_mnist --force > stdout.txt 2>/dev/null";
+  BOOST_REQUIRE(std::system(cmd.c_str()) == 0);
+  BOOST_TEST(read_file(dir.path("stdout.txt")) == shown);
+}
