@@ -1,60 +1,76 @@
-// Rendezvous for collectives across the replicas of a slice. Every replica runs its own copy of
-// the program; the fabric tracks, per in-flight collective, which ring chunks have arrived at
-// which rank, so a rank can send step s+1 only after it has received (and reduced) step s.
+// Collectives over the chips of a slice, in plain C++: the schedule each chip runs (ring passes
+// along the torus), the alpha-beta closed form of a schedule, and the rendezvous through which
+// the chips' collective units hand each other ring steps during a simulation.
+//
+//   CollectiveSpec spec{CollectiveKind::AllReduce, 1 << 30};
+//   spec.algorithm = CollectiveAlgorithm::Torus;
+//   CollectiveSchedule s = plan_collective(torus, chip, spec);  // this chip's ring passes
 #pragma once
 
-#include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
-#include <utility>
+#include <string>
+#include <tuple>
 #include <vector>
 
-#include "hw/sc_support.hpp"
+#include "hw/hw_config.hpp"
+#include "hw/program.hpp"
+#include "hw/topology.hpp"
+
+namespace sc_core {
+class sc_event;
+}
 
 namespace tpusim {
 
-struct RingMember {
-  std::uint32_t chip = 0;
-  std::uint32_t core = 0;
+struct RingPass {
+  bool reduce = true;               // reduce-scatter step (receive, add, forward) or all-gather (receive, forward)
+  std::vector<std::uint32_t> ring;  // the chips of this ring, in ring order
+  std::uint32_t position = 0;       // this chip's index in `ring`
+  std::uint64_t shard_bytes = 0;    // what each chip sends per step in each direction
+  bool bidirectional = false;       // a second ring runs the other way with the other half of the data
+  std::string label;                // "RS x", "AG y", "RS ring"
 };
 
-// Bidirectional ring all-reduce of `bytes` over `ranks` replicas, in plain numbers: each
-// direction carries half the data in 2 (p - 1) steps of one chunk each.
-struct RingAllReducePlan {
-  std::uint32_t ranks = 1;
-  std::uint64_t chunk_bytes = 0;  // per direction per step
-  std::uint32_t steps = 0;        // reduce-scatter steps then all-gather steps
-  std::uint32_t reduce_steps = 0;
-  static RingAllReducePlan make(std::uint64_t bytes, std::uint32_t ranks);
+// A sequence of passes; the parts of a schedule run concurrently, each on its own share of data.
+struct SchedulePart {
+  std::vector<RingPass> passes;
 };
 
+struct CollectiveSchedule {
+  std::vector<SchedulePart> parts;
+  std::uint32_t group_size = 1;
+};
+
+// The chips of `chip`'s group: those that differ from it only along the group's axes.
+std::uint32_t group_size(const Torus& torus, std::uint32_t group_axes_mask);
+
+CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec);
+
+// Alpha-beta time of a schedule when nothing contends: per ring step, the slowest edge's hops x
+// hop latency, plus the step's bytes over one link, plus (reduce-scatter) the vector unit adding
+// what arrived (gamma); parts run side by side. HBM traffic is assumed hidden.
+double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& schedule, const HwConfig& hw,
+                                DType dtype);
+
+// Rendezvous for ring steps during a simulation. A sender posts the arrival times of the pieces
+// of one step at the receiver; the receiver waits until they are posted.
 class CollectiveFabric {
  public:
-  explicit CollectiveFabric(std::vector<RingMember> ring);
+  explicit CollectiveFabric(std::uint32_t chips);
+  ~CollectiveFabric();
 
-  std::uint32_t ranks() const { return static_cast<std::uint32_t>(ring_.size()); }
-  const RingMember& member(std::uint32_t rank) const { return ring_[rank]; }
-  std::uint32_t next(std::uint32_t rank) const { return (rank + 1) % ranks(); }
-  std::uint32_t prev(std::uint32_t rank) const { return (rank + ranks() - 1) % ranks(); }
-
-  // Chunks of collective (step, op) delivered to `rank` in direction dir (0: from prev, 1: from next).
-  void deliver(std::uint32_t step, std::uint32_t op, std::uint32_t rank, int dir);
-  // Blocks until `rank` has received `count` chunks in both directions.
-  void wait_arrived(std::uint32_t step, std::uint32_t op, std::uint32_t rank, std::uint32_t count);
-  // A rank is done with the collective; the state goes when the last rank leaves.
-  void leave(std::uint32_t step, std::uint32_t op);
-  std::size_t in_flight() const { return instances_.size(); }
+  // Identifies one step of one direction of one pass of one part of one collective instance.
+  using Key = std::tuple<std::uint64_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>;
+  void post(std::uint32_t to_chip, const Key& key, std::vector<std::uint64_t> arrivals_ps);
+  // Blocks (in simulated time) until the step was posted at `chip`, and takes it.
+  std::vector<std::uint64_t> take(std::uint32_t chip, const Key& key);
+  std::size_t pending() const;
 
  private:
-  struct Instance {
-    std::vector<std::array<std::uint32_t, 2>> arrived;
-    std::uint32_t left = 0;
-  };
-  Instance& instance(std::uint32_t step, std::uint32_t op);
-
-  std::vector<RingMember> ring_;
-  std::vector<std::unique_ptr<sc_core::sc_event>> arrival_;
-  std::map<std::pair<std::uint32_t, std::uint32_t>, Instance> instances_;
+  std::vector<std::map<Key, std::vector<std::uint64_t>>> inbox_;
+  std::vector<std::unique_ptr<sc_core::sc_event>> posted_;
 };
 
 }  // namespace tpusim

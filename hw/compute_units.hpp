@@ -5,7 +5,7 @@
 //   sc_time delay = SC_ZERO_TIME; mxu_socket->b_transport(r.payload(), delay);  // delay: until done
 #pragma once
 
-#include <tlm_utils/simple_target_socket.h>
+#include <tlm_utils/multi_passthrough_target_socket.h>
 
 #include "hw/hw_config.hpp"
 #include "hw/sc_support.hpp"
@@ -17,7 +17,7 @@ namespace tpusim {
 template <typename Derived>
 class CycleUnit : public sc_core::sc_module {
  public:
-  tlm_utils::simple_target_socket<CycleUnit> socket;
+  tlm_utils::multi_passthrough_target_socket<CycleUnit> socket;
 
   CycleUnit(sc_core::sc_module_name name, Clock clock, EventSink* sink, UnitInfo info)
       : sc_module(name), socket("socket"), clock_(clock), reporter_(sink, std::move(info)) {
@@ -26,7 +26,7 @@ class CycleUnit : public sc_core::sc_module {
   std::uint64_t busy_cycles() const { return busy_cycles_; }
 
  private:
-  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+  void b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
     UnitRequest& job = job_of(payload);
     const std::uint64_t cycles = static_cast<Derived*>(this)->service_cycles(job);
     const Picos now = now_ps();

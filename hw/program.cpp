@@ -1,5 +1,7 @@
 #include "hw/program.hpp"
 
+#include <stdexcept>
+
 namespace tpusim {
 
 const char* dtype_name(DType t) {
@@ -10,6 +12,32 @@ const char* dtype_name(DType t) {
     case DType::Fp8: return "fp8";
   }
   return "?";
+}
+
+const char* collective_kind_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce: return "all-reduce";
+    case CollectiveKind::ReduceScatter: return "reduce-scatter";
+    case CollectiveKind::AllGather: return "all-gather";
+  }
+  return "?";
+}
+
+const char* collective_algorithm_name(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::Ring: return "ring";
+    case CollectiveAlgorithm::BidirRing: return "bidir_ring";
+    case CollectiveAlgorithm::Torus: return "torus";
+    case CollectiveAlgorithm::TorusAllAxes: return "torus_all_axes";
+  }
+  return "?";
+}
+
+CollectiveAlgorithm parse_collective_algorithm(const std::string& name) {
+  for (auto a : {CollectiveAlgorithm::Ring, CollectiveAlgorithm::BidirRing, CollectiveAlgorithm::Torus,
+                 CollectiveAlgorithm::TorusAllAxes})
+    if (name == collective_algorithm_name(a)) return a;
+  throw std::invalid_argument("unknown collective algorithm \"" + name + "\"");
 }
 
 const char* phase_name(Phase p) {

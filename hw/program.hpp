@@ -22,7 +22,7 @@ inline std::uint32_t dtype_bytes(DType t) {
 }
 const char* dtype_name(DType t);
 
-enum class OpKind : std::uint8_t { Infeed, Matmul, Vector, AllReduce };
+enum class OpKind : std::uint8_t { Infeed, Matmul, Vector, Collective };
 enum class Phase : std::uint8_t { Input, Forward, Backward, Gradients, Optimizer };
 const char* phase_name(Phase p);
 
@@ -51,10 +51,27 @@ struct VectorWork {
   std::uint64_t hbm_write_bytes = 0;
 };
 
-// All-reduce over every replica of the slice.
-struct AllReduceWork {
+enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather };
+enum class CollectiveAlgorithm : std::uint8_t {
+  Ring,          // one unidirectional ring through the group
+  BidirRing,     // two rings, one each way, half the data each
+  Torus,         // per torus axis: reduce-scatter along each axis, then all-gather back
+  TorusAllAxes,  // the torus algorithm on 1/k of the data per axis order, all k at once
+};
+const char* collective_kind_name(CollectiveKind k);
+const char* collective_algorithm_name(CollectiveAlgorithm a);
+// Inverse of collective_algorithm_name(); throws std::invalid_argument for other names.
+CollectiveAlgorithm parse_collective_algorithm(const std::string& name);
+
+// A collective among the chips of a group (the cores of a chip combine through its HBM first).
+struct CollectiveSpec {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  // The whole buffer: what goes into and out of an all-reduce, into a reduce-scatter, out of an all-gather.
   std::uint64_t bytes = 0;
   DType dtype = DType::F32;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::TorusAllAxes;
+  std::uint32_t group_axes = 0x7;  // bit a set: the group spans torus axis a (0x7: the whole slice)
+  std::uint64_t chunk_bytes = 0;   // pieces a ring step is sent in, pipelined with the reduction; 0: one
 };
 
 struct InfeedWork {
@@ -70,7 +87,7 @@ struct Op {
   double model_flops = 0;             // analytic FLOPs of the op (no padding)
   MatmulWork matmul;
   VectorWork vector;
-  AllReduceWork all_reduce;
+  CollectiveSpec collective;
   InfeedWork infeed;
 };
 

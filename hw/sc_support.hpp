@@ -16,6 +16,8 @@
 
 namespace tpusim {
 
+struct CollectiveSpec;
+
 // The kernel runs at 1 ps resolution (set once in System before any sc_time exists).
 inline Picos now_ps() { return sc_core::sc_time_stamp().value(); }
 inline sc_core::sc_time ps_time(Picos ps) { return sc_core::sc_time::from_value(ps); }
@@ -39,6 +41,10 @@ struct UnitRequest : tlm::tlm_extension<UnitRequest> {
   std::uint32_t dest_chip = 0;
   Picos head_ps = 0;  // when the first byte can enter the next link
   Picos tail_ps = 0;  // when the last byte has left the previous link
+
+  // Collective: what to run, and which instance (every chip of the group runs the same one).
+  const CollectiveSpec* collective = nullptr;
+  std::uint64_t instance = 0;
 
   double flops = 0;
   const std::string* label = nullptr;

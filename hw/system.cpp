@@ -20,16 +20,16 @@ std::vector<LinkId> outgoing_links(const Torus& torus, std::uint32_t chip) {
 }  // namespace
 
 Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
-           const Program& program, CollectiveFabric& fabric, Host& host,
-           const std::vector<std::uint32_t>& ranks, EventSink* sink)
+           const Program& program, CollectiveFabric& fabric, Host& host, EventSink* sink)
     : sc_module(name),
       hbm("hbm", hw.hbm, index, sink),
       router("router", index, torus, outgoing_links(torus, index)),
       cores("core"),
+      collective("collective", index, hw, torus, fabric, sink),
       links("link") {
   cores.init(hw.chip.cores, [&](const char* nm, std::size_t c) {
-    const CoreSite site{index, static_cast<std::uint32_t>(c), ranks[c]};
-    return new TensorCore(nm, hw, site, program, fabric, host, sink);
+    const CoreSite site{index, static_cast<std::uint32_t>(c)};
+    return new TensorCore(nm, hw, site, program, host, sink);
   });
   const auto outgoing = outgoing_links(torus, index);
   links.init(outgoing.size(), [&](const char* nm, std::size_t i) {
@@ -45,8 +45,11 @@ Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw
   });
   for (auto& core : cores) {
     core.dma.hbm_socket.bind(hbm.socket);
-    core.ici_socket.bind(router.in);
+    core.collective_socket.bind(collective.socket);
   }
+  collective.ici_socket.bind(router.in);
+  collective.hbm_socket.bind(hbm.socket);
+  collective.vpu_socket.bind(cores[0].vpu().socket);
   for (std::size_t i = 0; i < links.size(); ++i) router.out[i].bind(links[i].in);
 }
 
@@ -57,17 +60,7 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
       torus_(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici)),
       hosts_("host"),
       chips_("chip") {
-  // The replica ring visits chips along a boustrophedon walk and a chip's cores one after the
-  // other, so every ring hop is an on-chip copy or a single ICI link (but possibly the closing one).
-  std::vector<RingMember> ring;
-  std::vector<std::vector<std::uint32_t>> rank_of(torus_.chip_count(),
-                                                  std::vector<std::uint32_t>(hw.chip.cores));
-  for (std::uint32_t chip : torus_.ring_order())
-    for (std::uint32_t core = 0; core < hw.chip.cores; ++core) {
-      rank_of[chip][core] = static_cast<std::uint32_t>(ring.size());
-      ring.push_back({chip, core});
-    }
-  fabric_ = std::make_unique<CollectiveFabric>(ring);
+  fabric_ = std::make_unique<CollectiveFabric>(torus_.chip_count());
 
   const std::uint32_t per_host = hw.host.chips_per_host;
   const std::uint32_t host_count = ceil_div(torus_.chip_count(), per_host);
@@ -79,8 +72,7 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
     return new Host(nm, static_cast<std::uint32_t>(h), served, hw, infeed, program.steps, sink);
   });
   chips_.init(torus_.chip_count(), [&](const char* nm, std::size_t c) {
-    return new Chip(nm, static_cast<std::uint32_t>(c), hw, torus_, program, *fabric_,
-                    hosts_[c / per_host], rank_of[c], sink);
+    return new Chip(nm, static_cast<std::uint32_t>(c), hw, torus_, program, *fabric_, hosts_[c / per_host], sink);
   });
   for (auto& chip : chips_)
     for (auto& link : chip.links)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hw/collective.hpp"
+#include "hw/collective_unit.hpp"
 #include "hw/hbm.hpp"
 #include "hw/host.hpp"
 #include "hw/ici.hpp"
@@ -19,11 +20,11 @@ class Chip : public sc_core::sc_module {
   Hbm hbm;
   IciRouter router;
   sc_core::sc_vector<TensorCore> cores;
+  CollectiveUnit collective;
   sc_core::sc_vector<IciLink> links;  // outgoing, one per existing direction
 
   Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
-       const Program& program, CollectiveFabric& fabric, Host& host,
-       const std::vector<std::uint32_t>& ranks, EventSink* sink);
+       const Program& program, CollectiveFabric& fabric, Host& host, EventSink* sink);
 };
 
 class System : public sc_core::sc_module {

@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "hw/collective.hpp"
 #include "hw/host.hpp"
 #include "hw/matmul_tiling.hpp"
 
@@ -32,7 +31,7 @@ Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t ch
     : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config),
       engine_busy_(config.engines, false) {
   socket.register_b_transport(this, &Dma::b_transport);
-  const CoreSite site{chip, core, 0};
+  const CoreSite site{chip, core};
   for (std::uint32_t e = 0; e < config.engines; ++e)
     reporters_.emplace_back(sink, core_unit(site, UnitKind::Dma, e, fmt::format("dma{}", e), 0));
 }
@@ -91,14 +90,13 @@ void Vmem::reserve(std::uint64_t bytes, const std::string& op) {
 
 // ---------------------------------------------------------------------------------------------
 TensorCore::TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSite site,
-                       const Program& program, CollectiveFabric& fabric, Host& host, EventSink* sink)
+                       const Program& program, Host& host, EventSink* sink)
     : sc_module(name),
-      ici_socket("ici_socket"),
+      collective_socket("collective_socket"),
       dma("dma", hw.core.dma, site.chip, site.core, sink),
       hw_(hw),
       site_(site),
       program_(program),
-      fabric_(fabric),
       host_(host),
       clock_{hw.core.freq_mhz},
       vmem_(hw.core.vmem_bytes),
@@ -142,7 +140,7 @@ void TensorCore::sequencer() {
     switch (op.kind) {
       case OpKind::Matmul: return kMatmul;
       case OpKind::Vector: return kVector;
-      case OpKind::AllReduce: return kCollective;
+      case OpKind::Collective: return kCollective;
       case OpKind::Infeed: return kInfeed;
     }
     return kVector;
@@ -185,7 +183,7 @@ void TensorCore::run(const Op& op) {
   switch (op.kind) {
     case OpKind::Matmul: return run_matmul(op);
     case OpKind::Vector: return run_vector(op);
-    case OpKind::AllReduce: return run_all_reduce(op);
+    case OpKind::Collective: return run_collective(op);
     case OpKind::Infeed: return run_infeed(op);
   }
 }
@@ -342,45 +340,14 @@ void TensorCore::run_vector(const Op& op) {
   vmem_.release(2 * largest);
 }
 
-Picos TensorCore::send_to(std::uint32_t peer_rank, std::uint64_t bytes, const std::string* label) {
-  const RingMember& peer = fabric_.member(peer_rank);
-  // Cores of one chip exchange through the chip's HBM: the sender's read and the receiver's
-  // write are all the copy costs, and run_all_reduce accounts both.
-  if (peer.chip == site_.chip) return now_ps();
+void TensorCore::run_collective(const Op& op) {
   Request r;
-  r.set_access(tlm::TLM_WRITE_COMMAND, 0, bytes);
-  r.job().bytes = bytes;
-  r.job().dest_chip = peer.chip;
-  r.job().head_ps = r.job().tail_ps = now_ps();
-  r.job().label = label;
+  r.job().collective = &op.collective;
+  r.job().instance = (std::uint64_t{step_} << 32) | op.id;  // the same on every chip of the slice
+  r.job().label = &op.name;
   r.job().step = step_;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  ici_socket->b_transport(r.payload(), delay);  // reserves the route's links; returns at arrival
-  return now_ps() + delay.value();
-}
-
-void TensorCore::run_all_reduce(const Op& op) {
-  const RingAllReducePlan plan = RingAllReducePlan::make(op.all_reduce.bytes, fabric_.ranks());
-  const std::uint32_t rank = site_.rank;
-  const std::uint64_t chunk_elements = plan.chunk_bytes / dtype_bytes(op.all_reduce.dtype);
-  for (std::uint32_t s = 0; s < plan.steps; ++s) {
-    // One chunk each way round the ring; the source reads overlap the link transfers.
-    const Picos cw = send_to(fabric_.next(rank), plan.chunk_bytes, &op.name);
-    const Picos ccw = send_to(fabric_.prev(rank), plan.chunk_bytes, &op.name);
-    dma_transfer(tlm::TLM_READ_COMMAND, 2 * plan.chunk_bytes, &op.name);
-    wait_until_ps(std::max(cw, ccw));
-    fabric_.deliver(step_, op.id, fabric_.next(rank), 0);
-    fabric_.deliver(step_, op.id, fabric_.prev(rank), 1);
-    fabric_.wait_arrived(step_, op.id, rank, s + 1);
-    dma_transfer(tlm::TLM_WRITE_COMMAND, 2 * plan.chunk_bytes, &op.name);  // arrived chunks land
-    if (s < plan.reduce_steps) {
-      // Reduce the two arrived chunks into the local ones on the vector unit, through HBM.
-      dma_transfer(tlm::TLM_READ_COMMAND, 4 * plan.chunk_bytes, &op.name);
-      wait_until_ps(vpu_ops(2 * chunk_elements, 1.0, &op.name));
-      dma_transfer(tlm::TLM_WRITE_COMMAND, 2 * plan.chunk_bytes, &op.name);
-    }
-  }
-  fabric_.leave(step_, op.id);
+  collective_socket->b_transport(r.payload(), delay);
 }
 
 void TensorCore::run_infeed(const Op&) {

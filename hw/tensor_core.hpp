@@ -21,7 +21,6 @@
 
 namespace tpusim {
 
-class CollectiveFabric;
 class Host;
 
 // DMA between HBM and vector memory. A transfer takes a free engine, is split into chunks with
@@ -62,17 +61,17 @@ class Vmem {
 struct CoreSite {
   std::uint32_t chip = 0;
   std::uint32_t core = 0;  // within the chip
-  std::uint32_t rank = 0;  // position in the slice-wide replica ring
 };
 
 class TensorCore : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(TensorCore);
-  tlm_utils::simple_initiator_socket<TensorCore> ici_socket;  // to the chip's ICI router
+  tlm_utils::simple_initiator_socket<TensorCore> collective_socket;  // to the chip's collective unit
   Dma dma;
 
-  TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSite site, const Program& program,
-             CollectiveFabric& fabric, Host& host, EventSink* sink);
+  TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSite site, const Program& program, Host& host,
+             EventSink* sink);
+  Vpu& vpu() { return vpu_; }
 
   bool finished() const { return finished_; }
   // Called at the end of every step of this core (System hands it to one core for progress).
@@ -102,7 +101,7 @@ class TensorCore : public sc_core::sc_module {
   void run(const Op& op);
   void run_matmul(const Op& op);
   void run_vector(const Op& op);
-  void run_all_reduce(const Op& op);
+  void run_collective(const Op& op);
   void run_infeed(const Op& op);
   // Load -> compute -> store with two buffers between stages, each stage its own process.
   void run_blocks(std::vector<Block>& blocks, const Op& op);
@@ -110,13 +109,10 @@ class TensorCore : public sc_core::sc_module {
   // Hands each MXU its share of a block; returns when the last one is done.
   Picos mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label);
   Picos vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label);
-  // A ring neighbour's transfer: intra-chip through HBM, otherwise over ICI.
-  Picos send_to(std::uint32_t peer_rank, std::uint64_t bytes, const std::string* label);
 
   const HwConfig& hw_;
   CoreSite site_;
   const Program& program_;
-  CollectiveFabric& fabric_;
   Host& host_;
   Clock clock_;
   Vmem vmem_;

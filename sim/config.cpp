@@ -397,6 +397,8 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.optimizer = get<std::string>(d, "training.optimizer.name");
   w.learning_rate = get<double>(d, "training.optimizer.learning_rate");
   w.steps = get<std::uint32_t>(d, "training.steps");
+  w.all_reduce_algorithm = parse_collective_algorithm(get<std::string>(d, "training.all_reduce.algorithm"));
+  w.all_reduce_chunk_bytes = get<std::uint64_t>(d, "training.all_reduce.chunk_bytes");
   w.host_samples_per_s = get<double>(d, "input_pipeline.host_samples_per_s");
   w.prefetch_batches = get<std::uint32_t>(d, "input_pipeline.prefetch_batches");
   w.bytes_per_sample = get<std::uint64_t>(d, "input_pipeline.bytes_per_sample");

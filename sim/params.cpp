@@ -85,6 +85,8 @@ std::vector<ParamSpec> build() {
       wl("training.fp32_matmul_precision", T::String, "", "default", "bf16 passes of a float32 matmul on the MXU: default 1, high 3, highest 6 (XLA's precision config)", -kInf, kInf, {"default", "high", "highest"}),
       wl("training.optimizer.name", T::String, "", "adam", "Optimizer", -kInf, kInf, {"sgd", "momentum", "adam", "adamw", "lamb"}),
       wl("training.optimizer.learning_rate", T::Float, "", 0.001, "Learning rate (recorded, does not change timing)", 0, 1e6),
+      wl("training.all_reduce.algorithm", T::String, "", "torus_all_axes", "Gradient all-reduce algorithm: one ring, two rings, per torus axis, or per axis on all axes at once", -kInf, kInf, {"ring", "bidir_ring", "torus", "torus_all_axes"}),
+      wl("training.all_reduce.chunk_bytes", T::Int, "bytes", 0, "Pieces a ring step is sent in, pipelined with the reduction; 0: one piece per step", 0, 1e12),
       wl("training.steps", T::Int, "steps", 3, "Training steps to simulate; the summary's step time is the last one's", 1, 10000),
       wl("input_pipeline.host_samples_per_s", T::Float, "samples/s", 0, "Preprocessing rate of one host; 0: never the bottleneck", 0, 1e12),
       wl("input_pipeline.prefetch_batches", T::Int, "batches", 2, "Batches the host may prepare ahead of the TPU (tf.data prefetch)", 1, 1024),

@@ -34,7 +34,7 @@ BOOST_AUTO_TEST_CASE(mlp_step_has_forward_backward_all_reduce_and_update) {
   BOOST_TEST(step.per_core_batch == 128u);
   // 2 forward, 2 dW, 1 dX (the first layer needs none)
   BOOST_TEST(count(step.program, OpKind::Matmul) == 5u);
-  BOOST_TEST(count(step.program, OpKind::AllReduce) == 2u);
+  BOOST_TEST(count(step.program, OpKind::Collective) == 2u);
   BOOST_TEST(count(step.program, OpKind::Infeed) == 1u);
   // FLOPs: forward 2*b*(784*128 + 128*10), dW the same again, dX of layer 2 2*b*128*10
   const double b = 128;
@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(all_reduce_carries_each_layers_fp32_gradients) {
   const LoweredStep step = lower_training_step(c.workload, c.hw);
   std::uint64_t bytes = 0;
   for (const Op& op : step.program.ops)
-    if (op.kind == OpKind::AllReduce) bytes += op.all_reduce.bytes;
+    if (op.kind == OpKind::Collective) bytes += op.collective.bytes;
   BOOST_TEST(bytes == step.model.params() * 4);
 }
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hw/collective.hpp"
 #include "hw/matmul_tiling.hpp"
 #include "hw/systolic_timing.hpp"
 #include "hw/topology.hpp"
@@ -169,21 +170,22 @@ BOOST_AUTO_TEST_CASE(adding_chips_adds_all_reduce_traffic_over_ici) {
                                  std::to_string(256 * chips) + " --trace none");
     ici_bytes[topology] = run->summary["traffic_per_step"]["ici_bytes"].get<std::uint64_t>();
 
-    // Closed form: every ring step, each core sends one chunk each way; a chunk crossing to
-    // another chip loads every link of its route.
+    // Every ring step of every chip's schedule sends one shard each way it runs; a shard loads
+    // every link of its route. Gradients: fp32, one all-reduce per layer.
     const Torus torus(parse_topology(topology), std::vector<bool>(2, false));  // v2 wraps only 16-chip axes
-    std::vector<std::uint32_t> ring;
-    for (auto chip : torus.ring_order()) ring.insert(ring.end(), {chip, chip});  // 2 cores per chip
-    const std::uint32_t p = static_cast<std::uint32_t>(ring.size());
-    std::uint64_t hops_both_ways = 0;
-    for (std::uint32_t r = 0; r < p; ++r) {
-      hops_both_ways += torus.route(ring[r], ring[(r + 1) % p]).size();
-      hops_both_ways += torus.route(ring[r], ring[(r + p - 1) % p]).size();
-    }
     std::uint64_t expected = 0;
     for (std::uint64_t params : {784u * 128u + 128u, 128u * 10u + 10u}) {
-      const std::uint64_t chunk = ((params * 4 + 1) / 2 + p - 1) / p;
-      expected += 2ull * (p - 1) * chunk * hops_both_ways;
+      CollectiveSpec spec;
+      spec.bytes = params * 4;
+      for (std::uint32_t chip = 0; chip < torus.chip_count(); ++chip)
+        for (const auto& part : plan_collective(torus, chip, spec).parts)
+          for (const auto& pass : part.passes) {
+            const std::size_t p = pass.ring.size();
+            const std::uint32_t next = pass.ring[(pass.position + 1) % p], prev = pass.ring[(pass.position + p - 1) % p];
+            std::uint64_t hops = torus.route(chip, next).size();
+            if (pass.bidirectional) hops += torus.route(chip, prev).size();
+            expected += (p - 1) * pass.shard_bytes * hops;
+          }
     }
     BOOST_TEST(ici_bytes[topology] == expected, topology);
   }

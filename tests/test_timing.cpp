@@ -217,12 +217,3 @@ BOOST_AUTO_TEST_CASE(scalesim_compat_within_one_percent_of_scalesim_on_every_sha
   BOOST_TEST(rows >= 75);  // 25+ shapes on 3 arrays
 }
 
-BOOST_AUTO_TEST_CASE(ring_all_reduce_plan) {
-  // 1 MB over 8 ranks, both directions: each direction carries 500000 B in chunks of 62500 B,
-  // 7 reduce-scatter steps then 7 all-gather steps.
-  const auto plan = RingAllReducePlan::make(1000000, 8);
-  BOOST_TEST(plan.chunk_bytes == 62500u);
-  BOOST_TEST(plan.steps == 14u);
-  BOOST_TEST(plan.reduce_steps == 7u);
-  BOOST_TEST(RingAllReducePlan::make(1000000, 1).steps == 0u);
-}

@@ -146,10 +146,14 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     // The all-reduce of this layer's gradients starts as soon as they exist and overlaps the
     // rest of the backward pass.
     Op ar;
-    ar.kind = OpKind::AllReduce;
+    ar.kind = OpKind::Collective;
     ar.phase = Phase::Gradients;
     ar.name = l.name + "/grad/all-reduce";
-    ar.all_reduce = {l.params() * 4, DType::F32};
+    ar.collective.kind = CollectiveKind::AllReduce;
+    ar.collective.bytes = l.params() * 4;
+    ar.collective.dtype = DType::F32;
+    ar.collective.algorithm = w.all_reduce_algorithm;
+    ar.collective.chunk_bytes = w.all_reduce_chunk_bytes;
     grads_ready[i] = pb.add(std::move(ar), ready);
     if (i > 0) {
       const DenseLayer& below = model.dense[i - 1];

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "hw/program.hpp"
+
 namespace tpusim {
 
 enum class Precision { Float32, MixedBfloat16 };
@@ -32,6 +34,8 @@ struct Workload {
   std::string optimizer = "adam";
   double learning_rate = 0.001;
   std::uint32_t steps = 3;
+  CollectiveAlgorithm all_reduce_algorithm = CollectiveAlgorithm::TorusAllAxes;
+  std::uint64_t all_reduce_chunk_bytes = 0;
 
   double host_samples_per_s = 0;  // per host; 0: the host is never the bottleneck
   std::uint32_t prefetch_batches = 2;

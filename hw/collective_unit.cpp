@@ -1,0 +1,155 @@
+#include "hw/collective_unit.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tpusim {
+
+CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw,
+                               const Torus& torus, CollectiveFabric& fabric, EventSink* sink)
+    : sc_module(name), socket("socket"), ici_socket("ici_socket"), hbm_socket("hbm_socket"),
+      vpu_socket("vpu_socket"), chip_(chip), hw_(hw), torus_(torus), fabric_(fabric) {
+  socket.register_b_transport(this, &CollectiveUnit::b_transport);
+  // One track per concurrent part (torus_all_axes runs one per axis).
+  for (std::uint32_t part = 0; part < std::max<std::uint32_t>(1, torus.axes()); ++part) {
+    UnitInfo info;
+    info.path = fmt::format("chip{}.collective.part{}", chip, part);
+    info.kind = UnitKind::Collective;
+    info.chip = chip;
+    info.index = part;
+    info.label = fmt::format("collective.part{}", part);
+    part_reporters_.emplace_back(sink, info);
+  }
+}
+
+void CollectiveUnit::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+  if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
+  delay = sc_core::SC_ZERO_TIME;
+  UnitRequest& job = job_of(payload);
+  const CollectiveSpec& spec = *job.collective;
+  auto& slot = joining_[job.instance];
+  if (!slot) slot = std::make_shared<Joining>();
+  const std::shared_ptr<Joining> joining = slot;  // keeps the event alive for every waiter
+  if (++joining->arrived < hw_.chip.cores) {
+    while (!joining->done) sc_core::wait(joining->released);
+  } else {
+    const Context ctx{spec, job.instance, job.label, job.step};
+    if (hw_.chip.cores > 1 && spec.kind != CollectiveKind::AllGather) {
+      // The cores' contributions are summed through HBM before the chips exchange anything.
+      const std::uint64_t elements = ceil_div<std::uint64_t>(spec.bytes, dtype_bytes(spec.dtype));
+      wait_until_ps(hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx));
+      wait_until_ps(vpu_add(elements * (hw_.chip.cores - 1), ctx));
+      wait_until_ps(hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx));
+    }
+    run(spec, job.instance, job.label, job.step);
+    joining->done = true;
+    joining->released.notify(sc_core::SC_ZERO_TIME);
+    joining_.erase(job.instance);
+  }
+  payload.set_response_status(tlm::TLM_OK_RESPONSE);
+}
+
+void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, const std::string* label,
+                         std::uint32_t step) {
+  const CollectiveSchedule schedule = plan_collective(torus_, chip_, spec);
+  const Context ctx{spec, instance, label, step};
+  auto run_part = [this, &ctx, &schedule](std::uint32_t part) {
+    const Picos start = now_ps();
+    const auto& passes = schedule.parts[part].passes;
+    for (std::uint32_t i = 0; i < passes.size(); ++i) run_pass(ctx, passes[i], part, i);
+    part_reporters_[part].busy({start, now_ps()}, ctx.label, ctx.step);
+  };
+  if (schedule.parts.size() == 1) {
+    run_part(0);
+  } else if (schedule.parts.size() > 1) {
+    std::vector<sc_core::sc_process_handle> parts;
+    for (std::uint32_t p = 0; p < schedule.parts.size(); ++p)
+      parts.push_back(sc_core::sc_spawn([&run_part, p] { run_part(p); }));
+    for (auto& h : parts)
+      if (!h.terminated()) sc_core::wait(h.terminated_event());
+  }
+  wait_until_ps(writes_done_ps_);  // the result is in HBM
+}
+
+void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index) {
+  const auto p = static_cast<std::uint32_t>(pass.ring.size());
+  const std::uint32_t next = pass.ring[(pass.position + 1) % p];
+  const std::uint32_t prev = pass.ring[(pass.position + p - 1) % p];
+  const int directions = pass.bidirectional ? 2 : 1;
+  // A step's shard goes in pieces of chunk_bytes so that adding piece j overlaps receiving j+1.
+  const std::uint64_t piece = ctx.spec.chunk_bytes > 0 ? std::min(ctx.spec.chunk_bytes, pass.shard_bytes) : pass.shard_bytes;
+  const std::uint64_t pieces = ceil_div<std::uint64_t>(pass.shard_bytes, piece);
+  auto piece_bytes = [&](std::uint64_t j) { return j + 1 < pieces ? piece : pass.shard_bytes - piece * (pieces - 1); };
+  const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
+
+  for (std::uint32_t s = 0; s + 1 < p; ++s) {
+    for (int dir = 0; dir < directions; ++dir) {
+      const std::uint32_t to = dir == 0 ? next : prev;
+      std::vector<std::uint64_t> arrivals;
+      for (std::uint64_t j = 0; j < pieces; ++j) arrivals.push_back(send(to, piece_bytes(j), ctx));
+      fabric_.post(to, {ctx.instance, part, index, static_cast<std::uint32_t>(dir), s}, std::move(arrivals));
+    }
+    // This chip's own shard of the step streams from HBM while the links are busy.
+    const Picos local_ready = pass.reduce ? hbm_access(tlm::TLM_READ_COMMAND, pass.shard_bytes * directions, ctx) : now_ps();
+
+    std::vector<std::pair<Picos, std::uint64_t>> arrived;
+    for (int dir = 0; dir < directions; ++dir) {
+      const auto times = fabric_.take(chip_, {ctx.instance, part, index, static_cast<std::uint32_t>(dir), s});
+      for (std::uint64_t j = 0; j < times.size(); ++j) arrived.emplace_back(times[j], piece_bytes(j));
+    }
+    std::sort(arrived.begin(), arrived.end());
+    Picos done = now_ps();
+    for (const auto& [at, bytes] : arrived) {
+      wait_until_ps(at);
+      if (pass.reduce) done = std::max(done, vpu_add(ceil_div<std::uint64_t>(bytes, elem_bytes), ctx));
+      else hbm_access(tlm::TLM_WRITE_COMMAND, bytes, ctx);  // a gathered piece lands in HBM
+    }
+    if (pass.reduce && s + 2 == p) hbm_access(tlm::TLM_WRITE_COMMAND, pass.shard_bytes * directions, ctx);
+    wait_until_ps(std::max(done, local_ready));
+  }
+}
+
+Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const Context& ctx) {
+  if (bytes == 0) return now_ps();
+  // Above the cores' regions, which start at the bottom of HBM.
+  const std::uint64_t region = hw_.hbm.capacity_bytes / 8;
+  Request r;
+  r.set_access(cmd, hw_.hbm.capacity_bytes - region + next_address_ % region, bytes);
+  next_address_ += round_up<std::uint64_t>(bytes, 4096);
+  r.job().bytes = bytes;
+  r.job().label = ctx.label;
+  r.job().step = ctx.step;
+  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  hbm_socket->b_transport(r.payload(), delay);
+  const Picos done = now_ps() + delay.value();
+  if (cmd == tlm::TLM_WRITE_COMMAND) writes_done_ps_ = std::max(writes_done_ps_, done);
+  return done;
+}
+
+Picos CollectiveUnit::vpu_add(std::uint64_t elements, const Context& ctx) {
+  Request r;
+  r.job().elements = elements;
+  r.job().ops_per_element = 1;
+  r.job().flops = static_cast<double>(elements);
+  r.job().label = ctx.label;
+  r.job().step = ctx.step;
+  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  vpu_socket->b_transport(r.payload(), delay);
+  return r.job().served.end;
+}
+
+Picos CollectiveUnit::send(std::uint32_t to_chip, std::uint64_t bytes, const Context& ctx) {
+  Request r;
+  r.set_access(tlm::TLM_WRITE_COMMAND, 0, bytes);
+  r.job().bytes = bytes;
+  r.job().dest_chip = to_chip;
+  r.job().head_ps = r.job().tail_ps = now_ps();
+  r.job().label = ctx.label;
+  r.job().step = ctx.step;
+  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  ici_socket->b_transport(r.payload(), delay);
+  return now_ps() + delay.value();
+}
+
+}  // namespace tpusim

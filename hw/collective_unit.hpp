@@ -1,0 +1,65 @@
+// A chip's collective unit: runs this chip's share of a collective (hw/collective.hpp's ring
+// passes) over the ICI router, with the reduction on core 0's vector unit and the operands
+// streamed from and to the chip's HBM, so collectives compete with compute for both.
+//
+// The chip's cores reach it through `socket` (a UnitRequest with `collective` set). It waits until
+// every core of the chip has arrived, combines their contributions through HBM (two cores of a
+// v2/v3 chip are two replicas; the two halves of a megacore chip each hold half a batch's
+// gradients), runs the chip-level schedule, and releases them all.
+#pragma once
+
+#include <tlm_utils/multi_passthrough_target_socket.h>
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include <map>
+#include <memory>
+
+#include "hw/collective.hpp"
+#include "hw/hw_config.hpp"
+#include "hw/sc_support.hpp"
+
+namespace tpusim {
+
+class CollectiveUnit : public sc_core::sc_module {
+ public:
+  tlm_utils::multi_passthrough_target_socket<CollectiveUnit> socket;  // from the chip's cores
+  tlm_utils::simple_initiator_socket<CollectiveUnit> ici_socket;
+  tlm_utils::simple_initiator_socket<CollectiveUnit> hbm_socket;
+  tlm_utils::simple_initiator_socket<CollectiveUnit> vpu_socket;
+
+  CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw, const Torus& torus,
+                 CollectiveFabric& fabric, EventSink* sink);
+
+  // Runs this chip's part of one collective instance; returns when it is done here.
+  void run(const CollectiveSpec& spec, std::uint64_t instance, const std::string* label, std::uint32_t step);
+
+ private:
+  struct Joining {
+    std::uint32_t arrived = 0;
+    bool done = false;
+    sc_core::sc_event released;
+  };
+  struct Context {
+    const CollectiveSpec& spec;
+    std::uint64_t instance;
+    const std::string* label;
+    std::uint32_t step;
+  };
+
+  void b_transport(int core, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
+  Picos hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const Context& ctx);  // reserves; returns when done
+  Picos vpu_add(std::uint64_t elements, const Context& ctx);                      // reserves now; returns the end
+  Picos send(std::uint32_t to_chip, std::uint64_t bytes, const Context& ctx);     // reserves the route; returns arrival
+
+  std::uint32_t chip_;
+  const HwConfig& hw_;
+  const Torus& torus_;
+  CollectiveFabric& fabric_;
+  std::vector<Reporter> part_reporters_;
+  std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
+  std::uint64_t next_address_ = 0;
+  Picos writes_done_ps_ = 0;
+};
+
+}  // namespace tpusim
