@@ -24,7 +24,7 @@ std::vector<std::uint32_t> snake(const Torus& torus, std::uint32_t chip, const s
   std::vector<std::uint32_t> ring;
   const auto base = torus.coords(chip);
   for (std::uint32_t s : sub.ring_order()) {
-    auto c = base;
+    Coords c = base;
     const auto sc = sub.coords(s);
     for (std::size_t i = 0; i < axes.size(); ++i) c[axes[i]] = sc[i];
     ring.push_back(torus.chip_at(c));
@@ -62,7 +62,9 @@ void add_ring(SchedulePart& part, const CollectiveSpec& spec, std::vector<std::u
   }
 }
 
-// Reduce-scatter along each axis in order, then all-gather back in reverse order.
+// Reduce-scatter along each axis in order, then all-gather back in reverse order. An axis with
+// wraparound runs two rings, one each way; an axis without runs one, since a second ring's
+// closing hop would cross every link of the line against the first ring's traffic.
 SchedulePart torus_part(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec,
                         const std::vector<std::uint8_t>& axes, std::uint64_t bytes) {
   SchedulePart part;
@@ -76,10 +78,12 @@ SchedulePart torus_part(const Torus& torus, std::uint32_t chip, const Collective
   const bool ag = spec.kind != CollectiveKind::ReduceScatter;
   if (rs)
     for (std::size_t i = 0; i < axes.size(); ++i)
-      add_ring(part, spec, snake(torus, chip, {axes[i]}), chip, sizes[i], true, axis_label(axes[i]), true, false);
+      add_ring(part, spec, snake(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), axis_label(axes[i]), true,
+               false);
   if (ag)
     for (std::size_t i = axes.size(); i-- > 0;)
-      add_ring(part, spec, snake(torus, chip, {axes[i]}), chip, sizes[i], true, axis_label(axes[i]), false, true);
+      add_ring(part, spec, snake(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), axis_label(axes[i]), false,
+               true);
   return part;
 }
 
@@ -125,7 +129,7 @@ CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const
 }
 
 double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& schedule, const HwConfig& hw,
-                                DType dtype) {
+                                const CollectiveSpec& spec) {
   const VectorUnitShape vpu{hw.core.vpu.lanes, hw.core.vpu.sublanes, hw.core.vpu.alus_per_element};
   const Clock clock{hw.core.freq_mhz};
   double slowest_part = 0;
@@ -141,8 +145,11 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
       double step = static_cast<double>(max_hops) * hw.ici.hop_latency_ns * 1e-9 +
                     ps_to_s(transfer_ps(pass.shard_bytes, hw.ici.link_bw_gbps));
       if (pass.reduce) {
-        const std::uint64_t elements = (pass.bidirectional ? 2 : 1) * ceil_div<std::uint64_t>(pass.shard_bytes, dtype_bytes(dtype));
-        step += ps_to_s(clock.cycles_to_ps(vector_cycles(vpu, elements, 1.0)));
+        // Both directions' last pieces arrive together and queue on the one vector unit.
+        const std::uint64_t piece = spec.chunk_bytes > 0 ? std::min(spec.chunk_bytes, pass.shard_bytes) : pass.shard_bytes;
+        const std::uint64_t elements = ceil_div<std::uint64_t>(piece, dtype_bytes(spec.dtype));
+        const std::uint64_t one = vector_cycles(vpu, elements, 1.0);
+        step += ps_to_s(clock.cycles_to_ps(pass.bidirectional ? 2 * one : one));
       }
       t += static_cast<double>(p - 1) * step;
     }
@@ -152,14 +159,15 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
 }
 
 CollectiveFabric::CollectiveFabric(std::uint32_t chips) : inbox_(chips) {
-  for (std::uint32_t c = 0; c < chips; ++c) posted_.push_back(std::make_unique<sc_core::sc_event>());
+  for (std::uint32_t c = 0; c < chips * kMaxParts; ++c) posted_.push_back(std::make_unique<sc_core::sc_event>());
 }
 
 CollectiveFabric::~CollectiveFabric() = default;
 
 void CollectiveFabric::post(std::uint32_t to_chip, const Key& key, std::vector<std::uint64_t> arrivals_ps) {
   inbox_[to_chip][key] = std::move(arrivals_ps);
-  posted_[to_chip]->notify(sc_core::SC_ZERO_TIME);
+  // Only the part the step belongs to waits for it; the chip's other parts sleep on.
+  posted_[to_chip * kMaxParts + std::get<1>(key) % kMaxParts]->notify(sc_core::SC_ZERO_TIME);
 }
 
 std::vector<std::uint64_t> CollectiveFabric::take(std::uint32_t chip, const Key& key) {
@@ -170,7 +178,7 @@ std::vector<std::uint64_t> CollectiveFabric::take(std::uint32_t chip, const Key&
       inbox_[chip].erase(it);
       return arrivals;
     }
-    sc_core::wait(*posted_[chip]);
+    sc_core::wait(*posted_[chip * kMaxParts + std::get<1>(key) % kMaxParts]);
   }
 }
 

@@ -50,9 +50,10 @@ CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const
 
 // Alpha-beta time of a schedule when nothing contends: per ring step, the slowest edge's hops x
 // hop latency, plus the step's bytes over one link, plus (reduce-scatter) the vector unit adding
-// what arrived (gamma); parts run side by side. HBM traffic is assumed hidden.
+// the last piece that arrived (gamma; earlier pieces are added while later ones arrive); parts run
+// side by side. HBM traffic is assumed hidden behind the links.
 double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& schedule, const HwConfig& hw,
-                                DType dtype);
+                                const CollectiveSpec& spec);
 
 // Rendezvous for ring steps during a simulation. A sender posts the arrival times of the pieces
 // of one step at the receiver; the receiver waits until they are posted.
@@ -69,6 +70,7 @@ class CollectiveFabric {
   std::size_t pending() const;
 
  private:
+  static constexpr std::uint32_t kMaxParts = 3;  // torus_all_axes runs one part per axis
   std::vector<std::map<Key, std::vector<std::uint64_t>>> inbox_;
   std::vector<std::unique_ptr<sc_core::sc_event>> posted_;
 };

@@ -39,7 +39,7 @@ void CollectiveUnit::b_transport(int, tlm::tlm_generic_payload& payload, sc_core
       // The cores' contributions are summed through HBM before the chips exchange anything.
       const std::uint64_t elements = ceil_div<std::uint64_t>(spec.bytes, dtype_bytes(spec.dtype));
       wait_until_ps(hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx));
-      wait_until_ps(vpu_add(elements * (hw_.chip.cores - 1), ctx));
+      wait_until_ps(vpu_add(elements * (hw_.chip.cores - 1), now_ps(), ctx));
       wait_until_ps(hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx));
     }
     run(spec, job.instance, job.label, job.step);
@@ -69,7 +69,9 @@ void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, con
     for (auto& h : parts)
       if (!h.terminated()) sc_core::wait(h.terminated_event());
   }
-  wait_until_ps(writes_done_ps_);  // the result is in HBM
+  // The result is complete once the last piece has arrived and been added. Its write-back to HBM
+  // goes on in the background: it still occupies the channels, so whatever reads it next queues
+  // behind it there.
 }
 
 void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index) {
@@ -98,20 +100,21 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
       const auto times = fabric_.take(chip_, {ctx.instance, part, index, static_cast<std::uint32_t>(dir), s});
       for (std::uint64_t j = 0; j < times.size(); ++j) arrived.emplace_back(times[j], piece_bytes(j));
     }
+    // Each piece is added (or written to HBM) once it is in: reserved now for when it arrives.
     std::sort(arrived.begin(), arrived.end());
     Picos done = now_ps();
     for (const auto& [at, bytes] : arrived) {
-      wait_until_ps(at);
-      if (pass.reduce) done = std::max(done, vpu_add(ceil_div<std::uint64_t>(bytes, elem_bytes), ctx));
-      else hbm_access(tlm::TLM_WRITE_COMMAND, bytes, ctx);  // a gathered piece lands in HBM
+      done = std::max(done, at);
+      if (pass.reduce) done = std::max(done, vpu_add(ceil_div<std::uint64_t>(bytes, elem_bytes), at, ctx));
+      else hbm_access(tlm::TLM_WRITE_COMMAND, bytes, ctx, at);  // a gathered piece lands in HBM
     }
-    if (pass.reduce && s + 2 == p) hbm_access(tlm::TLM_WRITE_COMMAND, pass.shard_bytes * directions, ctx);
+    if (pass.reduce && s + 2 == p) hbm_access(tlm::TLM_WRITE_COMMAND, pass.shard_bytes * directions, ctx, done);
     wait_until_ps(std::max(done, local_ready));
   }
 }
 
-Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const Context& ctx) {
-  if (bytes == 0) return now_ps();
+Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const Context& ctx, Picos at) {
+  if (bytes == 0) return std::max(at, now_ps());
   // Above the cores' regions, which start at the bottom of HBM.
   const std::uint64_t region = hw_.hbm.capacity_bytes / 8;
   Request r;
@@ -120,21 +123,19 @@ Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, cons
   r.job().bytes = bytes;
   r.job().label = ctx.label;
   r.job().step = ctx.step;
-  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
   hbm_socket->b_transport(r.payload(), delay);
-  const Picos done = now_ps() + delay.value();
-  if (cmd == tlm::TLM_WRITE_COMMAND) writes_done_ps_ = std::max(writes_done_ps_, done);
-  return done;
+  return now_ps() + delay.value();
 }
 
-Picos CollectiveUnit::vpu_add(std::uint64_t elements, const Context& ctx) {
+Picos CollectiveUnit::vpu_add(std::uint64_t elements, Picos at, const Context& ctx) {
   Request r;
   r.job().elements = elements;
   r.job().ops_per_element = 1;
   r.job().flops = static_cast<double>(elements);
   r.job().label = ctx.label;
   r.job().step = ctx.step;
-  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
   vpu_socket->b_transport(r.payload(), delay);
   return r.job().served.end;
 }

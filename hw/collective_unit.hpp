@@ -48,8 +48,9 @@ class CollectiveUnit : public sc_core::sc_module {
 
   void b_transport(int core, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
   void run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
-  Picos hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const Context& ctx);  // reserves; returns when done
-  Picos vpu_add(std::uint64_t elements, const Context& ctx);                      // reserves now; returns the end
+  // Reserve HBM and the vector unit for `at` (not before now) and return when they will be done.
+  Picos hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const Context& ctx, Picos at = 0);
+  Picos vpu_add(std::uint64_t elements, Picos at, const Context& ctx);
   Picos send(std::uint32_t to_chip, std::uint64_t bytes, const Context& ctx);     // reserves the route; returns arrival
 
   std::uint32_t chip_;
@@ -59,7 +60,6 @@ class CollectiveUnit : public sc_core::sc_module {
   std::vector<Reporter> part_reporters_;
   std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
   std::uint64_t next_address_ = 0;
-  Picos writes_done_ps_ = 0;
 };
 
 }  // namespace tpusim

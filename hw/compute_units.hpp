@@ -30,7 +30,7 @@ class CycleUnit : public sc_core::sc_module {
     UnitRequest& job = job_of(payload);
     const std::uint64_t cycles = static_cast<Derived*>(this)->service_cycles(job);
     const Picos now = now_ps();
-    job.served = occupancy_.reserve(now + delay.value(), clock_.cycles_to_ps(cycles));
+    job.served = occupancy_.reserve(now, now + delay.value(), clock_.cycles_to_ps(cycles));
     busy_cycles_ += cycles;
     reporter_.busy(job.served, job, 0, cycles);
     delay = ps_time(job.served.end - now);

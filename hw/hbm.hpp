@@ -35,7 +35,8 @@ class Hbm : public sc_core::sc_module {
   HbmConfig config_;
   double channel_bw_gbps_;
   std::vector<Occupancy> channels_;
-  std::vector<Reporter> reporters_;
+  EventSink* sink_;
+  std::uint32_t unit_ = 0;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t bytes_written_ = 0;
 };

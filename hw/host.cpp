@@ -61,7 +61,7 @@ void Host::produce() {
     producer_reporter_.busy(work, &batch_names_[step], step);
     wait_until_ps(work.end);
     for (std::size_t i = 0; i < chips_.size(); ++i) {
-      const Interval link = pcie_[i].reserve(now_ps(), transfer_ps(bytes_per_chip, hw_.host.pcie_bw_gbps));
+      const Interval link = pcie_[i].reserve(now_ps(), now_ps(), transfer_ps(bytes_per_chip, hw_.host.pcie_bw_gbps));
       pcie_reporters_[i].busy(link, &batch_names_[step], step);
       ready_ps_[i][step] = link.end + ns_to_ps(hw_.host.pcie_latency_ns);
     }

@@ -13,10 +13,12 @@ IciLink::IciLink(sc_core::sc_module_name name, const IciConfig& config, LinkId i
 void IciLink::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
   UnitRequest& job = job_of(payload);
   const Picos serialize = transfer_ps(job.bytes, config_.link_bw_gbps);
+  // Cut-through: the link starts when the head arrives and it is free, and cannot finish before
+  // the tail has left the previous link. Transfers keep their order on a link.
   Interval slot;
   slot.start = std::max(job.head_ps, occupancy_.busy_until_ps());
   slot.end = std::max(slot.start + serialize, job.tail_ps);
-  occupancy_.reserve(slot.start, slot.end - slot.start);
+  occupancy_.reserve(now_ps(), slot.start, slot.end - slot.start);
   reporter_.busy(slot, job, job.bytes);
   bytes_ += job.bytes;
   const Picos hop = ns_to_ps(config_.hop_latency_ns);
@@ -39,7 +41,7 @@ void IciRouter::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_
     payload.set_response_status(tlm::TLM_OK_RESPONSE);
     return;
   }
-  const LinkId next = torus_.route(chip_, job.dest_chip).front();
+  const LinkId next = torus_.first_hop(chip_, job.dest_chip);
   const auto it = std::find(outgoing_.begin(), outgoing_.end(), next);
   sc_assert(it != outgoing_.end());
   out[static_cast<std::size_t>(it - outgoing_.begin())]->b_transport(payload, delay);

@@ -84,6 +84,9 @@ struct Op {
   Phase phase = Phase::Forward;
   std::string name;                   // as shown in the trace, e.g. "dense_1/fwd/matmul+bias+relu"
   std::vector<std::uint32_t> deps;    // ops of the same step that must finish first
+  // Ops of one kind run one after another on their engine; ops on another stream of the same
+  // engine run beside them (e.g. collectives that are in flight together).
+  std::uint32_t stream = 0;
   double model_flops = 0;             // analytic FLOPs of the op (no padding)
   MatmulWork matmul;
   VectorWork vector;

@@ -115,18 +115,9 @@ TensorCore::TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSit
   vpu_socket_.bind(vpu_.socket);
   dma_socket_.bind(dma.socket);
 
-  static const char* const kEngineNames[kEngines] = {"ops.matmul", "ops.vector", "ops.collective",
-                                                     "ops.infeed"};
-  for (int e = 0; e < kEngines; ++e) {
-    UnitInfo info = core_unit(site, e == kCollective ? UnitKind::Collective : UnitKind::Sequencer,
-                              static_cast<std::uint32_t>(e), kEngineNames[e], hw.core.freq_mhz);
-    engine_reporters_.emplace_back(sink, info);
-  }
+  sink_ = sink;
   done_.assign(program.ops.size(), false);
   SC_THREAD(sequencer);
-  for (int e = 0; e < kEngines; ++e)
-    sc_core::sc_spawn([this, e] { engine(static_cast<Engine>(e)); },
-                      sc_core::sc_gen_unique_name("engine"));
 }
 
 std::string TensorCore::progress() const {
@@ -152,7 +143,15 @@ void TensorCore::sequencer() {
       waiting_on_ = op.id;
       while (!std::all_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) { return done_[d]; }))
         sc_core::wait(op_done_);
-      Queue& q = queues_[engine_of(op)];
+      const Engine e = engine_of(op);
+      const std::uint32_t stream = std::min(op.stream, kMaxStreams - 1);
+      Queue& q = queues_[e * kMaxStreams + stream];
+      // Engines start on first use: a large slice has tens of thousands of cores, and every
+      // SystemC thread costs a stack and two memory mappings.
+      if (!q.started) {
+        q.started = true;
+        sc_core::sc_spawn([this, e, stream] { engine(e, stream); });
+      }
       q.ops.push_back(&op);
       q.work.notify(sc_core::SC_ZERO_TIME);
     }
@@ -163,8 +162,16 @@ void TensorCore::sequencer() {
   finished_ = true;
 }
 
-void TensorCore::engine(Engine which) {
-  Queue& q = queues_[which];
+void TensorCore::engine(Engine which, std::uint32_t stream) {
+  static const char* const kEngineNames[kEngines] = {"ops.matmul", "ops.vector", "ops.collective", "ops.infeed"};
+  const std::uint32_t key = which * kMaxStreams + stream;
+  Queue& q = queues_[key];
+  const std::string name = stream == 0 ? kEngineNames[which] : fmt::format("{}.{}", kEngineNames[which], stream);
+  const Reporter& reporter =
+      reporters_.try_emplace(key, sink_,
+                             core_unit(site_, which == kCollective ? UnitKind::Collective : UnitKind::Sequencer,
+                                       key, name, hw_.core.freq_mhz))
+          .first->second;
   for (;;) {
     while (q.ops.empty()) sc_core::wait(q.work);
     const Op& op = *q.ops.front();
@@ -173,7 +180,7 @@ void TensorCore::engine(Engine which) {
     if (hw_.core.op_overhead_cycles > 0)
       sc_core::wait(ps_time(clock_.cycles_to_ps(hw_.core.op_overhead_cycles)));
     run(op);
-    engine_reporters_[which].busy({start, now_ps()}, &op.name, step_);
+    reporter.busy({start, now_ps()}, &op.name, step_);
     done_[op.id] = true;
     op_done_.notify(sc_core::SC_ZERO_TIME);
   }

@@ -11,6 +11,7 @@
 #include <array>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -84,9 +85,11 @@ class TensorCore : public sc_core::sc_module {
 
  private:
   enum Engine { kMatmul, kVector, kCollective, kInfeed, kEngines };
+  static constexpr std::uint32_t kMaxStreams = 64;
   struct Queue {
     std::deque<const Op*> ops;
     sc_core::sc_event work;
+    bool started = false;
   };
   // One block of a streamed op: bytes in (two operand streams, each with its own DMA), compute,
   // bytes out.
@@ -97,7 +100,7 @@ class TensorCore : public sc_core::sc_module {
   };
 
   void sequencer();
-  void engine(Engine which);
+  void engine(Engine which, std::uint32_t stream);
   void run(const Op& op);
   void run_matmul(const Op& op);
   void run_vector(const Op& op);
@@ -121,8 +124,9 @@ class TensorCore : public sc_core::sc_module {
   sc_core::sc_vector<tlm_utils::simple_initiator_socket<TensorCore>> mxu_sockets_;
   tlm_utils::simple_initiator_socket<TensorCore> vpu_socket_;
   tlm_utils::simple_initiator_socket<TensorCore> dma_socket_;
-  std::vector<Reporter> engine_reporters_;
-  Queue queues_[kEngines];
+  EventSink* sink_;
+  std::map<std::uint32_t, Queue> queues_;         // by engine * kMaxStreams + stream
+  std::map<std::uint32_t, Reporter> reporters_;   // the same keys
   std::vector<bool> done_;
   sc_core::sc_event op_done_;
   std::uint32_t step_ = 0;

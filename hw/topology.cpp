@@ -26,8 +26,8 @@ std::vector<bool> Torus::wraps_for(const std::vector<std::uint32_t>& dims, const
   return wraps;
 }
 
-std::vector<std::uint32_t> Torus::coords(std::uint32_t chip) const {
-  std::vector<std::uint32_t> c(dims_.size());
+Coords Torus::coords(std::uint32_t chip) const {
+  Coords c{};
   for (std::size_t a = 0; a < dims_.size(); ++a) {
     c[a] = chip % dims_[a];
     chip /= dims_[a];
@@ -35,7 +35,7 @@ std::vector<std::uint32_t> Torus::coords(std::uint32_t chip) const {
   return c;
 }
 
-std::uint32_t Torus::chip_at(const std::vector<std::uint32_t>& coords) const {
+std::uint32_t Torus::chip_at(const Coords& coords) const {
   std::uint32_t chip = 0;
   for (std::size_t a = dims_.size(); a-- > 0;) chip = chip * dims_[a] + coords[a];
   return chip;
@@ -57,33 +57,46 @@ std::int64_t Torus::far_end(const LinkId& link) const {
   return chip_at(c);
 }
 
+namespace {
+
+// Direction and hop count along one axis: the direct way, or round the wraparound when shorter.
+std::pair<bool, std::int64_t> axis_move(std::int64_t from, std::int64_t to, std::int64_t d, bool wraps) {
+  const std::int64_t forward = (to - from + d) % d;
+  bool positive = to > from;
+  std::int64_t steps = std::llabs(to - from);
+  if (wraps && std::min(forward, d - forward) < steps) {
+    positive = forward <= d - forward;
+    steps = positive ? forward : d - forward;
+  }
+  return {positive, steps};
+}
+
+}  // namespace
+
 std::vector<LinkId> Torus::route(std::uint32_t from, std::uint32_t to) const {
   std::vector<LinkId> hops;
-  auto cur = coords(from);
-  const auto dst = coords(to);
-  for (std::uint8_t a = 0; a < dims_.size(); ++a) {
-    const std::int64_t d = dims_[a];
-    const std::int64_t forward = (static_cast<std::int64_t>(dst[a]) - cur[a] + d) % d;
-    bool positive = dst[a] > cur[a];
-    std::int64_t steps = std::llabs(static_cast<std::int64_t>(dst[a]) - cur[a]);
-    if (wraps_[a] && std::min(forward, d - forward) < steps) {
-      positive = forward <= d - forward;
-      steps = positive ? forward : d - forward;
-    }
-    for (std::int64_t s = 0; s < steps; ++s) {
-      LinkId link{chip_at(cur), a, positive};
-      hops.push_back(link);
-      cur = coords(static_cast<std::uint32_t>(far_end(link)));
-    }
+  std::uint32_t chip = from;
+  while (chip != to) {
+    hops.push_back(first_hop(chip, to));
+    chip = static_cast<std::uint32_t>(far_end(hops.back()));
   }
   return hops;
+}
+
+LinkId Torus::first_hop(std::uint32_t from, std::uint32_t to) const {
+  const Coords cur = coords(from), dst = coords(to);
+  for (std::uint8_t a = 0; a < dims_.size(); ++a) {
+    const auto [positive, steps] = axis_move(cur[a], dst[a], dims_[a], wraps_[a]);
+    if (steps > 0) return {from, a, positive};
+  }
+  return {from, 0, true};  // from == to: no hop
 }
 
 std::vector<std::uint32_t> Torus::ring_order() const {
   // Reflected mixed-radix Gray code: each step changes one coordinate by one.
   std::vector<std::uint32_t> order;
   order.reserve(chip_count_);
-  std::vector<std::uint32_t> c(dims_.size(), 0);
+  Coords c{};
   std::vector<int> dir(dims_.size(), 1);
   for (std::uint32_t i = 0; i < chip_count_; ++i) {
     order.push_back(chip_at(c));

@@ -2,6 +2,7 @@
 // dimension-ordered routes over directed links, and a ring through every chip.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct LinkId {
   }
 };
 
+using Coords = std::array<std::uint32_t, 3>;  // unused axes stay 0
+
 class Torus {
  public:
   Torus(std::vector<std::uint32_t> dims, std::vector<bool> wraps);
@@ -33,8 +36,8 @@ class Torus {
   const std::vector<std::uint32_t>& dims() const { return dims_; }
   bool wraps(std::uint32_t axis) const { return wraps_[axis]; }
 
-  std::vector<std::uint32_t> coords(std::uint32_t chip) const;
-  std::uint32_t chip_at(const std::vector<std::uint32_t>& coords) const;
+  Coords coords(std::uint32_t chip) const;
+  std::uint32_t chip_at(const Coords& coords) const;
   // The chip at the far end of `link`, or -1 when the link does not exist (mesh edge).
   std::int64_t far_end(const LinkId& link) const;
   bool link_exists(const LinkId& link) const { return far_end(link) >= 0; }
@@ -46,6 +49,8 @@ class Torus {
 
   // Dimension-ordered route (axis 0 first), taking the shorter way round where the axis wraps.
   std::vector<LinkId> route(std::uint32_t from, std::uint32_t to) const;
+  // The first link of route(from, to), without building the route; from != to.
+  LinkId first_hop(std::uint32_t from, std::uint32_t to) const;
   // Every chip once, consecutive chips one hop apart (a boustrophedon walk); the closing hop
   // from the last chip back to the first may be longer when the torus lacks wraparound.
   std::vector<std::uint32_t> ring_order() const;

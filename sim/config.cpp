@@ -99,6 +99,11 @@ void check_value(const ParamSpec& spec, const json& value, const std::string& or
         check_number_range(spec, value[i].get<double>(), origin, fmt::format("{}[{}]", display, i), value[i]);
       }
       break;
+    case ParamType::StringList:
+      if (!value.is_array()) expected("a list of strings");
+      for (std::size_t i = 0; i < value.size(); ++i)
+        if (!value[i].is_string()) fail(origin, fmt::format("{}[{}]", display, i), fmt::format("expected a string, got {}", brief(value[i])));
+      break;
     case ParamType::ObjectList:
       if (!value.is_array() || value.empty()) expected("a non-empty list of objects");
       break;
@@ -210,6 +215,15 @@ json parse_set_value(const ParamSpec& spec, const std::string& text, const std::
         if (!std::regex_match(item, std::regex(" *[0-9]{1,12} *"))) return bad("a list of integers like 28,28");
         list.push_back(std::stoull(item));
       }
+      return list;
+    }
+    case ParamType::StringList: {
+      json list = json::array();
+      std::string t = text;
+      if (!t.empty() && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+      std::stringstream ss(t);
+      for (std::string item; std::getline(ss, item, ',');)
+        if (!item.empty()) list.push_back(item);
       return list;
     }
     case ParamType::ObjectList:
@@ -342,6 +356,20 @@ HwConfig build_hw(const json& d, const std::string& origin) {
     fail(origin, "hw.slice.topology",
          fmt::format("a {} slice has {} chips; {} slices have at most {} (hw.chip.max_chips)", topology, chips, hw.name,
                      hw.chip.max_chips));
+  const auto shapes = get<std::vector<std::string>>(d, "slice.shapes");
+  const auto cube = get<std::uint32_t>(d, "slice.cube_multiple");
+  if (!shapes.empty() || cube > 0) {
+    const bool listed = std::find(shapes.begin(), shapes.end(), topology_string(hw.slice_dims)) != shapes.end();
+    const bool cubes = cube > 0 && hw.slice_dims.size() == 3 &&
+                       std::all_of(hw.slice_dims.begin(), hw.slice_dims.end(), [&](std::uint32_t x) { return x % cube == 0; });
+    if (!listed && !cubes) {
+      std::string offered;
+      for (const auto& s : shapes) offered += (offered.empty() ? "" : ", ") + s;
+      if (cube > 0) offered += fmt::format("{}or AxBxC with every axis a multiple of {}", offered.empty() ? "" : ", ", cube);
+      fail(origin, "hw.slice.topology",
+           fmt::format("{} slices come in these shapes: {}; got {} (hw.slice.shapes)", hw.name, offered, topology));
+    }
+  }
   if (2 * long_axes > hw.ici.ports_per_chip)
     fail(origin, "hw.slice.topology",
          fmt::format("a {} slice needs {} ICI ports per chip; {} chips have {} (hw.ici.ports_per_chip)", topology,

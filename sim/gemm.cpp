@@ -7,6 +7,7 @@
 #include "hw/system.hpp"
 #include "hw/systolic_timing.hpp"
 #include "sim/errors.hpp"
+#include "sim/simulate.hpp"
 #include "sim/stats.hpp"
 #include "workloads/model.hpp"
 
@@ -90,14 +91,7 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   program.ops.push_back(op);
 
   Recorder recorder(1, nullptr);
-  sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
-  System system("gemm", hw, program, InfeedSpec{}, &recorder);
-  try {
-    sc_core::sc_start();
-  } catch (const std::exception& e) {
-    throw SimError(fmt::format("gemm failed: {}", e.what()));
-  }
-  if (!system.finished(nullptr)) throw SimError("gemm: the simulation stopped before the matmul finished");
+  simulate(elaborate(hw, program, InfeedSpec{}, &recorder), "gemm");
 
   Picos op_ps = 0, mxu_busy_ps = 0, hbm_busy_ps = 0;
   std::uint64_t hbm_bytes = 0, hbm_channels = 0;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/config.hpp"
+#include "sim/collective_cmd.hpp"
 #include "sim/errors.hpp"
 #include "sim/gemm.hpp"
 #include "sim/params.hpp"
@@ -117,6 +118,30 @@ int cli_main(int argc, char** argv) {
   gemm_cmd->add_flag("--compute-only", gemm.compute_only, "tpusim's MXU timing alone: no memory system, one block");
   gemm_cmd->add_flag("--json", gemm_json, "Print one JSON object");
 
+  ConfigRequest coll_request;
+  CollectiveRequest coll;
+  std::string coll_op = "all-reduce", coll_algorithm = "torus_all_axes", coll_group = "all", coll_dtype = "f32";
+  bool coll_json = false;
+  auto* coll_cmd = app.add_subcommand("collective", "Simulate one collective over the chips of a slice (one rank per chip)");
+  coll_cmd->add_option("--op", coll_op, "Collective")->check(CLI::IsMember({"all-reduce", "reduce-scatter", "all-gather"}))
+      ->capture_default_str();
+  coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out)")
+      ->required();
+  coll_cmd->add_option("--hw", coll_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  coll_cmd->add_option("--topology", coll_request.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
+  coll_cmd->add_option("--set", coll_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+  coll_cmd->add_option("--algorithm", coll_algorithm, "ring, bidir_ring, torus (axis by axis) or torus_all_axes")
+      ->check(CLI::IsMember({"ring", "bidir_ring", "torus", "torus_all_axes"}))->capture_default_str();
+  coll_cmd->add_option("--group", coll_group, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")
+      ->capture_default_str();
+  coll_cmd->add_option("--chunk-bytes", coll.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)");
+  coll_cmd->add_option("--dtype", coll_dtype, "Element type of the reduction")->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  coll_cmd->add_option("--concurrent", coll.concurrent, "Identical collectives in flight at once, sharing the links")
+      ->capture_default_str();
+  coll_cmd->add_flag("--links", coll.list_links, "List every used link's utilization (with --json)");
+  coll_cmd->add_flag("--json", coll_json, "Print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -132,6 +157,18 @@ int cli_main(int argc, char** argv) {
 
   try {
     if (*params) return list_params(params_hw, params_json);
+    if (*coll_cmd) {
+      const Config config = load_config(coll_request);
+      coll.spec.kind = coll_op == "all-reduce"       ? CollectiveKind::AllReduce
+                       : coll_op == "reduce-scatter" ? CollectiveKind::ReduceScatter
+                                                     : CollectiveKind::AllGather;
+      coll.spec.algorithm = parse_collective_algorithm(coll_algorithm);
+      coll.spec.group_axes = parse_group(coll_group);
+      coll.spec.dtype = coll_dtype == "bf16" ? DType::BF16 : DType::F32;
+      const auto result = run_collective(config.hw, coll);
+      std::cout << (coll_json ? result.dump(2) + "\n" : format_collective(result));
+      return 0;
+    }
     if (*gemm_cmd) {
       if (!gemm_array.empty()) {
         const auto x = gemm_array.find('x');

@@ -65,6 +65,8 @@ std::vector<ParamSpec> build() {
       hw("host.pcie_bw_gbps", T::Float, "GB/s", "Host-to-chip PCIe bandwidth per chip (10^9 bytes/s)", 0.001, 1e5),
       hw("host.pcie_latency_ns", T::Float, "ns", "Host-to-chip transfer latency", 0, 1e8),
       hw("slice.topology", T::String, "chips", "Slice shape as a torus of chips, e.g. 2x2, 4x4, 4x4x4 (--topology sets it)"),
+      hw("slice.shapes", T::StringList, "", "Slice shapes the generation offers; empty: any shape within the chip and port limits"),
+      hw("slice.cube_multiple", T::Int, "chips", "Also allowed: 3D shapes whose every axis is a multiple of this (optical-switch cubes); 0: none", 0, 64),
       {"hw", "sources", T::StringMap, "", json::object(), "Where each value comes from: key path -> citation (not used by the simulation)", -kInf, kInf, {}, false},
       {"hw", "base", T::String, "", nullptr, "Preset this file inherits every key it does not set from (e.g. tpu_v4)", -kInf, kInf, {}, false},
       // ---- workload ------------------------------------------------------------------------
@@ -104,6 +106,7 @@ const char* param_type_name(ParamType t) {
     case ParamType::Bool: return "boolean";
     case ParamType::String: return "string";
     case ParamType::IntList: return "list of integers";
+    case ParamType::StringList: return "list of strings";
     case ParamType::ObjectList: return "list of objects";
     case ParamType::StringMap: return "object of strings";
   }

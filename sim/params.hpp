@@ -11,7 +11,7 @@
 
 namespace tpusim {
 
-enum class ParamType { Int, Float, Bool, String, IntList, ObjectList, StringMap };
+enum class ParamType { Int, Float, Bool, String, IntList, StringList, ObjectList, StringMap };
 const char* param_type_name(ParamType t);
 
 struct ParamSpec {

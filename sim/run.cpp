@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "hw/system.hpp"
+#include "sim/simulate.hpp"
 #include "sim/errors.hpp"
 #include "sim/stats.hpp"
 #include "workloads/lower.hpp"
@@ -98,15 +99,6 @@ class StagedOutput {
 
 double seconds(Picos ps) { return ps_to_s(ps); }
 
-// SystemC reports an exception thrown in a process as "Error: (E549) uncaught exception: WHAT\n
-// In file: ...": keep WHAT.
-std::string first_line_of_report(const std::string& report) {
-  std::string text = report;
-  const std::string marker = "uncaught exception: ";
-  if (const auto at = text.find(marker); at != std::string::npos) text = text.substr(at + marker.size());
-  text = text.substr(0, text.find('\n'));
-  return text;
-}
 
 ojson memory_json(const LoweredStep& step) {
   const MemoryFootprint& m = step.memory;
@@ -225,8 +217,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   if (options.trace != TraceLevel::None) trace = std::make_unique<ChromeTraceWriter>(out.file("trace.json"));
   Recorder recorder(config.workload.steps, trace.get());
 
-  sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
-  System system("slice", hw, step.program, step.infeed, &recorder);
+  System& system = elaborate(hw, step.program, step.infeed, &recorder);
   // Progress on stderr for long runs only, at most every two seconds.
   const auto wall_start = std::chrono::steady_clock::now();
   auto last_report = wall_start;
@@ -237,13 +228,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     std::cerr << fmt::format("tpusim: step {} of {} simulated on chip0.core0 ({:.0f} s)\n", s + 1, config.workload.steps,
                              std::chrono::duration<double>(now - wall_start).count());
   });
-  try {
-    sc_core::sc_start();
-  } catch (const std::exception& e) {
-    throw SimError(fmt::format("simulation failed: {}", first_line_of_report(e.what())));
-  }
-  std::string stuck;
-  if (!system.finished(&stuck)) throw SimError(fmt::format("simulation stuck (nothing left to happen): {}", stuck));
+  simulate(system, "simulation");
 
   const std::vector<Picos> ends = system.step_end_ps();
   const std::size_t n = ends.size();

@@ -20,7 +20,7 @@ std::uint32_t Recorder::add_unit(UnitInfo info) {
 
 void Recorder::record(const Activity& a) {
   StepTotals& t = totals_[a.unit][std::min(a.step, steps_ - 1)];
-  t.busy_ps += a.end_ps - a.start_ps;
+  t.busy_ps += a.busy_ps ? a.busy_ps : a.end_ps - a.start_ps;
   t.bytes += a.bytes;
   if (keeps_spans(units_[a.unit].kind)) logs_[a.unit].push_back({a.start_ps, a.end_ps, a.bytes, a.step});
   if (trace_) trace_->slice(units_[a.unit], a);
@@ -63,9 +63,9 @@ Breakdown core_breakdown(const Recorder& recorder, const std::vector<std::uint32
     int source = -1;
     const std::string name = info.path.substr(info.path.find('.', info.path.find('.') + 1) + 1);
     if (info.kind == UnitKind::Mxu || info.kind == UnitKind::Vpu) source = kCompute;
-    else if (name == "ops.matmul" || name == "ops.vector") source = kOp;
-    else if (name == "ops.collective") source = kComm;
-    else if (name == "ops.infeed") source = kInput;
+    else if (name.rfind("ops.matmul", 0) == 0 || name.rfind("ops.vector", 0) == 0) source = kOp;
+    else if (name.rfind("ops.collective", 0) == 0) source = kComm;
+    else if (name.rfind("ops.infeed", 0) == 0) source = kInput;
     if (source < 0) continue;
     for (const auto& s : recorder.spans(u)) {
       const Picos a = std::max(s.start, w.begin), b = std::min(s.end, w.end);

@@ -33,6 +33,9 @@ struct Activity {
   std::uint64_t bytes = 0;
   double flops = 0;
   std::uint64_t cycles = 0;  // exact busy cycles where the unit counts them; 0: derive from time
+  // Busy time to account when it is not end - start: a unit of parallel lanes (HBM channels)
+  // reports the lanes' busy time averaged over its lanes; 0: end - start.
+  std::uint64_t busy_ps = 0;
 };
 
 class EventSink {

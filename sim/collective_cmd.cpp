@@ -1,0 +1,125 @@
+#include "sim/collective_cmd.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "hw/collective.hpp"
+#include "hw/system.hpp"
+#include "sim/errors.hpp"
+#include "sim/simulate.hpp"
+#include "sim/stats.hpp"
+
+namespace tpusim {
+
+using ojson = nlohmann::ordered_json;
+
+std::uint32_t parse_group(const std::string& text) {
+  if (text == "all") return 0x7;
+  std::uint32_t mask = 0;
+  for (char c : text) {
+    const auto at = std::string("xyz").find(c);
+    if (at == std::string::npos || text.size() > 3)
+      throw InputError(fmt::format("--group {}: expected all, or torus axes such as x, y, xy, xyz", text));
+    mask |= 1u << at;
+  }
+  return mask;
+}
+
+ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
+  const CollectiveSpec& spec = request.spec;
+  if (spec.bytes == 0 || spec.bytes > (std::uint64_t{1} << 40))
+    throw InputError(fmt::format("--bytes {}: expected between 1 and {}", spec.bytes, std::uint64_t{1} << 40));
+  HwConfig hw = hw_in;
+  hw.chip.cores = 1;  // one rank per chip: the chip-level collective alone
+  hw.chip.megacore = false;
+  const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
+  for (std::uint8_t a = 0; a < 3; ++a)
+    if (spec.group_axes != 0x7 && (spec.group_axes >> a & 1u) && a >= torus.axes())
+      throw InputError(fmt::format("--group: a {} slice has no {} axis", torus.shape(), "xyz"[a]));
+  const CollectiveSchedule schedule = plan_collective(torus, 0, spec);
+  const std::uint32_t p = schedule.group_size;
+
+  if (request.concurrent == 0 || request.concurrent > 16)
+    throw InputError(fmt::format("--concurrent {}: expected 1 to 16", request.concurrent));
+  Program program;
+  program.steps = 1;
+  for (std::uint32_t i = 0; i < request.concurrent; ++i) {
+    Op op;
+    op.id = i;
+    op.kind = OpKind::Collective;
+    op.phase = Phase::Gradients;
+    op.name = fmt::format("{} {} B", collective_kind_name(spec.kind), spec.bytes);
+    op.collective = spec;
+    op.stream = i;  // all in flight together
+    program.ops.push_back(op);
+  }
+
+  Recorder recorder(1, nullptr);
+  System& system = elaborate(hw, program, InfeedSpec{}, &recorder);
+  simulate(system, "collective");
+  const Picos end = system.step_end_ps()[0];
+  const double time_s = ps_to_s(end);
+
+  ojson out;
+  out["hw"] = hw.name;
+  out["topology"] = torus.shape();
+  std::string wraps;
+  for (std::uint32_t a = 0; a < torus.axes(); ++a) wraps += torus.wraps(a) ? "y" : "n";
+  out["wraparound"] = wraps;
+  out["op"] = collective_kind_name(spec.kind);
+  out["algorithm"] = collective_algorithm_name(spec.algorithm);
+  out["bytes"] = spec.bytes;
+  out["concurrent"] = request.concurrent;
+  out["group_size"] = p;
+  out["groups"] = torus.chip_count() / p;
+  out["time_s"] = time_s;
+  const double alpha_beta = collective_closed_form_s(torus, schedule, hw, spec);
+  out["alpha_beta_s"] = alpha_beta;
+  const double algbw = static_cast<double>(spec.bytes) / time_s / 1e9;
+  const double factor = p <= 1 ? 0.0
+                        : spec.kind == CollectiveKind::AllReduce ? 2.0 * (p - 1) / p
+                                                                  : static_cast<double>(p - 1) / p;
+  out["algbw_gbps"] = algbw;
+  out["busbw_gbps"] = algbw * factor;
+
+  ojson links = ojson::array();
+  double busiest = 0, busy_sum = 0;
+  std::uint64_t used = 0, link_bytes = 0;
+  for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
+    const UnitInfo& info = recorder.units()[u];
+    if (info.kind != UnitKind::IciLink) continue;
+    const StepTotals& t = recorder.totals(u, 0);
+    if (t.bytes == 0) continue;
+    const double busy = static_cast<double>(t.busy_ps) / static_cast<double>(end);
+    busiest = std::max(busiest, busy);
+    busy_sum += busy;
+    ++used;
+    link_bytes += t.bytes;
+    if (request.list_links) links.push_back({{"link", info.path}, {"busy_fraction", busy}, {"bytes", t.bytes}});
+  }
+  out["links_used"] = used;
+  out["link_utilization_max"] = busiest;
+  out["link_utilization_mean"] = used ? busy_sum / static_cast<double>(used) : 0.0;
+  out["ici_bytes"] = link_bytes;
+  if (request.list_links) out["links"] = links;
+  return out;
+}
+
+std::string format_collective(const ojson& c) {
+  std::string t = fmt::format("{} of {} bytes over {} groups of {} chips on {} {} (wraparound {}), {}\n",
+                              c["op"].get<std::string>(), c["bytes"].get<std::uint64_t>(), c["groups"].get<std::uint64_t>(),
+                              c["group_size"].get<std::uint32_t>(), c["hw"].get<std::string>(),
+                              c["topology"].get<std::string>(), c["wraparound"].get<std::string>(),
+                              c["algorithm"].get<std::string>());
+  t += fmt::format("  time           {:.3f} us (alpha-beta closed form {:.3f} us)\n", c["time_s"].get<double>() * 1e6,
+                   c["alpha_beta_s"].get<double>() * 1e6);
+  t += fmt::format("  bandwidth      algbw {:.2f} GB/s, busbw {:.2f} GB/s\n", c["algbw_gbps"].get<double>(),
+                   c["busbw_gbps"].get<double>());
+  t += fmt::format("  ICI links      {} used, busy {:.1f}% at most, {:.1f}% on average; {} bytes moved\n",
+                   c["links_used"].get<std::uint64_t>(), 100 * c["link_utilization_max"].get<double>(),
+                   100 * c["link_utilization_mean"].get<double>(), c["ici_bytes"].get<std::uint64_t>());
+  return t;
+}
+
+}  // namespace tpusim

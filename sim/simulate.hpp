@@ -1,0 +1,19 @@
+// Elaborating and running the slice: the one place the SystemC kernel is set up and started.
+#pragma once
+
+#include "hw/host.hpp"
+#include "hw/hw_config.hpp"
+#include "hw/program.hpp"
+#include "hw/system.hpp"
+
+namespace tpusim {
+
+// Elaborates the slice for `program` (at 1 ps resolution, SystemC reports routed to stderr).
+// SystemC allows one elaboration per process, and tearing down tens of thousands of modules
+// takes its object registry quadratic time, so the System lives until the process exits.
+System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& infeed, EventSink* sink);
+
+// Runs to the end; throws SimError naming `what` when a process failed or a core is stuck.
+void simulate(System& system, const std::string& what);
+
+}  // namespace tpusim
