@@ -1,0 +1,125 @@
+// Collectives on the ICI model: every algorithm against its alpha-beta closed form when nothing
+// contends, and contention where it must show.
+#define BOOST_TEST_MODULE collective
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "hw/collective.hpp"
+#include "hw/topology.hpp"
+#include "test_helpers.hpp"
+
+using namespace tpusim;
+using namespace tpusim::test;
+using json = nlohmann::json;
+
+namespace {
+
+// v5e chips with every axis wrapping and any shape allowed: rings whose hops are all one link.
+const TempDir kDir;
+const std::string kWrapped =
+    kDir.write("wrapped.json", R"({"base": "tpu_v5e", "name": "v5e_wrapped", "ici": {"wraparound": "always"},
+                                   "slice": {"shapes": []}})");
+
+json collective(const std::string& args) {
+  const CommandResult r = run_tpusim("collective " + args + " --json");
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, args + ": " + r.err);
+  return json::parse(r.out);
+}
+
+double relative_gap(const json& c) {
+  return std::abs(c["time_s"].get<double>() - c["alpha_beta_s"].get<double>()) / c["alpha_beta_s"].get<double>();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(closed_form_matches_the_textbook_ring) {
+  // peers.md 4.2: 100 MB all-reduce, 16-chip unidirectional ring, 45 GB/s, 1 us per hop:
+  // 2 x 15 x 1 us + 2 x 15/16 x 100 MB / 45 GB/s = 4.1967 ms, plus tpusim's gamma for adding
+  // what arrives (15 steps of 6.25 MB f32: 1526 vregs over 2 ALUs, 763 cycles at 1.5 GHz each: 7.6 us).
+  const json c = collective("--bytes 100000000 --hw " + kWrapped + " --topology 16 --algorithm ring");
+  BOOST_TEST(c["alpha_beta_s"].get<double>() == 4.1967e-3 + 15 * 763 / 1.5e9, boost::test_tools::tolerance(1e-4));
+}
+
+BOOST_AUTO_TEST_CASE(every_algorithm_matches_its_closed_form_when_nothing_contends) {
+  for (const char* algorithm : {"ring", "bidir_ring", "torus", "torus_all_axes"})
+    for (const char* topology : {"2", "5", "16", "64", "2x2", "4x4", "8x8"})
+      for (const char* bytes : {"1024", "1048576", "4294967296"}) {
+        const json c = collective(std::string("--bytes ") + bytes + " --hw " + kWrapped + " --topology " + topology +
+                                  " --algorithm " + algorithm);
+        BOOST_TEST_CONTEXT(algorithm << " on " << topology << ", " << bytes << " bytes: " << c["time_s"] << " s vs "
+                                     << c["alpha_beta_s"] << " s") {
+          BOOST_TEST(relative_gap(c) <= 0.01);
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(reduce_scatter_and_all_gather_are_half_an_all_reduce) {
+  const std::string common = " --bytes 67108864 --hw " + kWrapped + " --topology 16 --algorithm bidir_ring";
+  const double ar = collective("--op all-reduce" + common)["time_s"];
+  const double rs = collective("--op reduce-scatter" + common)["time_s"];
+  const double ag = collective("--op all-gather" + common)["time_s"];
+  BOOST_TEST(relative_gap(collective("--op reduce-scatter" + common)) <= 0.01);
+  BOOST_TEST(relative_gap(collective("--op all-gather" + common)) <= 0.01);
+  BOOST_TEST(rs + ag == ar, boost::test_tools::tolerance(0.01));
+  BOOST_TEST(ag < rs);  // nothing to add
+}
+
+BOOST_AUTO_TEST_CASE(bus_bandwidth_follows_the_nccl_tests_convention) {
+  const json c = collective("--bytes 67108864 --hw " + kWrapped + " --topology 8 --algorithm ring");
+  const double algbw = 67108864 / c["time_s"].get<double>() / 1e9;
+  BOOST_TEST(c["algbw_gbps"].get<double>() == algbw, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(c["busbw_gbps"].get<double>() == algbw * 2 * 7 / 8, boost::test_tools::tolerance(1e-9));
+  // a bandwidth-bound unidirectional ring drives one link direction: busbw close to 45 GB/s
+  BOOST_TEST(c["busbw_gbps"].get<double>() > 0.95 * 45);
+  BOOST_TEST(c["busbw_gbps"].get<double>() <= 45);
+}
+
+BOOST_AUTO_TEST_CASE(two_collectives_sharing_the_links_take_about_twice_as_long) {
+  const std::string common = " --bytes 67108864 --hw " + kWrapped + " --topology 16 --algorithm bidir_ring";
+  const double one = collective(common)["time_s"];
+  const double two = collective(common + " --concurrent 2")["time_s"];
+  BOOST_TEST(two > 1.8 * one);
+  BOOST_TEST(two < 2.2 * one);
+}
+
+BOOST_AUTO_TEST_CASE(missing_wraparound_about_doubles_a_bandwidth_bound_collective) {
+  const std::string common = " --bytes 1073741824 --hw " + kWrapped + " --topology 16 --algorithm torus";
+  const double wrapped = collective(common)["time_s"];
+  const double line = collective(common + " --set hw.ici.wraparound=never")["time_s"];
+  BOOST_TEST(line > 1.8 * wrapped);
+  BOOST_TEST(line < 2.2 * wrapped);
+}
+
+BOOST_AUTO_TEST_CASE(replica_groups_run_side_by_side_on_their_own_axis) {
+  // Four x-rows of a 4x4, each its own group of 4: as fast as one ring of 4, on a quarter of the links each.
+  const json rows = collective("--bytes 16777216 --hw " + kWrapped + " --topology 4x4 --group x --algorithm bidir_ring");
+  const json line = collective("--bytes 16777216 --hw " + kWrapped + " --topology 4 --algorithm bidir_ring");
+  BOOST_TEST(rows["groups"] == 4);
+  BOOST_TEST(rows["group_size"] == 4);
+  BOOST_TEST(rows["time_s"].get<double>() == line["time_s"].get<double>(), boost::test_tools::tolerance(1e-9));
+  const CommandResult bad = run_tpusim("collective --bytes 1024 --hw tpu_v5e --topology 4x4 --group z");
+  BOOST_TEST(bad.exit_code == 2);
+  BOOST_TEST(bad.err.find("--group: a 4x4 slice has no z axis") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(schedules_visit_every_chip_of_the_group_once) {
+  const Torus torus({4, 4, 4}, {true, true, true});
+  CollectiveSpec spec;
+  spec.bytes = 1 << 20;
+  spec.algorithm = CollectiveAlgorithm::TorusAllAxes;
+  const auto s = plan_collective(torus, 21, spec);
+  BOOST_TEST(s.group_size == 64u);
+  BOOST_REQUIRE(s.parts.size() == 3u);
+  for (const auto& part : s.parts) {
+    BOOST_TEST(part.passes.size() == 6u);  // reduce-scatter on each axis, all-gather back
+    for (const auto& pass : part.passes) {
+      BOOST_TEST(pass.ring.size() == 4u);
+      BOOST_TEST(pass.ring[pass.position] == 21u);
+    }
+  }
+  // The first part's first pass carries a third of the buffer in two directions: 2^20 / 3 / 2 / 4.
+  BOOST_TEST(s.parts[0].passes[0].shard_bytes == (((1u << 20) + 2) / 3 + 1) / 2 / 4 + 1);
+}
