@@ -28,6 +28,8 @@ class Hbm : public sc_core::sc_module {
   static std::vector<std::uint64_t> bytes_per_channel(std::uint64_t address, std::uint64_t length,
                                                       std::uint32_t channels,
                                                       std::uint64_t interleave_bytes);
+  static void bytes_per_channel(std::uint64_t address, std::uint64_t length, std::uint64_t interleave_bytes,
+                                std::vector<std::uint64_t>& bytes);  // bytes.size() channels, overwritten
 
  private:
   void b_transport(int initiator, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
@@ -35,6 +37,7 @@ class Hbm : public sc_core::sc_module {
   HbmConfig config_;
   double channel_bw_gbps_;
   std::vector<Occupancy> channels_;
+  std::vector<std::uint64_t> scratch_bytes_;  // per channel, reused by every access
   EventSink* sink_;
   std::uint32_t unit_ = 0;
   std::uint64_t bytes_read_ = 0;
