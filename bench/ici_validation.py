@@ -4,19 +4,14 @@
 
 Usage: python3 bench/ici_validation.py [build/tpusim]
 """
-import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TPUSIM = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "build" / "tpusim")
+from tpusim_json import run
 
 
 def collective(*args):
-    out = subprocess.run([TPUSIM, "collective", *map(str, args), "--json"], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
+    return run("collective", *args)
 
 
 def closed_forms(hw):

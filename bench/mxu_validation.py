@@ -5,18 +5,12 @@ tests/data/scalesim_ws_gemm.csv) and against published TPU v5e matmul timings.
 Usage: python3 bench/mxu_validation.py [build/tpusim]
 """
 import csv
-import json
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TPUSIM = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "build" / "tpusim")
+from tpusim_json import ROOT, run
 
 
 def gemm(*args):
-    out = subprocess.run([TPUSIM, "gemm", *map(str, args), "--json"], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
+    return run("gemm", *args)
 
 
 def scalesim_table():

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "hw/sc_support.hpp"
 #include "hw/systolic_timing.hpp"
 #include "hw/units.hpp"
 
@@ -156,36 +155,6 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
     slowest_part = std::max(slowest_part, t);
   }
   return slowest_part;
-}
-
-CollectiveFabric::CollectiveFabric(std::uint32_t chips) : inbox_(chips) {
-  for (std::uint32_t c = 0; c < chips * kMaxParts; ++c) posted_.push_back(std::make_unique<sc_core::sc_event>());
-}
-
-CollectiveFabric::~CollectiveFabric() = default;
-
-void CollectiveFabric::post(std::uint32_t to_chip, const Key& key, std::vector<std::uint64_t> arrivals_ps) {
-  inbox_[to_chip][key] = std::move(arrivals_ps);
-  // Only the part the step belongs to waits for it; the chip's other parts sleep on.
-  posted_[to_chip * kMaxParts + std::get<1>(key) % kMaxParts]->notify(sc_core::SC_ZERO_TIME);
-}
-
-std::vector<std::uint64_t> CollectiveFabric::take(std::uint32_t chip, const Key& key) {
-  for (;;) {
-    auto it = inbox_[chip].find(key);
-    if (it != inbox_[chip].end()) {
-      auto arrivals = std::move(it->second);
-      inbox_[chip].erase(it);
-      return arrivals;
-    }
-    sc_core::wait(*posted_[chip * kMaxParts + std::get<1>(key) % kMaxParts]);
-  }
-}
-
-std::size_t CollectiveFabric::pending() const {
-  std::size_t n = 0;
-  for (const auto& box : inbox_) n += box.size();
-  return n;
 }
 
 }  // namespace tpusim

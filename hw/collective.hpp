@@ -1,6 +1,6 @@
 // Collectives over the chips of a slice, in plain C++: the schedule each chip runs (ring passes
-// along the torus), the alpha-beta closed form of a schedule, and the rendezvous through which
-// the chips' collective units hand each other ring steps during a simulation.
+// along the torus) and the alpha-beta closed form of a schedule. The chips' collective units
+// (hw/collective_unit.*) run the schedules.
 //
 //   CollectiveSpec spec{CollectiveKind::AllReduce, 1 << 30};
 //   spec.algorithm = CollectiveAlgorithm::Torus;
@@ -17,10 +17,6 @@
 #include "hw/hw_config.hpp"
 #include "hw/program.hpp"
 #include "hw/topology.hpp"
-
-namespace sc_core {
-class sc_event;
-}
 
 namespace tpusim {
 
@@ -54,25 +50,5 @@ CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const
 // side by side. HBM traffic is assumed hidden behind the links.
 double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& schedule, const HwConfig& hw,
                                 const CollectiveSpec& spec);
-
-// Rendezvous for ring steps during a simulation. A sender posts the arrival times of the pieces
-// of one step at the receiver; the receiver waits until they are posted.
-class CollectiveFabric {
- public:
-  explicit CollectiveFabric(std::uint32_t chips);
-  ~CollectiveFabric();
-
-  // Identifies one step of one direction of one pass of one part of one collective instance.
-  using Key = std::tuple<std::uint64_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>;
-  void post(std::uint32_t to_chip, const Key& key, std::vector<std::uint64_t> arrivals_ps);
-  // Blocks (in simulated time) until the step was posted at `chip`, and takes it.
-  std::vector<std::uint64_t> take(std::uint32_t chip, const Key& key);
-  std::size_t pending() const;
-
- private:
-  static constexpr std::uint32_t kMaxParts = 3;  // torus_all_axes runs one part per axis
-  std::vector<std::map<Key, std::vector<std::uint64_t>>> inbox_;
-  std::vector<std::unique_ptr<sc_core::sc_event>> posted_;
-};
 
 }  // namespace tpusim

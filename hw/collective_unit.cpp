@@ -7,10 +7,11 @@
 namespace tpusim {
 
 CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw,
-                               const Torus& torus, CollectiveFabric& fabric, EventSink* sink)
+                               const Torus& torus, EventSink* sink)
     : sc_module(name), socket("socket"), ici_socket("ici_socket"), hbm_socket("hbm_socket"),
-      vpu_socket("vpu_socket"), chip_(chip), hw_(hw), torus_(torus), fabric_(fabric) {
+      vpu_socket("vpu_socket"), arrivals("arrivals"), chip_(chip), hw_(hw), torus_(torus) {
   socket.register_b_transport(this, &CollectiveUnit::b_transport);
+  arrivals.register_b_transport(this, &CollectiveUnit::arrival);
   // One track per concurrent part (torus_all_axes runs one per axis).
   for (std::uint32_t part = 0; part < std::max<std::uint32_t>(1, torus.axes()); ++part) {
     UnitInfo info;
@@ -38,9 +39,9 @@ void CollectiveUnit::b_transport(int, tlm::tlm_generic_payload& payload, sc_core
     if (hw_.chip.cores > 1 && spec.kind != CollectiveKind::AllGather) {
       // The cores' contributions are summed through HBM before the chips exchange anything.
       const std::uint64_t elements = ceil_div<std::uint64_t>(spec.bytes, dtype_bytes(spec.dtype));
-      wait_until_ps(hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx));
-      wait_until_ps(vpu_add(elements * (hw_.chip.cores - 1), now_ps(), ctx));
-      wait_until_ps(hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx));
+      wait_until_ps(hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx.label, ctx.step));
+      wait_until_ps(vpu_add(elements * (hw_.chip.cores - 1), now_ps(), ctx.label, ctx.step));
+      wait_until_ps(hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx.label, ctx.step));
     }
     run(spec, job.instance, job.label, job.step);
     joining->done = true;
@@ -86,71 +87,84 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
   const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
 
   for (std::uint32_t s = 0; s + 1 < p; ++s) {
-    for (int dir = 0; dir < directions; ++dir) {
-      const std::uint32_t to = dir == 0 ? next : prev;
-      std::vector<std::uint64_t> arrivals;
-      for (std::uint64_t j = 0; j < pieces; ++j) arrivals.push_back(send(to, piece_bytes(j), ctx));
-      fabric_.post(to, {ctx.instance, part, index, static_cast<std::uint32_t>(dir), s}, std::move(arrivals));
+    for (std::uint32_t dir = 0; dir < static_cast<std::uint32_t>(directions); ++dir) {
+      const RingDelivery delivery{ctx.instance, part, index, dir, s, static_cast<std::uint32_t>(pieces), pass.reduce, elem_bytes};
+      for (std::uint64_t j = 0; j < pieces; ++j) send(dir == 0 ? next : prev, piece_bytes(j), delivery, ctx.label, ctx.step);
     }
     // This chip's own shard of the step streams from HBM while the links are busy.
-    const Picos local_ready = pass.reduce ? hbm_access(tlm::TLM_READ_COMMAND, pass.shard_bytes * directions, ctx) : now_ps();
+    const Picos local_ready = pass.reduce ? hbm_access(tlm::TLM_READ_COMMAND, pass.shard_bytes * directions, ctx.label, ctx.step) : now_ps();
 
-    std::vector<std::pair<Picos, std::uint64_t>> arrived;
-    for (int dir = 0; dir < directions; ++dir) {
-      const auto times = fabric_.take(chip_, {ctx.instance, part, index, static_cast<std::uint32_t>(dir), s});
-      for (std::uint64_t j = 0; j < times.size(); ++j) arrived.emplace_back(times[j], piece_bytes(j));
+    // The neighbours' pieces book their own additions as they arrive; wait until all are in.
+    Picos done = local_ready;
+    for (std::uint32_t dir = 0; dir < static_cast<std::uint32_t>(directions); ++dir) {
+      const StepKey key{ctx.instance, part, index, dir, s};
+      for (;;) {
+        const auto it = inbox_.find(key);
+        if (it != inbox_.end() && it->second.pieces == pieces) {
+          done = std::max(done, it->second.ready_ps);
+          inbox_.erase(it);
+          break;
+        }
+        sc_core::wait(step_arrived_[part % kMaxParts]);
+      }
     }
-    // Each piece is added (or written to HBM) once it is in: reserved now for when it arrives.
-    std::sort(arrived.begin(), arrived.end());
-    Picos done = now_ps();
-    for (const auto& [at, bytes] : arrived) {
-      done = std::max(done, at);
-      if (pass.reduce) done = std::max(done, vpu_add(ceil_div<std::uint64_t>(bytes, elem_bytes), at, ctx));
-      else hbm_access(tlm::TLM_WRITE_COMMAND, bytes, ctx, at);  // a gathered piece lands in HBM
-    }
-    if (pass.reduce && s + 2 == p) hbm_access(tlm::TLM_WRITE_COMMAND, pass.shard_bytes * directions, ctx, done);
-    wait_until_ps(std::max(done, local_ready));
+    if (pass.reduce && s + 2 == p) hbm_access(tlm::TLM_WRITE_COMMAND, pass.shard_bytes * directions, ctx.label, ctx.step, done);
+    wait_until_ps(done);
   }
 }
 
-Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const Context& ctx, Picos at) {
+void CollectiveUnit::arrival(tlm::tlm_generic_payload& payload, sc_core::sc_time&) {
+  const UnitRequest& job = job_of(payload);
+  const RingDelivery& d = *job.delivery;
+  const Picos at = job.tail_ps;
+    Inbox& box = inbox_[StepKey{d.instance, d.part, d.pass, d.dir, d.step}];
+  Picos taken = at;
+  if (d.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(job.bytes, d.element_bytes), at, job.label, job.step));
+  else hbm_access(tlm::TLM_WRITE_COMMAND, job.bytes, job.label, job.step, at);  // a gathered piece lands in HBM
+  box.ready_ps = std::max(box.ready_ps, taken);
+  if (++box.pieces == d.pieces) step_arrived_[d.part % kMaxParts].notify(sc_core::SC_ZERO_TIME);
+}
+
+Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label,
+                                 std::uint32_t step, Picos at) {
   if (bytes == 0) return std::max(at, now_ps());
   // Above the cores' regions, which start at the bottom of HBM.
   const std::uint64_t region = hw_.hbm.capacity_bytes / 8;
-  Request r;
+  Request& r = fresh_request();
   r.set_access(cmd, hw_.hbm.capacity_bytes - region + next_address_ % region, bytes);
   next_address_ += round_up<std::uint64_t>(bytes, 4096);
   r.job().bytes = bytes;
-  r.job().label = ctx.label;
-  r.job().step = ctx.step;
+  r.job().label = label;
+  r.job().step = step;
   sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
   hbm_socket->b_transport(r.payload(), delay);
   return now_ps() + delay.value();
 }
 
-Picos CollectiveUnit::vpu_add(std::uint64_t elements, Picos at, const Context& ctx) {
-  Request r;
+Picos CollectiveUnit::vpu_add(std::uint64_t elements, Picos at, const std::string* label, std::uint32_t step) {
+  Request& r = fresh_request();
   r.job().elements = elements;
   r.job().ops_per_element = 1;
   r.job().flops = static_cast<double>(elements);
-  r.job().label = ctx.label;
-  r.job().step = ctx.step;
+  r.job().label = label;
+  r.job().step = step;
   sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
   vpu_socket->b_transport(r.payload(), delay);
   return r.job().served.end;
 }
 
-Picos CollectiveUnit::send(std::uint32_t to_chip, std::uint64_t bytes, const Context& ctx) {
-  Request r;
+void CollectiveUnit::send(std::uint32_t to_chip, std::uint64_t bytes, const RingDelivery& delivery,
+                          const std::string* label, std::uint32_t step) {
+  Request& r = fresh_request();
   r.set_access(tlm::TLM_WRITE_COMMAND, 0, bytes);
   r.job().bytes = bytes;
   r.job().dest_chip = to_chip;
+  r.job().delivery = &delivery;
   r.job().head_ps = r.job().tail_ps = now_ps();
-  r.job().label = ctx.label;
-  r.job().step = ctx.step;
+  r.job().label = label;
+  r.job().step = step;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
   ici_socket->b_transport(r.payload(), delay);
-  return now_ps() + delay.value();
 }
 
 }  // namespace tpusim

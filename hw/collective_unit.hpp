@@ -10,8 +10,10 @@
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_initiator_socket.h>
+#include <tlm_utils/simple_target_socket.h>
 
 #include <map>
+#include <tuple>
 #include <memory>
 
 #include "hw/collective.hpp"
@@ -26,9 +28,10 @@ class CollectiveUnit : public sc_core::sc_module {
   tlm_utils::simple_initiator_socket<CollectiveUnit> ici_socket;
   tlm_utils::simple_initiator_socket<CollectiveUnit> hbm_socket;
   tlm_utils::simple_initiator_socket<CollectiveUnit> vpu_socket;
+  tlm_utils::simple_target_socket<CollectiveUnit> arrivals;  // ring pieces from the router
 
   CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw, const Torus& torus,
-                 CollectiveFabric& fabric, EventSink* sink);
+                 EventSink* sink);
 
   // Runs this chip's part of one collective instance; returns when it is done here.
   void run(const CollectiveSpec& spec, std::uint64_t instance, const std::string* label, std::uint32_t step);
@@ -46,20 +49,41 @@ class CollectiveUnit : public sc_core::sc_module {
     std::uint32_t step;
   };
 
+  // What has arrived of one ring step in one direction, and when it will have been taken in.
+  using StepKey = std::tuple<std::uint64_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>;
+  struct Inbox {
+    Picos ready_ps = 0;
+    std::uint32_t pieces = 0;
+  };
+  static constexpr std::uint32_t kMaxParts = 3;  // torus_all_axes runs one part per axis
+
   void b_transport(int core, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  // A piece arrives (at the tail time it carries): book its addition or its HBM write for then.
+  void arrival(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
   void run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
   // Reserve HBM and the vector unit for `at` (not before now) and return when they will be done.
-  Picos hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const Context& ctx, Picos at = 0);
-  Picos vpu_add(std::uint64_t elements, Picos at, const Context& ctx);
-  Picos send(std::uint32_t to_chip, std::uint64_t bytes, const Context& ctx);     // reserves the route; returns arrival
+  Picos hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label, std::uint32_t step,
+                   Picos at = 0);
+  Picos vpu_add(std::uint64_t elements, Picos at, const std::string* label, std::uint32_t step);
+  // Reserves the route for a ring piece; the receiving unit books its own work on arrival.
+  void send(std::uint32_t to_chip, std::uint64_t bytes, const RingDelivery& delivery, const std::string* label,
+            std::uint32_t step);
 
   std::uint32_t chip_;
   const HwConfig& hw_;
   const Torus& torus_;
-  CollectiveFabric& fabric_;
+  std::map<StepKey, Inbox> inbox_;
+  sc_core::sc_event step_arrived_[kMaxParts];
   std::vector<Reporter> part_reporters_;
   std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
   std::uint64_t next_address_ = 0;
+  // One payload serves every request: HBM, the vector unit and the router answer without
+  // yielding, so no two requests are ever in flight at once (constructing a payload allocates).
+  Request request_;
+  Request& fresh_request() {
+    request_.job() = UnitRequest{};
+    return request_;
+  }
 };
 
 }  // namespace tpusim

@@ -10,8 +10,7 @@ Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t ch
       config_(config),
       channel_bw_gbps_(config.bw_gbps / config.channels),
       channels_(config.channels),
-      scratch_bytes_(config.channels),
-      sink_(sink) {
+      scratch_bytes_(config.channels) {
   socket.register_b_transport(this, &Hbm::b_transport);
   // One unit for all channels: an access spreads over every channel, and per-channel reports
   // would cost more than the access itself. Its busy time is the channels' average.
@@ -21,7 +20,7 @@ Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t ch
   info.chip = chip;
   info.label = "hbm";
   info.traced = false;
-  if (sink_) unit_ = sink_->add_unit(info);
+  reporter_ = Reporter(sink, info);
 }
 
 std::vector<std::uint64_t> Hbm::bytes_per_channel(std::uint64_t address, std::uint64_t length,
@@ -82,17 +81,7 @@ void Hbm::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   }
   (payload.is_read() ? bytes_read_ : bytes_written_) += length;
   job.served = whole;
-  if (sink_ && length > 0) {
-    Activity a;
-    a.unit = unit_;
-    a.start_ps = whole.start;
-    a.end_ps = whole.end;
-    a.name = job.label;
-    a.step = job.step;
-    a.bytes = length;
-    a.busy_ps = std::max<Picos>(1, channel_busy_ps / config_.channels);
-    sink_->record(a);
-  }
+  if (length > 0) reporter_.busy(whole, job, length, 0, std::max<Picos>(1, channel_busy_ps / config_.channels));
   delay = ps_time(done + ns_to_ps(config_.latency_ns) - now);
   payload.set_response_status(tlm::TLM_OK_RESPONSE);
 }

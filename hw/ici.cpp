@@ -29,7 +29,7 @@ void IciLink::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
 
 IciRouter::IciRouter(sc_core::sc_module_name name, std::uint32_t chip, const Torus& torus,
                      std::vector<LinkId> outgoing)
-    : sc_module(name), in("in"), out("out", outgoing.size()), chip_(chip), torus_(torus),
+    : sc_module(name), in("in"), out("out", outgoing.size()), local("local"), chip_(chip), torus_(torus),
       outgoing_(std::move(outgoing)) {
   in.register_b_transport(this, &IciRouter::b_transport);
 }
@@ -37,6 +37,7 @@ IciRouter::IciRouter(sc_core::sc_module_name name, std::uint32_t chip, const Tor
 void IciRouter::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
   UnitRequest& job = job_of(payload);
   if (job.dest_chip == chip_) {
+    if (job.delivery) local->b_transport(payload, delay);  // the collective unit takes the piece
     delay = ps_time(job.tail_ps - now_ps());
     payload.set_response_status(tlm::TLM_OK_RESPONSE);
     return;

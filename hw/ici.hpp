@@ -41,6 +41,7 @@ class IciRouter : public sc_core::sc_module {
  public:
   tlm_utils::multi_passthrough_target_socket<IciRouter> in;  // local cores and incoming links
   sc_core::sc_vector<tlm_utils::simple_initiator_socket<IciRouter>> out;  // one per outgoing link
+  tlm_utils::simple_initiator_socket<IciRouter> local;  // to this chip's collective unit
 
   IciRouter(sc_core::sc_module_name name, std::uint32_t chip, const Torus& torus,
             std::vector<LinkId> outgoing);

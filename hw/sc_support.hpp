@@ -18,6 +18,15 @@ namespace tpusim {
 
 struct CollectiveSpec;
 
+// One piece of one ring step of a collective, travelling to the next chip's collective unit.
+struct RingDelivery {
+  std::uint64_t instance = 0;
+  std::uint32_t part = 0, pass = 0, dir = 0, step = 0;
+  std::uint32_t pieces = 1;  // how many pieces this step sends in this direction
+  bool reduce = true;        // the receiver adds it (reduce-scatter) or stores it (all-gather)
+  std::uint32_t element_bytes = 4;
+};
+
 // The kernel runs at 1 ps resolution (set once in System before any sc_time exists).
 inline Picos now_ps() { return sc_core::sc_time_stamp().value(); }
 inline sc_core::sc_time ps_time(Picos ps) { return sc_core::sc_time::from_value(ps); }
@@ -45,6 +54,7 @@ struct UnitRequest : tlm::tlm_extension<UnitRequest> {
   // Collective: what to run, and which instance (every chip of the group runs the same one).
   const CollectiveSpec* collective = nullptr;
   std::uint64_t instance = 0;
+  const RingDelivery* delivery = nullptr;  // ICI: set when the transfer is a collective's ring step
 
   double flops = 0;
   const std::string* label = nullptr;
@@ -93,7 +103,9 @@ class Reporter {
   Reporter(EventSink* sink, UnitInfo info) : sink_(sink) {
     if (sink_) unit_ = sink_->add_unit(std::move(info));
   }
-  void busy(const Interval& slot, const UnitRequest& job, std::uint64_t bytes = 0, std::uint64_t cycles = 0) const {
+  // `busy_ps`: busy time to account when it is not the slot's length (see Activity::busy_ps).
+  void busy(const Interval& slot, const UnitRequest& job, std::uint64_t bytes = 0, std::uint64_t cycles = 0,
+            std::uint64_t busy_ps = 0) const {
     if (!sink_ || slot.end <= slot.start) return;
     Activity a;
     a.unit = unit_;
@@ -104,6 +116,7 @@ class Reporter {
     a.bytes = bytes;
     a.flops = job.flops;
     a.cycles = cycles;
+    a.busy_ps = busy_ps;
     sink_->record(a);
   }
   void busy(const Interval& slot, const std::string* name, std::uint32_t step) const {

@@ -20,12 +20,12 @@ std::vector<LinkId> outgoing_links(const Torus& torus, std::uint32_t chip) {
 }  // namespace
 
 Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
-           const Program& program, CollectiveFabric& fabric, Host& host, EventSink* sink)
+           const Program& program, Host& host, EventSink* sink)
     : sc_module(name),
       hbm("hbm", hw.hbm, index, sink),
       router("router", index, torus, outgoing_links(torus, index)),
       cores("core"),
-      collective("collective", index, hw, torus, fabric, sink),
+      collective("collective", index, hw, torus, sink),
       links("link") {
   cores.init(hw.chip.cores, [&](const char* nm, std::size_t c) {
     const CoreSite site{index, static_cast<std::uint32_t>(c)};
@@ -50,6 +50,7 @@ Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw
   collective.ici_socket.bind(router.in);
   collective.hbm_socket.bind(hbm.socket);
   collective.vpu_socket.bind(cores[0].vpu().socket);
+  router.local.bind(collective.arrivals);
   for (std::size_t i = 0; i < links.size(); ++i) router.out[i].bind(links[i].in);
 }
 
@@ -60,8 +61,6 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
       torus_(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici)),
       hosts_("host"),
       chips_("chip") {
-  fabric_ = std::make_unique<CollectiveFabric>(torus_.chip_count());
-
   const std::uint32_t per_host = hw.host.chips_per_host;
   const std::uint32_t host_count = ceil_div(torus_.chip_count(), per_host);
   hosts_.init(host_count, [&](const char* nm, std::size_t h) {
@@ -72,7 +71,7 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
     return new Host(nm, static_cast<std::uint32_t>(h), served, hw, infeed, program.steps, sink);
   });
   chips_.init(torus_.chip_count(), [&](const char* nm, std::size_t c) {
-    return new Chip(nm, static_cast<std::uint32_t>(c), hw, torus_, program, *fabric_, hosts_[c / per_host], sink);
+    return new Chip(nm, static_cast<std::uint32_t>(c), hw, torus_, program, hosts_[c / per_host], sink);
   });
   for (auto& chip : chips_)
     for (auto& link : chip.links)

@@ -24,7 +24,7 @@ class Chip : public sc_core::sc_module {
   sc_core::sc_vector<IciLink> links;  // outgoing, one per existing direction
 
   Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
-       const Program& program, CollectiveFabric& fabric, Host& host, EventSink* sink);
+       const Program& program, Host& host, EventSink* sink);
 };
 
 class System : public sc_core::sc_module {
@@ -33,7 +33,6 @@ class System : public sc_core::sc_module {
          const InfeedSpec& infeed, EventSink* sink);
 
   const Torus& torus() const { return torus_; }
-  const CollectiveFabric& fabric() const { return *fabric_; }
   const sc_core::sc_vector<Chip>& chips() const { return chips_; }
   sc_core::sc_vector<Chip>& chips() { return chips_; }
   std::uint32_t host_count() const { return static_cast<std::uint32_t>(hosts_.size()); }
@@ -46,7 +45,6 @@ class System : public sc_core::sc_module {
  private:
   const HwConfig& hw_;
   Torus torus_;
-  std::unique_ptr<CollectiveFabric> fabric_;
   sc_core::sc_vector<Host> hosts_;
   sc_core::sc_vector<Chip> chips_;
 };
