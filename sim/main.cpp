@@ -1,5 +1,8 @@
 // The tpusim command line.
 #include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <thread>
 #include <cstdlib>
 #include <iostream>
 
@@ -12,6 +15,7 @@
 #include "sim/gemm.hpp"
 #include "sim/params.hpp"
 #include "sim/run.hpp"
+#include "sim/sweep.hpp"
 
 namespace tpusim {
 namespace {
@@ -142,6 +146,23 @@ int cli_main(int argc, char** argv) {
   coll_cmd->add_flag("--links", coll.list_links, "List every used link's utilization (with --json)");
   coll_cmd->add_flag("--json", coll_json, "Print one JSON object");
 
+  SweepRequest sweep;
+  std::vector<std::string> sweep_varies;
+  std::string sweep_hw = "tpu_v2", sweep_topology;
+  auto* sweep_cmd = app.add_subcommand("sweep", "Run a workload over the product of varied keys, in parallel, into one table and report");
+  sweep_cmd->add_option("workload", sweep.workload_path, "Workload JSON file")->required();
+  sweep_cmd->add_option("--vary", sweep_varies, "KEY=V1,V2,...: a workload.* or hw.* key and its values (repeatable; the first varies slowest)");
+  sweep_cmd->add_option("--hw", sweep_hw, "Hardware preset or file; several, comma-separated, vary it")->capture_default_str();
+  sweep_cmd->add_option("--topology", sweep_topology, "Slice shape; several, comma-separated, vary it");
+  sweep_cmd->add_option("--set", sweep.sets, "Fixed override for every point (repeatable)");
+  sweep_cmd->add_option("-o,--out", sweep.out_dir, "Output directory (default: out/sweep_<workload file name>)");
+  sweep.jobs = 0;
+  sweep_cmd->add_option("-j,--jobs", sweep.jobs, "Points run at once (default: the number of cores)");
+  sweep_cmd->add_flag("--resume", sweep.resume, "Keep the points an interrupted sweep into the same directory finished");
+  sweep_cmd->add_flag("--force", sweep.force, "Replace the output directory");
+  sweep_cmd->add_option("--trace", sweep.trace, "Trace of each point: none or ops")->check(CLI::IsMember({"none", "ops"}))
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -157,6 +178,26 @@ int cli_main(int argc, char** argv) {
 
   try {
     if (*params) return list_params(params_hw, params_json);
+    if (*sweep_cmd) {
+      // --hw and --topology lists vary like any key; a single value is fixed.
+      auto list = [](const std::string& text) {
+        std::vector<std::string> out;
+        std::stringstream ss(text);
+        for (std::string v; std::getline(ss, v, ',');)
+          if (!v.empty()) out.push_back(v);
+        return out;
+      };
+      const auto hws = list(sweep_hw), topologies = list(sweep_topology);
+      if (hws.size() > 1) sweep.axes.push_back({"hw", hws});
+      if (topologies.size() > 1) sweep.axes.push_back({"topology", topologies});
+      for (const auto& v : sweep_varies) sweep.axes.push_back(parse_vary(v));
+      if (hws.size() == 1) sweep.fixed_hw = hws[0];
+      if (topologies.size() == 1) sweep.fixed_topology = topologies[0];
+      if (sweep.jobs == 0) sweep.jobs = std::max(1u, std::thread::hardware_concurrency());
+      if (sweep.out_dir.empty()) sweep.out_dir = "out/sweep_" + std::filesystem::path(sweep.workload_path).stem().string();
+      sweep.self_exe = std::filesystem::read_symlink("/proc/self/exe").string();
+      return run_sweep(sweep) == 0 ? 0 : 1;
+    }
     if (*coll_cmd) {
       const Config config = load_config(coll_request);
       coll.spec.kind = coll_op == "all-reduce"       ? CollectiveKind::AllReduce

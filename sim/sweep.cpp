@@ -1,0 +1,325 @@
+#include "sim/sweep.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+#include "sim/params.hpp"
+#include "traces/report.hpp"
+
+namespace tpusim {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+struct Point {
+  std::size_t index = 0;
+  std::string id;                                          // "003_global_batch=1024"
+  std::vector<std::pair<std::string, std::string>> values;  // one per axis
+  std::string hw = "tpu_v2";
+  std::string topology;
+  std::vector<std::string> sets;
+};
+
+std::string short_key(const std::string& key) {
+  const auto dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+std::string safe(const std::string& text) {
+  std::string out;
+  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
+  return out.substr(0, 60);
+}
+
+std::vector<Point> expand(const SweepRequest& r) {
+  std::vector<Point> points(1);
+  for (const auto& axis : r.axes) {
+    std::vector<Point> next;
+    for (const auto& p : points)
+      for (const auto& v : axis.values) {
+        Point q = p;
+        q.values.emplace_back(axis.key, v);
+        next.push_back(q);
+      }
+    points = std::move(next);
+  }
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    Point& p = points[i];
+    p.index = i;
+    p.hw = r.fixed_hw;
+    p.topology = r.fixed_topology;
+    std::string name = fmt::format("{:03}", i);
+    p.sets = r.sets;
+    for (const auto& [key, value] : p.values) {
+      name += "_" + short_key(key) + "=" + value;
+      if (key == "hw") p.hw = value;
+      else if (key == "topology") p.topology = value;
+      else p.sets.push_back(key + "=" + value);
+    }
+    p.id = safe(name);
+  }
+  return points;
+}
+
+// The row of one point: what varied, how it ended, and its summary.
+ojson row_of(const Point& p, const std::string& status, const std::string& reason, const ojson& summary) {
+  ojson row;
+  row["point"] = p.id;
+  row["status"] = status;
+  row["reason"] = reason;
+  ojson varied = ojson::object();
+  for (const auto& [key, value] : p.values) varied[key] = value;
+  row["varied"] = varied;
+  row["summary"] = summary;
+  return row;
+}
+
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out) throw SimError(fmt::format("writing {} failed", tmp.string()));
+  }
+  fs::rename(tmp, path);
+}
+
+std::string csv_cell(const ojson& v) {
+  std::string s = v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+void flatten(const ojson& j, const std::string& prefix, std::vector<std::pair<std::string, ojson>>& out) {
+  for (const auto& [k, v] : j.items()) {
+    const std::string name = prefix.empty() ? k : prefix + "_" + k;
+    if (v.is_object()) flatten(v, name, out);
+    else if (v.is_array()) {
+      std::string joined;
+      for (const auto& e : v) joined += (joined.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
+      out.emplace_back(name, joined);
+    } else out.emplace_back(name, v);
+  }
+}
+
+// One row per finished point, in point order; snake_case headers: point, status, reason, the
+// varied keys, then every summary figure.
+std::string csv_of(const std::vector<ojson>& rows, const std::vector<SweepAxis>& axes) {
+  std::vector<std::string> columns = {"point", "status", "reason"};
+  for (const auto& a : axes) columns.push_back("vary_" + safe(a.key));
+  std::vector<std::vector<std::pair<std::string, ojson>>> flat;
+  for (const auto& row : rows) {
+    flat.emplace_back();
+    flatten(row["summary"], "", flat.back());
+    for (const auto& [k, v] : flat.back())
+      if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
+  }
+  for (auto& c : columns)
+    for (auto& ch : c)
+      if (ch == '.') ch = '_';
+  std::string text;
+  for (std::size_t i = 0; i < columns.size(); ++i) text += (i ? "," : "") + columns[i];
+  text += "\n";
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    std::map<std::string, ojson> cells;
+    cells["point"] = rows[r]["point"];
+    cells["status"] = rows[r]["status"];
+    cells["reason"] = rows[r]["reason"];
+    for (const auto& [k, v] : rows[r]["varied"].items()) {
+      std::string col = "vary_" + safe(k);
+      for (auto& ch : col)
+        if (ch == '.') ch = '_';
+      cells[col] = v;
+    }
+    for (const auto& [k, v] : flat[r]) {
+      std::string col = k;
+      for (auto& ch : col)
+        if (ch == '.') ch = '_';
+      cells[col] = v;
+    }
+    for (std::size_t i = 0; i < columns.size(); ++i) text += (i ? "," : "") + (cells.count(columns[i]) ? csv_cell(cells[columns[i]]) : "");
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
+SweepAxis parse_vary(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw InputError(fmt::format("--vary {}: expected KEY=V1,V2,... (e.g. workload.training.global_batch=256,512)", text));
+  SweepAxis axis;
+  axis.key = text.substr(0, eq);
+  std::stringstream values(text.substr(eq + 1));
+  for (std::string v; std::getline(values, v, ',');)
+    if (!v.empty()) axis.values.push_back(v);
+  if (axis.values.empty()) throw InputError(fmt::format("--vary {}: no values", text));
+  return axis;
+}
+
+int run_sweep(const SweepRequest& r) {
+  if (r.axes.empty()) throw InputError("sweep: nothing varies (give --vary KEY=V1,V2,... or --hw A,B)");
+  if (r.jobs == 0 || r.jobs > 256) throw InputError(fmt::format("-j {}: expected 1 to 256", r.jobs));
+  const std::vector<Point> points = expand(r);
+  if (points.size() > 10000) throw InputError(fmt::format("sweep: {} points; at most 10000", points.size()));
+
+  // Every point's configuration must load before anything runs: a typo fails the sweep, not 1000 points.
+  std::vector<std::string> config_errors(points.size());
+  for (const Point& p : points) {
+    ConfigRequest c;
+    c.workload_path = r.workload_path;
+    c.hw = p.hw;
+    c.topology = p.topology;
+    c.sets = p.sets;
+    try {
+      load_config(c);
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      // Unknown keys and malformed values are the sweep's mistake; a value the model refuses
+      // (a batch that does not divide) is that point's result.
+      if (what.find("unknown key") != std::string::npos || what.find("expected") == std::string::npos)
+        throw InputError(fmt::format("sweep point {}: {}", p.id, what));
+      config_errors[p.index] = what;
+    }
+  }
+
+  const fs::path dir = fs::weakly_canonical(fs::absolute(r.out_dir));
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !r.resume && !r.force)
+    throw InputError(fmt::format("-o {}: the directory exists; pass --resume to continue it or --force to replace it", r.out_dir));
+  if (r.force && !r.resume) fs::remove_all(dir, ec);
+  fs::create_directories(dir / "points", ec);
+  if (ec || !fs::is_directory(dir / "points")) throw InputError(fmt::format("-o {}: cannot create the output directory", r.out_dir));
+
+  std::vector<ojson> rows(points.size());
+  std::vector<bool> finished(points.size(), false);
+  std::size_t done = 0, failed = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto publish = [&] {
+    std::vector<ojson> ready;
+    for (std::size_t i = 0; i < points.size(); ++i)
+      if (finished[i]) ready.push_back(rows[i]);
+    ojson sweep;
+    sweep["workload"] = r.workload_path;
+    sweep["axes"] = ojson::array();
+    for (const auto& a : r.axes) sweep["axes"].push_back({{"key", a.key}, {"values", a.values}});
+    sweep["points"] = points.size();
+    sweep["finished"] = ready.size();
+    sweep["rows"] = ready;
+    write_atomically(dir / "sweep.json", sweep.dump(2) + "\n");
+    write_atomically(dir / "sweep.csv", csv_of(ready, r.axes));
+    write_atomically(dir / "report.html", render_sweep_report(sweep));
+  };
+  auto finish = [&](const Point& p, const std::string& status, const std::string& reason, const ojson& summary, double secs) {
+    rows[p.index] = row_of(p, status, reason, summary);
+    finished[p.index] = true;
+    ++done;
+    if (status != "ok" && status != "oom") ++failed;
+    publish();
+    std::string what = status;
+    if (status == "ok") what = fmt::format("ok, step {:.3f} ms", summary["step_time_s"].get<double>() * 1e3);
+    else if (!reason.empty()) what += ": " + reason;
+    std::cerr << fmt::format("tpusim sweep: [{}/{}] {}: {} ({:.1f} s)\n", done, points.size(), p.id, what, secs);
+  };
+
+  // Resumed points and points whose configuration the model refuses need no process.
+  std::vector<const Point*> todo;
+  for (const Point& p : points) {
+    const fs::path summary = dir / "points" / p.id / "summary.json";
+    if (r.resume && fs::exists(summary)) {
+      std::ifstream in(summary);
+      const ojson s = ojson::parse(in);
+      const std::string status = s["status"].get<std::string>();
+      finish(p, status, status == "ok" || s["warnings"].empty() ? "" : s["warnings"][0].get<std::string>(), s, 0);
+    } else if (!config_errors[p.index].empty()) {
+      finish(p, "input_error", config_errors[p.index], nullptr, 0);
+    } else {
+      todo.push_back(&p);
+    }
+  }
+
+  struct Running {
+    const Point* point;
+    std::chrono::steady_clock::time_point start;
+  };
+  std::map<pid_t, Running> running;
+  std::size_t next = 0;
+  while (next < todo.size() || !running.empty()) {
+    while (next < todo.size() && running.size() < r.jobs) {
+      const Point& p = *todo[next++];
+      const fs::path out = dir / "points" / p.id;
+      const std::string log = (dir / "points" / (p.id + ".log")).string();
+      std::vector<std::string> args = {r.self_exe, "run", r.workload_path, "--hw", p.hw, "-o", out.string(), "--force",
+                                       "--trace", r.trace};
+      if (!p.topology.empty()) args.insert(args.end(), {"--topology", p.topology});
+      for (const auto& s : p.sets) args.insert(args.end(), {"--set", s});
+      const pid_t pid = ::fork();
+      if (pid < 0) throw SimError("sweep: cannot start a process");
+      if (pid == 0) {
+        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+          ::dup2(fd, 1);
+          ::dup2(fd, 2);
+        }
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        ::execv(r.self_exe.c_str(), argv.data());
+        ::_exit(127);
+      }
+      running[pid] = {&p, std::chrono::steady_clock::now()};
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    const auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const Point& p = *it->second.point;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.start).count();
+    running.erase(it);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const fs::path summary = dir / "points" / p.id / "summary.json";
+    const std::string log = (dir / "points" / (p.id + ".log")).string();
+    if (code == 0 && fs::exists(summary)) {
+      std::ifstream in(summary);
+      const ojson s = ojson::parse(in);
+      const std::string status = s["status"].get<std::string>();
+      finish(p, status, status == "ok" || s["warnings"].empty() ? "" : s["warnings"][0].get<std::string>(), s, secs);
+    } else {
+      std::string reason = last_line(log);
+      for (const std::string prefix : {"tpusim: ", "error: ", "simulation error: "})
+        if (reason.rfind(prefix, 0) == 0) reason = reason.substr(prefix.size());
+      finish(p, code == 2 ? "input_error" : "sim_error", reason, nullptr, secs);
+    }
+  }
+  std::cerr << fmt::format("tpusim sweep: {} points in {:.1f} s, {} failed; {}/sweep.csv\n", points.size(),
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), failed,
+                           r.out_dir);
+  return static_cast<int>(failed);
+}
+
+}  // namespace tpusim

@@ -1,0 +1,97 @@
+// `tpusim sweep`: one row per point in a fixed order whatever -j, nothing lost on failure,
+// resume, and the report.
+#define BOOST_TEST_MODULE sweep
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "test_helpers.hpp"
+
+using namespace tpusim::test;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+CommandResult sweep(const std::string& args) { return run_tpusim("sweep '" + example_workload() + "' " + args); }
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string l; std::getline(ss, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_point_is_a_row_in_point_order_whatever_the_parallelism) {
+  TempDir dir;
+  const std::string varies = " --vary workload.training.global_batch=512,1024,2048 --vary workload.training.precision=float32,mixed_bfloat16";
+  const CommandResult one = sweep("-o '" + dir.path("a") + "' -j 1" + varies);
+  const CommandResult two = sweep("-o '" + dir.path("b") + "' -j 2" + varies);
+  BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.err);
+  BOOST_REQUIRE_MESSAGE(two.exit_code == 0, two.err);
+  const std::string csv = read_file(dir.path("a/sweep.csv"));
+  BOOST_TEST(csv == read_file(dir.path("b/sweep.csv")));
+  const auto rows = lines(csv);
+  BOOST_REQUIRE(rows.size() == 7u);  // header + 3 x 2 points
+  BOOST_TEST(rows[0].rfind("point,status,reason,vary_workload_training_global_batch,vary_workload_training_precision,", 0) == 0);
+  BOOST_TEST(rows[0].find("step_time_s") != std::string::npos);
+  BOOST_TEST(rows[0].find("breakdown_compute_s") != std::string::npos);
+  BOOST_TEST(rows[1].rfind("000_global_batch=512_precision=float32,ok,,512,float32,", 0) == 0);
+  BOOST_TEST(rows[6].rfind("005_global_batch=2048_precision=mixed_bfloat16,ok,,2048,mixed_bfloat16,", 0) == 0);
+  // The table carries each point's own summary.
+  const json sw = json::parse(read_file(dir.path("a/sweep.json")));
+  const json point = json::parse(read_file(dir.path("a/points/002_global_batch=1024_precision=float32/summary.json")));
+  BOOST_TEST(sw["rows"][2]["summary"]["step_time_s"] == point["step_time_s"]);
+  BOOST_TEST(point["global_batch"] == 1024);
+}
+
+BOOST_AUTO_TEST_CASE(failed_and_oom_points_are_rows_with_their_reason) {
+  TempDir dir;
+  const CommandResult r = sweep("-o '" + dir.path("s") + "' --vary workload.training.global_batch=1024,1020 --vary hw.hbm.capacity_bytes=17179869184,2097152");
+  BOOST_TEST(r.exit_code == 1);  // some points failed
+  const auto rows = lines(read_file(dir.path("s/sweep.csv")));
+  BOOST_REQUIRE(rows.size() == 5u);
+  BOOST_TEST(rows[1].find(",ok,") != std::string::npos);
+  BOOST_TEST(rows[2].find(",oom,out of HBM") != std::string::npos);
+  BOOST_TEST(rows[3].find(",input_error,") != std::string::npos);
+  BOOST_TEST(rows[3].find("1020 does not divide over the 8 replicas") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(resume_keeps_finished_points_and_runs_the_rest) {
+  TempDir dir;
+  const std::string out = dir.path("s");
+  const std::string args = "-o '" + out + "' --vary workload.training.global_batch=512,1024,2048";
+  BOOST_REQUIRE(sweep(args).exit_code == 0);
+  const std::string kept = out + "/points/000_global_batch=512.log";
+  std::ofstream(kept) << "finished earlier\n";
+  fs::remove_all(out + "/points/001_global_batch=1024");  // as if interrupted before this point ended
+  const CommandResult again = sweep(args + " --resume");
+  BOOST_REQUIRE_MESSAGE(again.exit_code == 0, again.err);
+  BOOST_TEST(read_file(kept) == "finished earlier\n");  // not run again
+  BOOST_TEST(fs::exists(out + "/points/001_global_batch=1024/summary.json"));
+  BOOST_TEST(lines(read_file(out + "/sweep.csv")).size() == 4u);
+  BOOST_TEST(sweep(args).exit_code == 2);  // neither --resume nor --force: the directory is kept
+}
+
+BOOST_AUTO_TEST_CASE(a_mistyped_key_stops_the_sweep_before_anything_runs) {
+  TempDir dir;
+  const CommandResult r = sweep("-o '" + dir.path("s") + "' --vary workload.training.global_bath=512,1024");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("workload.training.global_bath: unknown key") != std::string::npos);
+  BOOST_TEST(!fs::exists(dir.path("s")));
+}
+
+BOOST_AUTO_TEST_CASE(report_has_every_chart_and_row) {
+  TempDir dir;
+  BOOST_REQUIRE(sweep("-o '" + dir.path("s") + "' --vary workload.training.global_batch=512,1024 --hw tpu_v2,tpu_v3").exit_code == 0);
+  const std::string html = read_file(dir.path("s/report.html"));
+  for (const char* id : {"id=\"throughput\"", "id=\"step_time\"", "id=\"breakdown\"", "id=\"utilization\"", "id=\"memory\"",
+                         "id=\"points\""})
+    BOOST_TEST(html.find(id) != std::string::npos, id);
+  BOOST_TEST(html.find("<script") == std::string::npos);  // self-contained, nothing to load
+  BOOST_TEST(html.find("003_hw=tpu_v3_global_batch=1024") != std::string::npos);
+}
