@@ -12,6 +12,39 @@ namespace tpusim {
 MatmulTiling tile_matmul(const MatmulWork& mm, const MxuConfig& mxu, std::uint64_t budget) {
   const std::uint64_t lhs_b = dtype_bytes(mm.lhs), rhs_b = dtype_bytes(mm.rhs), out_b = dtype_bytes(mm.out);
   MatmulTiling t;
+  if (mm.batch > 1) {
+    // Small batched products (attention heads) go several to a block when a whole product fits.
+    const std::uint64_t m = round_up<std::uint64_t>(mm.m, 8), k = round_up<std::uint64_t>(mm.k, mxu.rows),
+                        n = round_up<std::uint64_t>(mm.n, mxu.cols);
+    const std::uint64_t one = 2 * (m * k * lhs_b + k * n * rhs_b) + 2 * m * n * 4;
+    if (one <= budget) {
+      const std::uint64_t per_block = std::min<std::uint64_t>(mm.batch, budget / one);
+      t.bm = m;
+      t.bk = k;
+      t.bn = n;
+      t.working_set_bytes = one * per_block;
+      for (std::uint64_t done = 0; done < mm.batch; done += per_block) {
+        MatmulBlock b;
+        b.m = mm.m;
+        b.k = mm.k;
+        b.n = mm.n;
+        b.batch = std::min(per_block, mm.batch - done);
+        b.last_k = true;
+        b.load_bytes = {static_cast<std::uint64_t>(static_cast<double>(b.batch * mm.m * mm.k * lhs_b) * mm.lhs_read_fraction),
+                        b.batch * mm.k * mm.n * rhs_b};
+        b.store_bytes = b.batch * mm.m * mm.n * out_b;
+        t.blocks.push_back(b);
+      }
+      return t;
+    }
+    MatmulWork single = mm;  // a product too big for one block: tile each in turn
+    single.batch = 1;
+    MatmulTiling one_tiling = tile_matmul(single, mxu, budget);
+    t = one_tiling;
+    t.blocks.clear();
+    for (std::uint64_t i = 0; i < mm.batch; ++i) t.blocks.insert(t.blocks.end(), one_tiling.blocks.begin(), one_tiling.blocks.end());
+    return t;
+  }
   auto working_set = [&] {
     return 2 * (t.bm * t.bk * lhs_b + t.bk * t.bn * rhs_b + t.bm * t.bn * mm.epilogue_operand_bytes_per_element) +
            2 * t.bm * t.bn * 4;
@@ -57,7 +90,8 @@ MatmulTiling tile_matmul(const MatmulWork& mm, const MxuConfig& mxu, std::uint64
         // columns of a single-K-block product, the RHS when it is the only block.
         const bool lhs_resident = k_blocks == 1 && j > 0;
         const bool rhs_resident = k_blocks == 1 && n_blocks == 1 && i > 0;
-        b.load_bytes = {(lhs_resident ? 0 : am * b.k * lhs_b) + (b.last_k ? am * an * mm.epilogue_operand_bytes_per_element : 0),
+        const auto lhs_bytes = static_cast<std::uint64_t>(static_cast<double>(am * b.k * lhs_b) * mm.lhs_read_fraction);
+        b.load_bytes = {(lhs_resident ? 0 : lhs_bytes) + (b.last_k ? am * an * mm.epilogue_operand_bytes_per_element : 0),
                         rhs_resident ? 0 : b.k * an * rhs_b};
         b.store_bytes = b.last_k ? am * an * out_b : 0;
         t.blocks.push_back(b);

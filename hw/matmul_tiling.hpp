@@ -17,6 +17,7 @@ namespace tpusim {
 
 struct MatmulBlock {
   std::uint64_t m = 0, k = 0, n = 0;
+  std::uint64_t batch = 1;  // independent products of this shape in the block
   std::array<std::uint64_t, 2> load_bytes{};  // LHS stream (with epilogue operands), RHS stream
   std::uint64_t store_bytes = 0;              // the result, written after the last K block
   bool last_k = false;

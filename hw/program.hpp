@@ -27,9 +27,14 @@ enum class Phase : std::uint8_t { Input, Forward, Backward, Gradients, Optimizer
 const char* phase_name(Phase p);
 
 // out[m, n] = lhs[m, k] @ rhs[k, n]; operands and result live in HBM. The weight-like operand
-// (rhs) is the stationary one in the MXU.
+// (rhs) is the stationary one in the MXU. `batch` independent products of that shape (attention's
+// per-head matmuls) run as one op.
 struct MatmulWork {
   std::uint64_t m = 0, k = 0, n = 0;
+  std::uint64_t batch = 1;
+  // HBM bytes of the LHS as a fraction of m x k: a convolution reads its input once, not once per
+  // kernel tap of its im2col view (a 3x3 stride-1 convolution reads 1/9 of m x k).
+  double lhs_read_fraction = 1.0;
   DType lhs = DType::BF16, rhs = DType::BF16, out = DType::F32;
   std::uint32_t passes = 1;  // bf16 passes per product: 1, 3 or 6 for an fp32 matmul
   // Elementwise work fused into the matmul's epilogue (bias, activation), VPU ops per output

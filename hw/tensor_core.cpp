@@ -307,11 +307,14 @@ void TensorCore::run_matmul(const Op& op) {
     block.load_bytes = mb.load_bytes;
     block.store_bytes = mb.store_bytes;
     block.compute = [this, &op, &mm, array, mb, rows_per_cycle]() {
-      const MatmulPlan plan = plan_matmul(array, mb.m, mb.k, mb.n, mm.passes, hw_.core.mxu.per_core);
-      const Picos mxu_done = mxu_work(plan, rows_per_cycle, 2.0 * static_cast<double>(mb.m * mb.k * mb.n), &op.name);
+      // The products of a batched block stream one after another: as many more weight tiles.
+      const MatmulPlan plan = plan_matmul(array, mb.m, mb.k, mb.n, mm.passes * static_cast<std::uint32_t>(mb.batch),
+                                          hw_.core.mxu.per_core);
+      const Picos mxu_done =
+          mxu_work(plan, rows_per_cycle, 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n), &op.name);
       wait_until_ps(mxu_done);
       if (!mb.last_k) return mxu_done;
-      return std::max(mxu_done, vpu_ops(mb.m * mb.n, mm.epilogue_vpu_ops_per_element, &op.name));
+      return std::max(mxu_done, vpu_ops(mb.batch * mb.m * mb.n, mm.epilogue_vpu_ops_per_element, &op.name));
     };
     blocks.push_back(std::move(block));
   }

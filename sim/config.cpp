@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -393,23 +394,64 @@ Workload build_workload(const json& d, const std::string& origin) {
     fail(origin, "workload.name", fmt::format("expected 1 to 100 letters, digits, '_', '-' or '.' (it names the default output directory), got \"{}\"", w.name));
   w.input_shape = get<std::vector<std::uint64_t>>(d, "model.input_shape");
   w.input_dtype = get<std::string>(d, "model.input_dtype");
+  // Which keys each layer type takes, and which of those it needs.
+  struct LayerKeys {
+    std::vector<std::string> allowed, required;
+  };
+  static const std::map<std::string, LayerKeys> kLayerKeys = {
+      {"flatten", {{}, {}}},
+      {"dense", {{"units", "activation", "use_bias", "tied_weights"}, {"units"}}},
+      {"conv2d", {{"filters", "kernel", "strides", "groups", "padding", "activation", "use_bias"}, {"filters", "kernel"}}},
+      {"batch_norm", {{}, {}}},
+      {"layer_norm", {{}, {}}},
+      {"activation", {{"activation"}, {}}},
+      {"max_pool", {{"pool", "strides", "padding"}, {"pool"}}},
+      {"avg_pool", {{"pool", "strides", "padding"}, {"pool"}}},
+      {"global_avg_pool", {{}, {}}},
+      {"add", {{}, {}}},
+      {"dropout", {{"rate"}, {}}},
+      {"embedding", {{"vocab", "dim", "positions", "segments"}, {"vocab", "dim"}}},
+      {"patch_embedding", {{"kernel", "dim", "positions", "class_token"}, {"kernel", "dim"}}},
+      {"attention", {{"heads", "causal", "use_bias"}, {"heads"}}},
+      {"take_first", {{}, {}}},
+  };
   const json& layers = d.at("model").at("layers");
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const json& l = layers[i];
+    const std::string at = fmt::format("workload.model.layers[{}]", i);
     LayerSpec spec;
     spec.type = l.at("type").get<std::string>();
+    const LayerKeys& keys = kLayerKeys.at(spec.type);
+    for (const auto& [key, value] : l.items()) {
+      if (key == "type" || key == "name" || key == "inputs") continue;
+      if (std::find(keys.allowed.begin(), keys.allowed.end(), key) != keys.allowed.end()) continue;
+      const ParamSpec* p = find_param("workload", "model.layers[]." + key);
+      if (p && !p->default_value.is_null() && value == p->default_value) continue;  // a default filled in
+      fail(origin, at + "." + key, fmt::format("not a key of a {} layer", spec.type));
+    }
+    for (const auto& key : keys.required)
+      if (!l.contains(key)) fail(origin, at + "." + key, fmt::format("missing required key for a {} layer ({})", spec.type,
+                                                                      find_param("workload", "model.layers[]." + key)->description));
     spec.name = l.at("name").get<std::string>();
-    spec.units = l.value("units", std::uint64_t{0});
+    if (l.contains("inputs")) spec.inputs = l.at("inputs").get<std::vector<std::string>>();
     spec.activation = l.at("activation").get<std::string>();
     spec.use_bias = l.at("use_bias").get<bool>();
-    const std::string at = fmt::format("workload.model.layers[{}]", i);
-    if (spec.type == "dense" && spec.units == 0) fail(origin, at + ".units", "missing required key for a dense layer (integer: output features)");
-    if (spec.type == "flatten") {
-      if (l.contains("units")) fail(origin, at + ".units", "not a key of a flatten layer");
-      for (const char* key : {"activation", "use_bias"})
-        if (l.at(key) != find_param("workload", std::string("model.layers[].") + key)->default_value)
-          fail(origin, at + "." + key, "not a key of a flatten layer");
-    }
+    spec.units = l.value("units", std::uint64_t{0});
+    spec.tied_weights = l.at("tied_weights").get<bool>();
+    spec.filters = l.value("filters", std::uint64_t{0});
+    spec.kernel = l.value("kernel", std::uint64_t{0});
+    spec.strides = l.at("strides").get<std::uint64_t>();
+    spec.groups = l.at("groups").get<std::uint64_t>();
+    spec.padding = l.at("padding").get<std::string>();
+    spec.pool = l.value("pool", std::uint64_t{0});
+    spec.heads = l.value("heads", std::uint64_t{0});
+    spec.causal = l.at("causal").get<bool>();
+    spec.vocab = l.value("vocab", std::uint64_t{0});
+    spec.dim = l.value("dim", std::uint64_t{0});
+    spec.positions = l.at("positions").get<std::uint64_t>();
+    spec.segments = l.at("segments").get<std::uint64_t>();
+    spec.class_token = l.at("class_token").get<bool>();
+    spec.rate = l.at("rate").get<double>();
     w.layers.push_back(spec);
   }
   w.loss = get<std::string>(d, "model.loss");
@@ -427,6 +469,8 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.steps = get<std::uint32_t>(d, "training.steps");
   w.all_reduce_algorithm = parse_collective_algorithm(get<std::string>(d, "training.all_reduce.algorithm"));
   w.all_reduce_chunk_bytes = get<std::uint64_t>(d, "training.all_reduce.chunk_bytes");
+  w.all_reduce_bucket_bytes = get<std::uint64_t>(d, "training.all_reduce.bucket_bytes");
+  w.all_reduce_overlap = get<bool>(d, "training.all_reduce.overlap");
   w.host_samples_per_s = get<double>(d, "input_pipeline.host_samples_per_s");
   w.prefetch_batches = get<std::uint32_t>(d, "input_pipeline.prefetch_batches");
   w.bytes_per_sample = get<std::uint64_t>(d, "input_pipeline.bytes_per_sample");

@@ -87,7 +87,15 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   op.phase = Phase::Forward;
   op.name = fmt::format("gemm {}x{}x{}", r.m, r.n, r.k);
   op.model_flops = useful_flops;
-  op.matmul = {r.m, r.k, r.n, r.dtype, r.dtype, DType::F32, r.passes, 0, 0, r.block_m, r.block_k, r.block_n};
+  op.matmul.m = r.m;
+  op.matmul.k = r.k;
+  op.matmul.n = r.n;
+  op.matmul.lhs = op.matmul.rhs = r.dtype;
+  op.matmul.out = DType::F32;
+  op.matmul.passes = r.passes;
+  op.matmul.block_m = r.block_m;
+  op.matmul.block_k = r.block_k;
+  op.matmul.block_n = r.block_n;
   program.ops.push_back(op);
 
   Recorder recorder(1, nullptr);

@@ -54,8 +54,10 @@ BOOST_AUTO_TEST_CASE(wrong_type) {
 BOOST_AUTO_TEST_CASE(unknown_key) {
   expect_input_error(replaced("\"global_batch\": 1024", "\"global_batch\": 1024, \"batch_size\": 7"), "",
                      "workload.training.batch_size: unknown key");
+  expect_input_error(replaced("\"activation\": \"relu\"", "\"activation\": \"relu\", \"kernel_size\": 3"), "",
+                     "workload.model.layers[1].kernel_size: unknown key");
   expect_input_error(replaced("\"activation\": \"relu\"", "\"activation\": \"relu\", \"kernel\": 3"), "",
-                     "workload.model.layers[1].kernel: unknown key");
+                     "workload.model.layers[1].kernel: not a key of a dense layer");
 }
 
 BOOST_AUTO_TEST_CASE(missing_required_field) {

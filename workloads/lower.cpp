@@ -1,6 +1,7 @@
 #include "workloads/lower.hpp"
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -51,17 +52,261 @@ std::string fused_name(const std::string& base, bool bias, const std::string& ac
   return name;
 }
 
+bool matmul_layer(const Node& n) { return n.spec.type == "dense" || n.spec.type == "conv2d"; }
+
+// Emits the ops of one step layer by layer; sizes are for this core's batch.
+class StepEmitter {
+ public:
+  StepEmitter(ProgramBuilder& pb, const ModelGraph& g, std::uint64_t batch, DType act, std::uint32_t passes)
+      : pb_(pb), g_(g), b_(batch), act_(act), act_bytes_(dtype_bytes(act)), passes_(passes) {}
+
+  std::uint32_t matmul(const std::string& name, Phase phase, std::uint64_t m, std::uint64_t k, std::uint64_t n,
+                       DType out, std::vector<std::uint32_t> deps, double epilogue_ops = 0,
+                       std::uint32_t epilogue_bytes = 0, std::uint64_t batch = 1, double lhs_fraction = 1.0) {
+    MatmulWork mm;
+    mm.m = m;
+    mm.k = k;
+    mm.n = n;
+    mm.batch = batch;
+    mm.lhs = mm.rhs = act_;
+    mm.out = out;
+    mm.passes = passes_;
+    mm.epilogue_vpu_ops_per_element = epilogue_ops;
+    mm.epilogue_operand_bytes_per_element = epilogue_bytes;
+    mm.lhs_read_fraction = std::min(1.0, lhs_fraction);
+    const std::uint32_t id = pb_.matmul(name, phase, mm, std::move(deps));
+    return id;
+  }
+
+  std::uint32_t vector(const std::string& name, Phase phase, std::uint64_t elements, double ops, std::uint64_t read_bytes,
+                       std::uint64_t write_bytes, std::vector<std::uint32_t> deps) {
+    return pb_.vector(name, phase, VectorWork{elements, ops, read_bytes, write_bytes}, std::move(deps));
+  }
+
+  // Forward of one node; returns the op after which its output exists.
+  std::uint32_t forward(const Node& node, std::vector<std::uint32_t> deps) {
+    const LayerSpec& s = node.spec;
+    const std::string& t = s.type;
+    const std::uint64_t e_in = b_ * elements(node.in), e_out = b_ * elements(node.out);
+    const std::string base = s.name + "/fwd";
+    const double epilogue = (s.use_bias ? 1.0 : 0.0) + activation_vpu_ops(s.activation);
+    if (t == "dense") {
+      const std::uint64_t d = node.in.back();
+      return matmul(fused_name(base + "/matmul", s.use_bias, s.activation), Phase::Forward, e_in / d, d, s.units, act_,
+                    deps, epilogue);
+    }
+    if (t == "conv2d") {
+      const Conv c = conv(node);
+      return matmul(fused_name(base + "/conv", s.use_bias, s.activation), Phase::Forward, c.m, c.k, c.n, act_, deps, epilogue,
+                    0, 1, c.fwd_lhs_fraction);
+    }
+    if (t == "batch_norm" || t == "layer_norm")  // statistics then normalization: two reads
+      return vector(base + "/" + t, Phase::Forward, e_in, 8, 2 * e_in * act_bytes_, e_out * act_bytes_, deps);
+    if (t == "activation") return vector(base + "/" + s.activation, Phase::Forward, e_in, activation_vpu_ops(s.activation),
+                                         e_in * act_bytes_, e_out * act_bytes_, deps);
+    if (t == "dropout")
+      return s.rate > 0 ? vector(base + "/dropout", Phase::Forward, e_in, 3, e_in * act_bytes_, e_out * act_bytes_ + e_out / 8, deps)
+                        : deps.front();
+    if (t == "max_pool" || t == "avg_pool")
+      return vector(base + "/" + t, Phase::Forward, e_out, static_cast<double>(s.pool * s.pool), e_in * act_bytes_,
+                    e_out * act_bytes_, deps);
+    if (t == "global_avg_pool") return vector(base + "/mean", Phase::Forward, e_in, 1, e_in * act_bytes_, e_out * act_bytes_, deps);
+    if (t == "add")
+      return vector(base + "/add", Phase::Forward, e_out, static_cast<double>(node.inputs.size() - 1),
+                    node.inputs.size() * e_out * act_bytes_, e_out * act_bytes_, deps);
+    if (t == "embedding")  // a gather of table rows (f32), plus the position and segment rows added
+      return vector(base + "/gather", Phase::Forward, e_out, 1.0 + (s.positions ? 1 : 0) + (s.segments ? 1 : 0),
+                    e_out * 4 * (1 + (s.positions ? 1 : 0) + (s.segments ? 1 : 0)), e_out * act_bytes_, deps);
+    if (t == "patch_embedding") {
+      const std::uint64_t patches = (node.in[0] / s.kernel) * (node.in[1] / s.kernel);
+      const std::uint32_t proj = matmul(base + "/patches+bias", Phase::Forward, b_ * patches, s.kernel * s.kernel * node.in[2],
+                                        s.dim, act_, deps, 1);
+      return vector(base + "/class_token+positions", Phase::Forward, e_out, 1, e_out * act_bytes_, e_out * act_bytes_, {proj});
+    }
+    if (t == "attention") {
+      const Attention a = attention(node);
+      const std::uint32_t qkv = matmul(fused_name(base + "/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d, 3 * a.d,
+                                       act_, deps, s.use_bias ? 1 : 0);
+      const std::uint32_t scores = matmul(base + "/qk", Phase::Forward, a.seq, a.dh, a.seq, act_, {qkv}, 1, 0, a.heads_total);
+      const std::uint32_t softmax = vector(base + "/softmax", Phase::Forward, a.score_elements, activation_vpu_ops("softmax"),
+                                           a.score_elements * act_bytes_, a.score_elements * act_bytes_, {scores});
+      const std::uint32_t av = matmul(base + "/av", Phase::Forward, a.seq, a.seq, a.dh, act_, {softmax}, 0, 0, a.heads_total);
+      return matmul(fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d, a.d, act_, {av},
+                    s.use_bias ? 1 : 0);
+    }
+    return deps.front();  // flatten, take_first: a view, no work
+  }
+
+  struct Backward {
+    std::uint32_t dx = 0;     // the input's gradient is complete after this op
+    bool has_dx = false;
+    std::vector<std::uint32_t> grads;  // the node's parameter gradients are complete after these
+  };
+
+  // Backward of one node given the ops that complete its output gradient. `fuse_input_grad`: the
+  // input's activation gradient is applied in this node's dX epilogue.
+  Backward backward(const Node& node, std::vector<std::uint32_t> dy, bool needs_dx, const Node* fused_input) {
+    const LayerSpec& s = node.spec;
+    const std::string& t = s.type;
+    const std::uint64_t e_in = b_ * elements(node.in), e_out = b_ * elements(node.out);
+    const std::string base = s.name + "/bwd";
+    Backward r;
+    const double in_grad_ops = fused_input ? activation_grad_vpu_ops(fused_input->spec.activation) : 0;
+    const std::uint32_t in_grad_bytes = fused_input ? act_bytes_ : 0;
+    const std::string in_grad_name = fused_input ? "+" + fused_input->spec.activation + "_grad" : "";
+    if (t == "dense" || t == "conv2d") {
+      if (s.activation != "linear" && !own_grad_fused_.count(node.index)) {
+        dy = {vector(base + "/" + s.activation + "_grad", Phase::Backward, e_out, activation_grad_vpu_ops(s.activation),
+                     2 * e_out * act_bytes_, e_out * act_bytes_, dy)};
+      }
+      std::uint32_t dw, dx = 0;
+      if (t == "dense") {
+        const std::uint64_t d = node.in.back(), tokens = e_in / d;
+        dw = matmul(base + "/dW", Phase::Backward, d, tokens, s.units, DType::F32, dy);
+        if (needs_dx) dx = matmul(base + "/dX" + in_grad_name, Phase::Backward, tokens, s.units, d, act_, dy, in_grad_ops, in_grad_bytes);
+      } else {
+        const Conv c = conv(node);
+        dw = matmul(base + "/dW", Phase::Backward, c.k, c.m, c.n, DType::F32, dy, 0, 0, 1, c.dw_lhs_fraction);
+        if (needs_dx)
+          dx = matmul(base + "/dX" + in_grad_name, Phase::Backward, c.dx_m, c.dx_k, node.in[2], act_, dy, in_grad_ops,
+                      in_grad_bytes, 1, c.dx_lhs_fraction);
+      }
+      r.grads.push_back(dw);
+      if (s.use_bias) r.grads.push_back(vector(base + "/dbias", Phase::Backward, e_out, 1, e_out * act_bytes_, node.out.back() * 4, dy));
+      r.dx = dx;
+      r.has_dx = needs_dx;
+      return r;
+    }
+    auto pass_through = [&](std::uint32_t op) {
+      r.dx = op;
+      r.has_dx = true;
+      return r;
+    };
+    if (t == "batch_norm" || t == "layer_norm") {
+      const std::uint32_t op = vector(base + "/" + t, Phase::Backward, e_in, 12, 3 * e_in * act_bytes_, e_in * act_bytes_, dy);
+      r.grads.push_back(op);
+      return pass_through(op);
+    }
+    if (t == "activation") {
+      if (own_grad_fused_.count(node.index)) return pass_through(dy.front());
+      return pass_through(vector(base + "/" + s.activation + "_grad", Phase::Backward, e_in, activation_grad_vpu_ops(s.activation),
+                                 2 * e_in * act_bytes_, e_in * act_bytes_, dy));
+    }
+    if (t == "dropout")
+      return pass_through(s.rate > 0 ? vector(base + "/dropout", Phase::Backward, e_in, 2, e_in * act_bytes_ + e_in / 8,
+                                              e_in * act_bytes_, dy)
+                                     : dy.front());
+    if (t == "max_pool" || t == "avg_pool")
+      return pass_through(vector(base + "/" + t, Phase::Backward, e_in, static_cast<double>(s.pool * s.pool),
+                                 (e_out + (t == "max_pool" ? e_in : 0)) * act_bytes_, e_in * act_bytes_, dy));
+    if (t == "global_avg_pool")
+      return pass_through(vector(base + "/mean", Phase::Backward, e_in, 1, e_out * act_bytes_, e_in * act_bytes_, dy));
+    if (t == "embedding") {  // rows scattered into the f32 table gradient
+      r.grads.push_back(vector(base + "/scatter", Phase::Backward, e_out, 1, e_out * act_bytes_, e_out * 4, dy));
+      return r;
+    }
+    if (t == "patch_embedding") {
+      const std::uint64_t patches = (node.in[0] / s.kernel) * (node.in[1] / s.kernel);
+      r.grads.push_back(matmul(base + "/dW", Phase::Backward, s.kernel * s.kernel * node.in[2], b_ * patches, s.dim,
+                               DType::F32, dy));
+      r.grads.push_back(vector(base + "/dpositions", Phase::Backward, e_out, 1, e_out * act_bytes_, elements(node.out) * 4, dy));
+      return r;
+    }
+    if (t == "attention") {
+      const Attention a = attention(node);
+      const std::uint32_t dw_out = matmul(base + "/out/dW", Phase::Backward, a.d, a.tokens, a.d, DType::F32, dy);
+      const std::uint32_t d_av = matmul(base + "/out/dX", Phase::Backward, a.tokens, a.d, a.d, act_, dy);
+      const std::uint32_t dv = matmul(base + "/dV", Phase::Backward, a.seq, a.seq, a.dh, act_, {d_av}, 0, 0, a.heads_total);
+      const std::uint32_t dp = matmul(base + "/dP", Phase::Backward, a.seq, a.dh, a.seq, act_, {d_av}, 0, 0, a.heads_total);
+      const std::uint32_t ds = vector(base + "/softmax_grad", Phase::Backward, a.score_elements, activation_grad_vpu_ops("softmax"),
+                                      2 * a.score_elements * act_bytes_, a.score_elements * act_bytes_, {dp});
+      const std::uint32_t dq = matmul(base + "/dQ", Phase::Backward, a.seq, a.seq, a.dh, act_, {ds}, 0, 0, a.heads_total);
+      const std::uint32_t dk = matmul(base + "/dK", Phase::Backward, a.seq, a.seq, a.dh, act_, {ds}, 0, 0, a.heads_total);
+      const std::uint32_t dw_qkv = matmul(base + "/qkv/dW", Phase::Backward, a.d, a.tokens, 3 * a.d, DType::F32, {dq, dk, dv});
+      r.grads = {dw_out, dw_qkv};
+      if (s.use_bias) r.grads.push_back(vector(base + "/dbias", Phase::Backward, 4 * a.tokens * a.d, 1,
+                                               4 * a.tokens * a.d * act_bytes_, 4 * a.d * 4, {dq, dk, dv}));
+      if (needs_dx) {
+        r.dx = matmul(base + "/qkv/dX" + in_grad_name, Phase::Backward, a.tokens, 3 * a.d, a.d, act_, {dq, dk, dv}, in_grad_ops,
+                      in_grad_bytes);
+        r.has_dx = true;
+      }
+      return r;
+    }
+    // add, flatten, take_first: the gradient passes through
+    return pass_through(dy.front());
+  }
+
+  // The node's activation gradient will be applied by its consumer's dX epilogue.
+  void fuse_grad_into_consumer(std::size_t node) { own_grad_fused_.insert(node); }
+
+  // Activations kept for the backward pass, bytes on this core.
+  std::uint64_t saved_bytes(const Node& node) const {
+    std::uint64_t bytes = b_ * elements(node.out) * act_bytes_;
+    if (node.spec.type == "attention") {
+      const Attention a = attention(node);
+      bytes += a.score_elements * act_bytes_ + 3 * a.tokens * a.d * act_bytes_;  // probabilities, Q, K, V
+    }
+    return bytes;
+  }
+
+ private:
+  struct Conv {
+    std::uint64_t m, k, n;        // forward im2col product
+    std::uint64_t dx_m, dx_k;     // input gradient: rows of the input, K of the transposed product
+    double fwd_lhs_fraction, dx_lhs_fraction, dw_lhs_fraction;
+  };
+  Conv conv(const Node& node) const {
+    const LayerSpec& s = node.spec;
+    const double in_px = static_cast<double>(node.in[0] * node.in[1]), out_px = static_cast<double>(node.out[0] * node.out[1]);
+    const double taps = static_cast<double>(s.kernel * s.kernel), g = static_cast<double>(s.groups);
+    Conv c;
+    c.m = b_ * node.out[0] * node.out[1];
+    c.k = s.kernel * s.kernel * node.in[2] / s.groups;
+    c.n = s.filters;
+    c.dx_m = b_ * node.in[0] * node.in[1];
+    c.dx_k = s.kernel * s.kernel * s.filters / s.groups;
+    // Each input pixel is read once however many output windows use it.
+    c.fwd_lhs_fraction = in_px * g / (out_px * taps);
+    c.dx_lhs_fraction = out_px * g / (in_px * taps);
+    c.dw_lhs_fraction = c.fwd_lhs_fraction;
+    return c;
+  }
+  struct Attention {
+    std::uint64_t seq, d, dh, heads_total, tokens, score_elements;
+  };
+  Attention attention(const Node& node) const {
+    Attention a;
+    a.seq = node.in[0];
+    a.d = node.in[1];
+    a.dh = a.d / node.spec.heads;
+    a.heads_total = b_ * node.spec.heads;
+    a.tokens = b_ * a.seq;
+    a.score_elements = a.heads_total * a.seq * a.seq;
+    return a;
+  }
+
+  ProgramBuilder& pb_;
+  const ModelGraph& g_;
+  std::uint64_t b_;
+  DType act_;
+  std::uint32_t act_bytes_;
+  std::uint32_t passes_;
+  std::set<std::size_t> own_grad_fused_;
+};
+
 }  // namespace
 
 LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   LoweredStep out;
   out.model = analyze_model(w);
-  const ModelShape& model = out.model;
+  const ModelGraph& model = out.model;
 
   // Data parallelism: one replica per core, or per chip when the chip's cores form one device.
   const std::uint64_t chips = hw.chip_count();
   out.replicas = static_cast<std::uint32_t>(hw.chip.megacore ? chips : chips * hw.chip.cores);
   const std::uint32_t cores_per_replica = hw.chip.megacore ? hw.chip.cores : 1;
+  const char* batch_key = w.per_replica_batch > 0 ? "per_replica_batch" : "global_batch";
   if (w.per_replica_batch > 0) {
     out.per_replica_batch = w.per_replica_batch;
     out.global_batch = w.per_replica_batch * out.replicas;
@@ -75,17 +320,16 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   }
   if (out.per_replica_batch % cores_per_replica != 0)
     throw std::invalid_argument(fmt::format(
-        "workload.training.{}: the per-replica batch {} does not split over the {} cores of a "
-        "megacore chip", w.per_replica_batch > 0 ? "per_replica_batch" : "global_batch",
+        "workload.training.{}: the per-replica batch {} does not split over the {} cores of a megacore chip", batch_key,
         out.per_replica_batch, cores_per_replica));
   const std::uint64_t b = out.per_replica_batch / cores_per_replica;
   out.per_core_batch = b;
-  std::uint64_t widest = model.input_elements;
-  for (const auto& l : model.dense) widest = std::max(widest, l.out);
+  std::uint64_t widest = elements(model.input);
+  for (const auto& node : model.nodes) widest = std::max(widest, elements(node.out));
   if (widest > kMaxElements / b)
     throw std::invalid_argument(fmt::format(
-        "workload.training.{}: {} samples per core of {} features is beyond what tpusim models (at most {} elements per tensor)",
-        w.per_replica_batch > 0 ? "per_replica_batch" : "global_batch", b, widest, kMaxElements));
+        "workload.training.{}: {} samples per core of {} elements is beyond what tpusim models (at most {} elements per tensor)",
+        batch_key, b, widest, kMaxElements));
 
   const bool mixed = w.precision == Precision::MixedBfloat16;
   const DType act = mixed ? DType::BF16 : DType::F32;
@@ -96,13 +340,12 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   Program& program = out.program;
   program.steps = w.steps;
   ProgramBuilder pb(program);
+  StepEmitter em(pb, model, b, act, passes);
 
   // Input: this core's share of the batch arrives from the host.
   out.infeed.samples_per_core = b;
-  const std::uint64_t sample_bytes =
-      w.bytes_per_sample > 0
-          ? w.bytes_per_sample
-          : model.input_elements * (w.input_dtype == "uint8" ? 1 : w.input_dtype == "bfloat16" ? 2 : 4);
+  const std::uint32_t in_elem_bytes = w.input_dtype == "uint8" ? 1 : w.input_dtype == "bfloat16" ? 2 : 4;
+  const std::uint64_t sample_bytes = w.bytes_per_sample > 0 ? w.bytes_per_sample : elements(model.input) * in_elem_bytes;
   out.infeed.bytes_per_core = b * sample_bytes;
   out.infeed.host_samples_per_s = w.host_samples_per_s;
   out.infeed.prefetch_batches = w.prefetch_batches;
@@ -111,84 +354,117 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   infeed.phase = Phase::Input;
   infeed.name = "infeed";
   infeed.infeed.bytes = out.infeed.bytes_per_core;
-  std::uint32_t prev = pb.add(std::move(infeed), {});
+  const std::uint32_t input_op = pb.add(std::move(infeed), {});
 
-  // Forward: each dense layer is one matmul with bias and activation fused in its epilogue.
-  // The last layer's activation is folded into the loss, as Keras does for softmax + cross-entropy.
-  const std::size_t n = model.dense.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const DenseLayer& l = model.dense[i];
-    const bool last = i + 1 == n;
-    const std::string activation = last ? "linear" : l.activation;
-    MatmulWork mm{b, l.in, l.out, act, act, act, passes,
-                  (l.bias ? 1.0 : 0.0) + activation_vpu_ops(activation), 0};
-    prev = pb.matmul(fused_name(l.name + "/fwd/matmul", l.bias, activation), Phase::Forward, mm, {prev});
+  // Forward, in layer order, each op after the ops that produce its inputs.
+  const std::size_t n = model.nodes.size();
+  std::vector<std::uint32_t> fwd(n);
+  for (const Node& node : model.nodes) {
+    std::vector<std::uint32_t> deps;
+    for (auto input : node.inputs) deps.push_back(input == kModelInput ? input_op : fwd[input]);
+    fwd[node.index] = em.forward(node, deps);
   }
-  const DenseLayer& head = model.dense.back();
-  VectorWork loss{b * head.out, activation_vpu_ops(head.activation) + loss_vpu_ops(w.loss),
-                  b * head.out * act_bytes + b * 4 /* int32 labels */, b * head.out * act_bytes};
-  prev = pb.vector(head.activation + "+" + w.loss, Phase::Backward, loss, {prev});
 
-  // Backward, last layer first. dY of a layer is ready when the next layer's dX (with this
-  // layer's activation gradient fused into its epilogue) is done.
-  std::vector<std::uint32_t> grads_ready(n);
-  std::uint32_t dy = prev;
+  // Loss and its gradient on the last layer's output (per token for sequence outputs).
+  const Node& head = model.nodes.back();
+  const std::uint64_t logits = b * elements(head.out);
+  const std::uint64_t labels = b * (head.out.size() > 1 ? elements(head.out) / head.out.back() : 1);
+  const std::uint32_t loss = em.vector(head.spec.activation + "+" + w.loss, Phase::Backward, logits,
+                                       activation_vpu_ops(head.spec.activation) + loss_vpu_ops(w.loss),
+                                       logits * act_bytes + labels * 4, logits * act_bytes, {fwd.back()});
+  // The head's own activation is part of the loss, as Keras fuses softmax into cross-entropy.
+  em.fuse_grad_into_consumer(head.index);
+
+  // A layer needs its input's gradient only when something with weights lies behind it.
+  std::vector<bool> requires_grad(n, false);
+  for (const Node& node : model.nodes) {
+    requires_grad[node.index] = node.trainable > 0;
+    for (auto input : node.inputs)
+      if (input != kModelInput && requires_grad[input]) requires_grad[node.index] = true;
+  }
+
+  // Backward, last layer first. A layer's output gradient is complete when every consumer has
+  // produced its share (summed in one pass when there are several).
+  std::vector<std::vector<std::uint32_t>> dy(n);
+  dy[n - 1] = {loss};
+  struct Bucket {
+    std::vector<std::uint32_t> grads;
+    std::uint64_t params = 0;
+    std::string first, last;
+  };
+  std::vector<Bucket> buckets(1);
   for (std::size_t i = n; i-- > 0;) {
-    const DenseLayer& l = model.dense[i];
-    const MatmulWork dw{l.in, b, l.out, act, act, DType::F32, passes, 0, 0};
-    const std::uint32_t dw_op = pb.matmul(l.name + "/bwd/dW", Phase::Backward, dw, {dy});
-    std::vector<std::uint32_t> ready{dw_op};
-    if (l.bias) {
-      const VectorWork db{b * l.out, 1, b * l.out * act_bytes, l.out * 4};
-      ready.push_back(pb.vector(l.name + "/bwd/dbias", Phase::Backward, db, {dy}));
+    const Node& node = model.nodes[i];
+    if (dy[i].empty()) continue;  // not on the loss's path
+    std::vector<std::uint32_t> deps = dy[i];
+    if (deps.size() > 1)
+      deps = {em.vector(node.spec.name + "/bwd/sum_grads", Phase::Backward, b * elements(node.out),
+                        static_cast<double>(deps.size() - 1), deps.size() * b * elements(node.out) * act_bytes,
+                        b * elements(node.out) * act_bytes, deps)};
+    // An input whose activation is applied elementwise, with this layer its only consumer, gets
+    // its activation gradient in this layer's dX epilogue.
+    const Node* fused_input = nullptr;
+    const std::size_t in0 = node.inputs[0];
+    if (matmul_layer(node) || node.spec.type == "attention")
+      if (in0 != kModelInput && model.nodes[in0].consumers.size() == 1 &&
+          ((matmul_layer(model.nodes[in0]) || model.nodes[in0].spec.type == "activation") &&
+           model.nodes[in0].spec.activation != "linear")) {
+        fused_input = &model.nodes[in0];
+        em.fuse_grad_into_consumer(in0);
+      }
+    const bool needs_dx = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                      [&](std::size_t x) { return x != kModelInput && requires_grad[x]; });
+    const auto r = em.backward(node, deps, needs_dx, fused_input);
+    if (r.has_dx)
+      for (auto input : node.inputs)
+        if (input != kModelInput && requires_grad[input]) dy[input].push_back(r.dx);
+    if (node.trainable > 0) {
+      Bucket& bk = buckets.back();
+      bk.grads.insert(bk.grads.end(), r.grads.begin(), r.grads.end());
+      bk.params += node.trainable;
+      if (bk.first.empty()) bk.first = node.spec.name;
+      bk.last = node.spec.name;
+      if (bk.params * 4 >= w.all_reduce_bucket_bytes) buckets.emplace_back();
     }
-    grads_ready[i] = dw_op;
-    // The all-reduce of this layer's gradients starts as soon as they exist and overlaps the
-    // rest of the backward pass.
+  }
+  if (buckets.back().params == 0) buckets.pop_back();
+
+  // Gradient all-reduces, one per bucket, each as soon as its gradients exist (or, without
+  // overlap, after the whole backward pass), then the optimizer update of the bucket's weights.
+  std::vector<std::uint32_t> all_grads;
+  for (const auto& bk : buckets) all_grads.insert(all_grads.end(), bk.grads.begin(), bk.grads.end());
+  std::vector<std::uint32_t> reduced;
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    const Bucket& bk = buckets[k];
     Op ar;
     ar.kind = OpKind::Collective;
     ar.phase = Phase::Gradients;
-    ar.name = l.name + "/grad/all-reduce";
+    ar.name = bk.first == bk.last ? bk.first + "/grad/all-reduce" : fmt::format("grads[{}..{}]/all-reduce", bk.first, bk.last);
     ar.collective.kind = CollectiveKind::AllReduce;
-    ar.collective.bytes = l.params() * 4;
+    ar.collective.bytes = bk.params * 4;
     ar.collective.dtype = DType::F32;
     ar.collective.algorithm = w.all_reduce_algorithm;
     ar.collective.chunk_bytes = w.all_reduce_chunk_bytes;
-    grads_ready[i] = pb.add(std::move(ar), ready);
-    if (i > 0) {
-      const DenseLayer& below = model.dense[i - 1];
-      const MatmulWork dx{b, l.out, l.in, act, act, act, passes,
-                          activation_grad_vpu_ops(below.activation),
-                          below.activation == "linear" ? 0u : act_bytes};
-      dy = pb.matmul(fused_name(l.name + "/bwd/dX", false, below.activation + "_grad"), Phase::Backward, dx, {dy});
-    }
+    reduced.push_back(pb.add(std::move(ar), w.all_reduce_overlap ? bk.grads : all_grads));
   }
-
-  // Optimizer update per layer once its gradients are all-reduced: reads the fp32 weights,
-  // gradients and slots, writes weights and slots (and the bf16 copy the next step's matmuls read).
-  for (std::size_t i = 0; i < n; ++i) {
-    const DenseLayer& l = model.dense[i];
-    const std::uint64_t p = l.params();
-    const VectorWork update{p, opt.vpu_ops_per_param, p * (4 + 4 + 4ull * opt.state_f32_per_param),
-                            p * (4 + 4ull * opt.state_f32_per_param + (mixed ? 2 : 0))};
-    pb.vector(l.name + "/" + w.optimizer + "_update", Phase::Optimizer, update, {grads_ready[i]});
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    const std::uint64_t p = buckets[k].params;
+    em.vector(buckets[k].first == buckets[k].last ? buckets[k].first + "/" + w.optimizer + "_update"
+                                                  : fmt::format("params[{}..{}]/{}_update", buckets[k].first, buckets[k].last, w.optimizer),
+              Phase::Optimizer, p, opt.vpu_ops_per_param, p * (4 + 4 + 4ull * opt.state_f32_per_param),
+              p * (4 + 4ull * opt.state_f32_per_param + (mixed ? 2 : 0)), {reduced[k]});
   }
 
   for (const Op& op : program.ops) out.model_flops_per_core += op.model_flops;
 
   // Memory per core. A megacore chip holds one copy of the replica's state for its cores.
-  const std::uint64_t params = model.params();
-  MemoryFootprint chip_copy;
-  chip_copy.parameters = params * 4 + (mixed ? params * 2 : 0);
-  chip_copy.gradients = params * 4;
-  chip_copy.optimizer_state = params * 4ull * opt.state_f32_per_param;
+  const std::uint64_t params = model.params(), trainable = model.trainable();
   MemoryFootprint& mem = out.memory;
-  mem.parameters = chip_copy.parameters / cores_per_replica;
-  mem.gradients = chip_copy.gradients / cores_per_replica;
-  mem.optimizer_state = chip_copy.optimizer_state / cores_per_replica;
-  // Activations kept for the backward pass: each layer's input and its activated output.
+  mem.parameters = (params * 4 + (mixed ? trainable * 2 : 0)) / cores_per_replica;
+  mem.gradients = trainable * 4 / cores_per_replica;
+  mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica;
   mem.activations = b * sample_bytes;
-  for (const auto& l : model.dense) mem.activations += b * (l.in + l.out) * act_bytes;
+  for (const Node& node : model.nodes) mem.activations += em.saved_bytes(node);
   out.hbm_capacity_per_core_bytes = hw.hbm.capacity_bytes / hw.chip.cores;
   return out;
 }

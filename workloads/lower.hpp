@@ -21,7 +21,7 @@ struct MemoryFootprint {  // per core, bytes
 
 struct LoweredStep {
   Program program;
-  ModelShape model;
+  ModelGraph model;
   std::uint64_t global_batch = 0;
   std::uint32_t replicas = 0;
   std::uint64_t per_replica_batch = 0;

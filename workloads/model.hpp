@@ -1,5 +1,6 @@
-// The model as the driver sees it: dense layers with their shapes, parameter counts and FLOPs,
-// and the per-element vector-unit costs of activations, losses and optimizers.
+// The model as the driver sees it: a graph of layers with per-sample shapes, parameter counts and
+// forward matmul FLOPs, and the per-element vector-unit costs of activations, losses and
+// optimizers.
 #pragma once
 
 #include <cstdint>
@@ -14,24 +15,37 @@ namespace tpusim {
 // counts of a whole step stay exact in 64 bits.
 constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 40;
 
-struct DenseLayer {
-  std::string name;
-  std::uint64_t in = 0, out = 0;
-  bool bias = true;
-  std::string activation;
-  std::uint64_t params() const { return in * out + (bias ? out : 0); }
+constexpr std::size_t kModelInput = static_cast<std::size_t>(-1);
+
+using Shape = std::vector<std::uint64_t>;  // per sample: [features], [tokens, features] or [h, w, c]
+std::uint64_t elements(const Shape& shape);
+std::string shape_string(const Shape& shape);
+
+struct Node {
+  LayerSpec spec;                 // name filled in
+  std::size_t index = 0;
+  std::vector<std::size_t> inputs;  // node indices, or kModelInput
+  std::vector<std::size_t> consumers;
+  Shape in;                       // shape of the first input
+  Shape out;
+  std::uint64_t params = 0;       // all of them, as Keras counts (batch norm's moving statistics included)
+  std::uint64_t trainable = 0;    // those with gradients and optimizer state
+  double forward_flops = 0;       // per sample, matmuls only (2 per multiply-accumulate)
 };
 
-struct ModelShape {
-  std::uint64_t input_elements = 0;  // per sample, after flatten
-  std::vector<DenseLayer> dense;
+struct ModelGraph {
+  Shape input;
+  std::vector<Node> nodes;
   std::uint64_t params() const;
-  // Forward matmul FLOPs per sample (2 per multiply-accumulate).
+  std::uint64_t trainable() const;
   double forward_flops_per_sample() const;
+  // The node whose table a tied head reuses (the first embedding), or kModelInput.
+  std::size_t embedding() const;
 };
 
-// Throws std::invalid_argument naming the layer when the layer stack cannot be built.
-ModelShape analyze_model(const Workload& workload);
+// Shape inference over the layer list; throws std::invalid_argument naming the layer's JSON path
+// when the layers do not fit together.
+ModelGraph analyze_model(const Workload& workload);
 
 // VPU ALU operations per element. Relative costs follow the Pallas TPU notes: add/mul/max/select
 // cost one op; exp, tanh and division are several; the exact numbers are assumptions of ours.

@@ -12,12 +12,26 @@ namespace tpusim {
 
 enum class Precision { Float32, MixedBfloat16 };
 
+// One layer as the workload file gives it; which fields apply depends on the type (see
+// docs/workload_format.md). Sizes are per sample.
 struct LayerSpec {
-  std::string type;  // "dense" | "flatten"
+  std::string type;
   std::string name;
-  std::uint64_t units = 0;
+  std::vector<std::string> inputs;  // layers feeding this one; empty: the previous layer
   std::string activation = "linear";
   bool use_bias = true;
+  std::uint64_t units = 0;                      // dense
+  bool tied_weights = false;                    // dense: reuses the embedding's table, no weights of its own
+  std::uint64_t filters = 0, kernel = 0;        // conv2d (kernel also for patch_embedding)
+  std::uint64_t strides = 0, groups = 1;        // conv2d, pools; strides 0: 1 for conv2d, the pool for pools
+  std::string padding = "same";                 // conv2d, pools
+  std::uint64_t pool = 0;                       // max_pool, avg_pool
+  std::uint64_t heads = 0;                      // attention
+  bool causal = false;                          // attention (no compute saved: the mask is applied densely)
+  std::uint64_t vocab = 0, dim = 0;             // embedding; dim also patch_embedding
+  std::uint64_t positions = 0, segments = 0;    // embedding, patch_embedding: learned position / segment tables
+  bool class_token = false;                     // patch_embedding
+  double rate = 0;                              // dropout
 };
 
 struct Workload {
@@ -36,6 +50,8 @@ struct Workload {
   std::uint32_t steps = 3;
   CollectiveAlgorithm all_reduce_algorithm = CollectiveAlgorithm::TorusAllAxes;
   std::uint64_t all_reduce_chunk_bytes = 0;
+  std::uint64_t all_reduce_bucket_bytes = 32ull << 20;  // gradients of consecutive layers combined up to this
+  bool all_reduce_overlap = true;  // start each bucket as soon as its gradients exist
 
   double host_samples_per_s = 0;  // per host; 0: the host is never the bottleneck
   std::uint32_t prefetch_batches = 2;
