@@ -240,10 +240,17 @@ class StepEmitter {
   // The node's activation gradient will be applied by its consumer's dX epilogue.
   void fuse_grad_into_consumer(std::size_t node) { own_grad_fused_.insert(node); }
 
-  // Activations kept for the backward pass, bytes on this core.
+  // Activations this node's backward keeps from the forward pass, bytes on this core: the output
+  // of a layer is kept when a consumer's gradient needs it (a matmul's input for dW, a
+  // normalization's input, a max pool's input); relu and dropout keep one bit per element.
   std::uint64_t saved_bytes(const Node& node) const {
-    std::uint64_t bytes = b_ * elements(node.out) * act_bytes_;
-    if (node.spec.type == "attention") {
+    const std::string& t = node.spec.type;
+    const std::uint64_t out = b_ * elements(node.out);
+    std::uint64_t bytes = 0;
+    if (!is_view(node) && kept_for_backward(node)) bytes += out * act_bytes_;
+    if ((t == "activation" && node.spec.activation == "relu") || (t == "dropout" && node.spec.rate > 0)) bytes += out / 8;
+    if (matmul_layer(node) && node.spec.activation != "linear") bytes += out * act_bytes_;  // the pre-activation, for its gradient
+    if (t == "attention") {
       const Attention a = attention(node);
       bytes += a.score_elements * act_bytes_ + 3 * a.tokens * a.d * act_bytes_;  // probabilities, Q, K, V
     }
@@ -251,6 +258,21 @@ class StepEmitter {
   }
 
  private:
+  // Layers whose output is their input seen differently: they store nothing of their own.
+  static bool is_view(const Node& node) { return node.spec.type == "flatten" || node.spec.type == "take_first"; }
+  // Whether a consumer's gradient needs this output (looking through views).
+  bool kept_for_backward(const Node& node) const {
+    for (auto c : node.consumers) {
+      const Node& consumer = g_.nodes[c];
+      const std::string& ct = consumer.spec.type;
+      if (is_view(consumer) ? kept_for_backward(consumer)
+                            : ct == "dense" || ct == "conv2d" || ct == "batch_norm" || ct == "layer_norm" || ct == "attention" ||
+                                  ct == "max_pool" || (ct == "activation" && consumer.spec.activation != "relu"))
+        return true;
+    }
+    return false;
+  }
+
   struct Conv {
     std::uint64_t m, k, n;        // forward im2col product
     std::uint64_t dx_m, dx_k;     // input gradient: rows of the input, K of the transposed product
@@ -391,8 +413,24 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     std::vector<std::uint32_t> grads;
     std::uint64_t params = 0;
     std::string first, last;
+    std::uint32_t all_reduce = 0;
   };
   std::vector<Bucket> buckets(1);
+  std::vector<std::uint32_t> all_grads;
+  // The sequencer issues ops in program order, so a bucket's all-reduce is placed where its last
+  // gradient is, to start while the rest of the backward pass runs (or after it, without overlap).
+  auto issue_all_reduce = [&](Bucket& bk, const std::vector<std::uint32_t>& deps) {
+    Op ar;
+    ar.kind = OpKind::Collective;
+    ar.phase = Phase::Gradients;
+    ar.name = bk.first == bk.last ? bk.first + "/grad/all-reduce" : fmt::format("grads[{}..{}]/all-reduce", bk.first, bk.last);
+    ar.collective.kind = CollectiveKind::AllReduce;
+    ar.collective.bytes = bk.params * 4;
+    ar.collective.dtype = DType::F32;
+    ar.collective.algorithm = w.all_reduce_algorithm;
+    ar.collective.chunk_bytes = w.all_reduce_chunk_bytes;
+    bk.all_reduce = pb.add(std::move(ar), deps);
+  };
   for (std::size_t i = n; i-- > 0;) {
     const Node& node = model.nodes[i];
     if (dy[i].empty()) continue;  // not on the loss's path
@@ -424,29 +462,23 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       bk.params += node.trainable;
       if (bk.first.empty()) bk.first = node.spec.name;
       bk.last = node.spec.name;
-      if (bk.params * 4 >= w.all_reduce_bucket_bytes) buckets.emplace_back();
+      all_grads.insert(all_grads.end(), r.grads.begin(), r.grads.end());
+      if (bk.params * 4 >= w.all_reduce_bucket_bytes) {
+        if (w.all_reduce_overlap) issue_all_reduce(bk, bk.grads);
+        buckets.emplace_back();
+      }
     }
   }
   if (buckets.back().params == 0) buckets.pop_back();
+  for (auto& bk : buckets)
+    if (!w.all_reduce_overlap) issue_all_reduce(bk, all_grads);
+  if (w.all_reduce_overlap && !buckets.empty() && buckets.back().grads.size() > 0 &&
+      buckets.back().params * 4 < w.all_reduce_bucket_bytes)
+    issue_all_reduce(buckets.back(), buckets.back().grads);  // the last, partly filled bucket
 
-  // Gradient all-reduces, one per bucket, each as soon as its gradients exist (or, without
-  // overlap, after the whole backward pass), then the optimizer update of the bucket's weights.
-  std::vector<std::uint32_t> all_grads;
-  for (const auto& bk : buckets) all_grads.insert(all_grads.end(), bk.grads.begin(), bk.grads.end());
+  // The optimizer updates each bucket's weights once its gradients are reduced.
   std::vector<std::uint32_t> reduced;
-  for (std::size_t k = 0; k < buckets.size(); ++k) {
-    const Bucket& bk = buckets[k];
-    Op ar;
-    ar.kind = OpKind::Collective;
-    ar.phase = Phase::Gradients;
-    ar.name = bk.first == bk.last ? bk.first + "/grad/all-reduce" : fmt::format("grads[{}..{}]/all-reduce", bk.first, bk.last);
-    ar.collective.kind = CollectiveKind::AllReduce;
-    ar.collective.bytes = bk.params * 4;
-    ar.collective.dtype = DType::F32;
-    ar.collective.algorithm = w.all_reduce_algorithm;
-    ar.collective.chunk_bytes = w.all_reduce_chunk_bytes;
-    reduced.push_back(pb.add(std::move(ar), w.all_reduce_overlap ? bk.grads : all_grads));
-  }
+  for (const auto& bk : buckets) reduced.push_back(bk.all_reduce);
   for (std::size_t k = 0; k < buckets.size(); ++k) {
     const std::uint64_t p = buckets[k].params;
     em.vector(buckets[k].first == buckets[k].last ? buckets[k].first + "/" + w.optimizer + "_update"

@@ -1,0 +1,89 @@
+// The model zoo: parameter counts and forward FLOPs against the published figures, and the
+// physics a training step must show on real models.
+#define BOOST_TEST_MODULE models
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/config.hpp"
+#include "workloads/model.hpp"
+#include "test_helpers.hpp"
+
+using namespace tpusim;
+using namespace tpusim::test;
+using json = nlohmann::json;
+
+namespace {
+
+ModelGraph model(const std::string& name) {
+  ConfigRequest request;
+  request.workload_path = source_path("workloads/examples/" + name + ".json");
+  return analyze_model(load_config(request).workload);
+}
+
+json run(const std::string& workload, const std::string& extra) {
+  TempDir dir;
+  const CommandResult r = run_tpusim("run '" + source_path("workloads/examples/" + workload + ".json") + "' -o '" +
+                                     dir.path("out") + "' --trace none " + extra);
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  return json::parse(read_file(dir.path("out/summary.json")));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(parameter_counts_match_the_published_models) {
+  // Exact counts of the reference implementations (Keras applications ResNet50; Hugging Face
+  // BertModel with pooler, plus our 2-way classifier; timm ViT-B/16; GPT-2 with tied head), and
+  // the rounded figures the papers quote.
+  const std::map<std::string, std::pair<std::uint64_t, double>> expected = {
+      {"resnet50", {25636712, 25.6e6}},         {"bert_base_128", {109482240 + 1538, 110e6}},
+      {"bert_large_512", {335141888 + 2050, 340e6}}, {"vit_b16", {86567656, 86e6}},
+      {"gpt2_small", {124439808, 124e6}},       {"gpt2_medium", {354823168, 355e6}}};
+  for (const auto& [name, counts] : expected) {
+    BOOST_TEST_CONTEXT(name) {
+      const auto params = model(name).params();
+      BOOST_TEST(params == counts.first);
+      BOOST_TEST(std::abs(static_cast<double>(params) / counts.second - 1) < 0.02);
+    }
+  }
+  BOOST_TEST(model("bert_base_128").params() == model("bert_base_512").params());
+}
+
+BOOST_AUTO_TEST_CASE(forward_flops_match_the_published_figures) {
+  // ResNet-50 v1: 3.8 G multiply-adds per 224x224 image (He et al. 2015, table 1); the 4.1 G
+  // often quoted is v1.5, with the stride on the 3x3 convolution.
+  BOOST_TEST(model("resnet50").forward_flops_per_sample() / 2 == 3.8e9, boost::test_tools::tolerance(0.02));
+  // GPT-2 small at 1024 tokens: 2 x tokens x (12 layers x (4 d^2 + 8 d^2) + d x vocab for the
+  // head) for the matmuls, plus 12 layers x 4 x tokens^2 x d for QK^T and AV.
+  const double d = 768, t = 1024;
+  const double gpt2 = 2 * t * (12 * 12 * d * d + d * 50257) + 12 * 4 * t * t * d;
+  BOOST_TEST(model("gpt2_small").forward_flops_per_sample() == gpt2, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(mixed_bfloat16_is_faster_than_float32) {
+  const std::string common = "--hw tpu_v5e --topology 2x2 --set workload.training.steps=2";
+  const json bf16 = run("bert_base_128", common);
+  const json f32 = run("bert_base_128", common + " --set workload.training.precision=float32");
+  BOOST_TEST(f32["step_time_s"].get<double>() > 1.3 * bf16["step_time_s"].get<double>());
+  BOOST_TEST(f32["memory"]["per_core"]["activations_bytes"].get<double>() >
+             1.9 * bf16["memory"]["per_core"]["activations_bytes"].get<double>());
+}
+
+BOOST_AUTO_TEST_CASE(overlapping_the_all_reduce_hides_communication) {
+  const std::string common = "--hw tpu_v5e --topology 2x2 --set workload.training.steps=2 --set workload.training.all_reduce.bucket_bytes=4194304";
+  const json on = run("bert_base_128", common);
+  const json off = run("bert_base_128", common + " --set workload.training.all_reduce.overlap=false");
+  BOOST_TEST(on["breakdown"]["exposed_communication_s"].get<double>() <
+             0.5 * off["breakdown"]["exposed_communication_s"].get<double>());
+  BOOST_TEST(on["step_time_s"].get<double>() < off["step_time_s"].get<double>());
+}
+
+BOOST_AUTO_TEST_CASE(a_model_that_cannot_fit_is_out_of_memory) {
+  const json s = run("bert_large_512", "--hw tpu_v2");  // 8 GiB per core
+  BOOST_TEST(s["status"] == "oom");
+  BOOST_TEST(s["memory"]["per_core"]["total_bytes"].get<double>() > s["memory"]["hbm_capacity_bytes"].get<double>());
+  BOOST_TEST(s["step_time_s"].is_null());
+}

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Writes the model-zoo workloads of this folder (resnet50, bert_*, vit_b16, gpt2_*) from their
+published architectures, so each JSON is reproducible: python3 workloads/examples/make_zoo.py
+"""
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+class Layers:
+    def __init__(self):
+        self.layers = []
+
+    def add(self, type_, name, **fields):
+        layer = {"type": type_, "name": name}
+        layer.update(fields)
+        self.layers.append(layer)
+        return name
+
+
+def resnet50():
+    """Keras applications ResNet50 (v1): convolutions with biases, batch norm, bottleneck blocks."""
+    m = Layers()
+    x = m.add("conv2d", "conv1_conv", filters=64, kernel=7, strides=2)
+    x = m.add("batch_norm", "conv1_bn")
+    x = m.add("activation", "conv1_relu", activation="relu")
+    x = m.add("max_pool", "pool1_pool", pool=3, strides=2)
+    for stage, (blocks, filters, stride) in enumerate([(3, 64, 1), (4, 128, 2), (6, 256, 2), (3, 512, 2)], start=2):
+        for block in range(1, blocks + 1):
+            p = f"conv{stage}_block{block}"
+            s = stride if block == 1 else 1
+            entry = x
+            if block == 1:
+                m.add("conv2d", p + "_0_conv", filters=4 * filters, kernel=1, strides=s, inputs=[entry])
+                shortcut = m.add("batch_norm", p + "_0_bn")
+            else:
+                shortcut = entry
+            m.add("conv2d", p + "_1_conv", filters=filters, kernel=1, strides=s, inputs=[entry])
+            m.add("batch_norm", p + "_1_bn")
+            m.add("activation", p + "_1_relu", activation="relu")
+            m.add("conv2d", p + "_2_conv", filters=filters, kernel=3)
+            m.add("batch_norm", p + "_2_bn")
+            m.add("activation", p + "_2_relu", activation="relu")
+            m.add("conv2d", p + "_3_conv", filters=4 * filters, kernel=1)
+            y = m.add("batch_norm", p + "_3_bn")
+            m.add("add", p + "_add", inputs=[y, shortcut])
+            x = m.add("activation", p + "_out", activation="relu")
+    m.add("global_avg_pool", "avg_pool")
+    m.add("dense", "predictions", units=1000, activation="softmax")
+    return {
+        "name": "resnet50",
+        "description": "ResNet-50 v1 at 224x224 (Keras applications: 25,636,712 parameters), ImageNet classification.",
+        "model": {"input_shape": [224, 224, 3], "input_dtype": "uint8", "layers": m.layers,
+                  "loss": "sparse_categorical_crossentropy"},
+        "training": {"per_replica_batch": 128, "precision": "mixed_bfloat16",
+                     "optimizer": {"name": "momentum", "learning_rate": 0.1}, "steps": 3},
+        "input_pipeline": {"host_samples_per_s": 0, "prefetch_batches": 2},
+    }
+
+
+def transformer_block(m, p, width, heads, causal, pre_norm, x):
+    """One encoder block: attention and a 4x MLP, each with a residual add."""
+    if pre_norm:
+        h = m.add("layer_norm", p + "_ln1", inputs=[x])
+        h = m.add("attention", p + "_attn", heads=heads, causal=causal)
+        x = m.add("add", p + "_res1", inputs=[h, x])
+        h = m.add("layer_norm", p + "_ln2")
+        h = m.add("dense", p + "_mlp_fc", units=4 * width, activation="gelu")
+        h = m.add("dense", p + "_mlp_proj", units=width)
+        return m.add("add", p + "_res2", inputs=[h, x])
+    h = m.add("attention", p + "_attn", heads=heads, causal=causal, inputs=[x])
+    h = m.add("dropout", p + "_attn_dropout", rate=0.1)
+    x = m.add("add", p + "_res1", inputs=[h, x])
+    x = m.add("layer_norm", p + "_ln1")
+    h = m.add("dense", p + "_mlp_fc", units=4 * width, activation="gelu")
+    h = m.add("dense", p + "_mlp_proj", units=width)
+    h = m.add("dropout", p + "_mlp_dropout", rate=0.1)
+    x = m.add("add", p + "_res2", inputs=[h, x])
+    return m.add("layer_norm", p + "_ln2")
+
+
+def bert(size, seq):
+    layers, width, heads = {"base": (12, 768, 12), "large": (24, 1024, 16)}[size]
+    m = Layers()
+    m.add("embedding", "embeddings", vocab=30522, dim=width, positions=512, segments=2)
+    m.add("layer_norm", "embeddings_ln")
+    x = m.add("dropout", "embeddings_dropout", rate=0.1)
+    for i in range(layers):
+        x = transformer_block(m, f"layer{i}", width, heads, False, False, x)
+    m.add("take_first", "cls")
+    m.add("dense", "pooler", units=width, activation="tanh")
+    m.add("dense", "classifier", units=2, activation="softmax")
+    return {
+        "name": f"bert_{size}_{seq}",
+        "description": f"BERT-{size} ({layers} layers, width {width}, {heads} heads) fine-tuned on a 2-class task at sequence {seq}.",
+        "model": {"input_shape": [seq], "input_dtype": "int32", "layers": m.layers, "loss": "sparse_categorical_crossentropy"},
+        "training": {"per_replica_batch": 32 if seq == 128 else 8, "precision": "mixed_bfloat16",
+                     "optimizer": {"name": "adamw", "learning_rate": 2e-5}, "steps": 3},
+        "input_pipeline": {"host_samples_per_s": 0, "prefetch_batches": 2},
+    }
+
+
+def vit_b16():
+    m = Layers()
+    x = m.add("patch_embedding", "patches", kernel=16, dim=768, class_token=True, positions=197)
+    for i in range(12):
+        x = transformer_block(m, f"block{i}", 768, 12, False, True, x)
+    m.add("layer_norm", "final_ln")
+    m.add("take_first", "cls")
+    m.add("dense", "head", units=1000, activation="softmax")
+    return {
+        "name": "vit_b16",
+        "description": "ViT-B/16 at 224x224 (12 layers, width 768, 12 heads), ImageNet classification.",
+        "model": {"input_shape": [224, 224, 3], "input_dtype": "uint8", "layers": m.layers,
+                  "loss": "sparse_categorical_crossentropy"},
+        "training": {"per_replica_batch": 64, "precision": "mixed_bfloat16",
+                     "optimizer": {"name": "adamw", "learning_rate": 1e-3}, "steps": 3},
+        "input_pipeline": {"host_samples_per_s": 0, "prefetch_batches": 2},
+    }
+
+
+def gpt2(size):
+    layers, width, heads = {"small": (12, 768, 12), "medium": (24, 1024, 16)}[size]
+    m = Layers()
+    x = m.add("embedding", "wte_wpe", vocab=50257, dim=width, positions=1024)
+    for i in range(layers):
+        x = transformer_block(m, f"h{i}", width, heads, True, True, x)
+    m.add("layer_norm", "ln_f")
+    m.add("dense", "lm_head", units=50257, use_bias=False, tied_weights=True, activation="softmax")
+    return {
+        "name": f"gpt2_{size}",
+        "description": f"GPT-2 {size} ({layers} layers, width {width}, {heads} heads), next-token loss at sequence 1024, head tied to the token table.",
+        "model": {"input_shape": [1024], "input_dtype": "int32", "layers": m.layers, "loss": "sparse_categorical_crossentropy"},
+        "training": {"per_replica_batch": 4, "precision": "mixed_bfloat16",
+                     "optimizer": {"name": "adamw", "learning_rate": 3e-4}, "steps": 3},
+        "input_pipeline": {"host_samples_per_s": 0, "prefetch_batches": 2},
+    }
+
+
+def write(doc):
+    path = HERE / f"{doc['name']}.json"
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    write(resnet50())
+    for size in ("base", "large"):
+        for seq in (128, 512):
+            write(bert(size, seq))
+    write(vit_b16())
+    write(gpt2("small"))
+    write(gpt2("medium"))
