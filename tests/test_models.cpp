@@ -87,3 +87,30 @@ BOOST_AUTO_TEST_CASE(a_model_that_cannot_fit_is_out_of_memory) {
   BOOST_TEST(s["memory"]["per_core"]["total_bytes"].get<double>() > s["memory"]["hbm_capacity_bytes"].get<double>());
   BOOST_TEST(s["step_time_s"].is_null());
 }
+
+BOOST_AUTO_TEST_CASE(resnet50_throughput_rises_with_the_batch_then_flattens) {
+  std::vector<double> per_chip;
+  for (int batch : {8, 32, 128}) {
+    const json s = run("resnet50", "--hw tpu_v5e --topology 1x1 --set workload.training.steps=2 --set workload.training.per_replica_batch=" +
+                                       std::to_string(batch));
+    per_chip.push_back(s["samples_per_s_per_chip"].get<double>());
+  }
+  BOOST_TEST(per_chip[1] > 1.1 * per_chip[0]);
+  BOOST_TEST(per_chip[2] > per_chip[1]);
+  BOOST_TEST(per_chip[2] / per_chip[1] < per_chip[1] / per_chip[0]);  // the gain shrinks as the MXUs fill
+}
+
+BOOST_AUTO_TEST_CASE(every_zoo_model_runs_on_every_preset) {
+  // At each preset's default slice; where a model cannot fit, the result must say OOM.
+  for (const char* hw : {"tpu_v2", "tpu_v3", "tpu_v4", "tpu_v5e", "tpu_v5p", "tpu_v6e"})
+    for (const char* m : {"resnet50", "bert_large_512", "vit_b16", "gpt2_medium"}) {
+      BOOST_TEST_CONTEXT(m << " on " << hw) {
+        const json s = run(m, std::string("--hw ") + hw + " --set workload.training.steps=1");
+        BOOST_TEST((s["status"] == "ok" || s["status"] == "oom"));
+        if (s["status"] == "ok") {
+          BOOST_TEST(s["mfu"].get<double>() > 0.02);
+          BOOST_TEST(s["mfu"].get<double>() < 1.0);
+        }
+      }
+    }
+}
