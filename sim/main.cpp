@@ -246,8 +246,8 @@ int cli_main(int argc, char** argv) {
     run_options.trace = trace_level == "none" ? TraceLevel::None : TraceLevel::Ops;
     const auto summary = run_simulation(config, run_options);
     std::cout << format_summary(summary);
-    std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json{})\n",
-                             run_options.out_dir, run_options.trace == TraceLevel::None ? "" : ", trace.json");
+    std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json{})\n", run_options.out_dir,
+                             std::filesystem::exists(run_options.out_dir + "/trace.json") ? ", trace.json" : "");
     return 0;
   } catch (const InputError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";

@@ -100,6 +100,16 @@ class StagedOutput {
 double seconds(Picos ps) { return ps_to_s(ps); }
 
 
+// Activations grow with the batch and nothing else does: the largest per-core batch whose
+// footprint fits is (capacity - fixed) / (activations per sample); 0 when the state alone does not fit.
+std::uint64_t largest_fitting_batch(const LoweredStep& step) {
+  const MemoryFootprint& m = step.memory;
+  const std::uint64_t fixed = m.parameters + m.gradients + m.optimizer_state;
+  if (fixed >= step.hbm_capacity_per_core_bytes || step.per_core_batch == 0) return 0;
+  const double per_sample = static_cast<double>(m.activations) / static_cast<double>(step.per_core_batch);
+  return static_cast<std::uint64_t>(static_cast<double>(step.hbm_capacity_per_core_bytes - fixed) / per_sample);
+}
+
 ojson memory_json(const LoweredStep& step) {
   const MemoryFootprint& m = step.memory;
   ojson per_core = {{"parameters_bytes", m.parameters},
@@ -110,7 +120,8 @@ ojson memory_json(const LoweredStep& step) {
   return {{"per_core", per_core},
           {"hbm_capacity_bytes", step.hbm_capacity_per_core_bytes},
           {"hbm_fraction", static_cast<double>(m.total()) / static_cast<double>(step.hbm_capacity_per_core_bytes)},
-          {"oom", m.total() > step.hbm_capacity_per_core_bytes}};
+          {"oom", m.total() > step.hbm_capacity_per_core_bytes},
+          {"largest_per_core_batch", largest_fitting_batch(step)}};
 }
 
 // Useful over executed MXU work, over the whole program: how much padding to the array costs.
@@ -203,8 +214,12 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu"})
       summary[key] = nullptr;
     summary["memory"] = memory;
-    warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}", step.memory.total(),
-                                   step.hbm_capacity_per_core_bytes));
+    const std::uint64_t fits = largest_fitting_batch(step);
+    warnings.push_back(fits == 0 ? fmt::format("out of HBM: a core needs {} bytes but has {}; the weights, gradients and "
+                                               "optimizer state alone do not fit", step.memory.total(),
+                                               step.hbm_capacity_per_core_bytes)
+                                 : fmt::format("out of HBM: a core needs {} bytes but has {}; the largest batch that fits is {} "
+                                               "per core", step.memory.total(), step.hbm_capacity_per_core_bytes, fits));
     summary["warnings"] = warnings;
     out.write("summary.json", summary.dump(2) + "\n");
     out.write("summary.csv", csv_of(summary));

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "hw/collective.hpp"
@@ -207,6 +208,22 @@ BOOST_AUTO_TEST_CASE(a_step_that_does_not_fit_hbm_is_reported_as_oom_without_a_s
   BOOST_TEST(run->summary["step_time_s"].is_null());
   BOOST_TEST(!fs::exists(run->out() + "/trace.json"));
   BOOST_TEST(run->result.out.find("out of memory") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_names_the_largest_batch_that_fits) {
+  const std::string small_hbm = "--set hw.hbm.capacity_bytes=16777216 --trace none";  // 8 MiB per core
+  const auto oom = run_example(small_hbm + " --set workload.training.global_batch=16384");
+  BOOST_REQUIRE(oom->summary["status"] == "oom");
+  const std::uint64_t largest = oom->summary["memory"]["largest_per_core_batch"].get<std::uint64_t>();
+  BOOST_TEST(largest > 0u);
+  BOOST_TEST(largest < 2048u);
+  BOOST_TEST(oom->summary["warnings"][0].get<std::string>().find(fmt::format("largest batch that fits is {} per core", largest)) !=
+             std::string::npos);
+  // Exactly that batch fits; one sample more does not.
+  const auto fits = run_example(small_hbm + " --set workload.training.global_batch=" + std::to_string(8 * largest));
+  BOOST_TEST(fits->summary["status"] == "ok");
+  const auto over = run_example(small_hbm + " --set workload.training.global_batch=" + std::to_string(8 * (largest + 1)));
+  BOOST_TEST(over->summary["status"] == "oom");
 }
 
 BOOST_AUTO_TEST_CASE(trace_none_writes_no_trace) {
