@@ -56,7 +56,7 @@ BOOST_AUTO_TEST_CASE(failed_and_oom_points_are_rows_with_their_reason) {
   const auto rows = lines(read_file(dir.path("s/sweep.csv")));
   BOOST_REQUIRE(rows.size() == 5u);
   BOOST_TEST(rows[1].find(",ok,") != std::string::npos);
-  BOOST_TEST(rows[2].find(",oom,out of HBM") != std::string::npos);
+  BOOST_TEST(rows[2].find(",oom,\"out of HBM") != std::string::npos);  // quoted: the reason has commas
   BOOST_TEST(rows[3].find(",input_error,") != std::string::npos);
   BOOST_TEST(rows[3].find("1020 does not divide over the 8 replicas") != std::string::npos);
 }
