@@ -244,43 +244,64 @@ Picos TensorCore::vpu_ops(std::uint64_t elements, double ops_per_element, const 
   return r.job().served.end;
 }
 
-void TensorCore::run_blocks(std::vector<Block>& blocks, const Op& op) {
-  struct Progress {
-    std::array<std::size_t, 2> loaded{};
-    std::size_t computed = 0, stored = 0;
-    std::vector<Picos> ready;
-    sc_core::sc_event changed;
-  } p;
+void TensorCore::run_blocks(Engine engine, std::vector<Block>& blocks, const Op& op) {
   const std::size_t n = blocks.size();
-  if (n == 0) return;  // the spawned stages must never outlive this frame
+  if (n == 0) return;
+  // The DMA stages are processes that live as long as the core and take one op at a time:
+  // spawning them per op would create a SystemC object (and a name lookup) per op.
+  Pipeline& p = pipelines_[engine];
+  if (!p.started) {
+    p.started = true;
+    for (std::size_t stream = 0; stream < 2; ++stream) sc_core::sc_spawn([this, &p, stream] { load_stage(p, stream); });
+    sc_core::sc_spawn([this, &p] { store_stage(p); });
+  }
+  p.blocks = &blocks;
+  p.op = &op;
+  p.loaded = {0, 0};
+  p.computed = p.stored = 0;
   p.ready.assign(n, 0);
-  auto bump = [&p](std::size_t& counter) {
-    ++counter;
-    p.changed.notify(sc_core::SC_ZERO_TIME);
-  };
-  for (std::size_t stream = 0; stream < 2; ++stream)
-    sc_core::sc_spawn([&, stream] {
-      for (std::size_t b = 0; b < n; ++b) {
-        while (b >= p.computed + 2) sc_core::wait(p.changed);  // both input buffers full
-        dma_transfer(tlm::TLM_READ_COMMAND, blocks[b].load_bytes[stream], &op.name);
-        bump(p.loaded[stream]);
-      }
-    });
-  sc_core::sc_spawn([&] {
-    for (std::size_t b = 0; b < n; ++b) {
-      while (b >= p.computed) sc_core::wait(p.changed);
-      wait_until_ps(p.ready[b]);
-      dma_transfer(tlm::TLM_WRITE_COMMAND, blocks[b].store_bytes, &op.name);
-      bump(p.stored);
-    }
-  });
+  ++p.job;
+  p.changed.notify(sc_core::SC_ZERO_TIME);
   for (std::size_t b = 0; b < n; ++b) {
     while (b >= std::min(p.loaded[0], p.loaded[1]) || b >= p.stored + 2)  // inputs in, output buffer free
       sc_core::wait(p.changed);
     p.ready[b] = blocks[b].compute();
-    bump(p.computed);
+    ++p.computed;
+    p.changed.notify(sc_core::SC_ZERO_TIME);
   }
   while (p.stored < n) sc_core::wait(p.changed);
+  p.blocks = nullptr;
+}
+
+void TensorCore::load_stage(Pipeline& p, std::size_t stream) {
+  std::uint64_t done_job = 0;
+  for (;;) {
+    while (p.blocks == nullptr || p.job == done_job) sc_core::wait(p.changed);
+    done_job = p.job;
+    const std::size_t n = p.blocks->size();
+    for (std::size_t b = 0; b < n; ++b) {
+      while (b >= p.computed + 2) sc_core::wait(p.changed);  // both input buffers full
+      dma_transfer(tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stream], &p.op->name);
+      ++p.loaded[stream];
+      p.changed.notify(sc_core::SC_ZERO_TIME);
+    }
+  }
+}
+
+void TensorCore::store_stage(Pipeline& p) {
+  std::uint64_t done_job = 0;
+  for (;;) {
+    while (p.blocks == nullptr || p.job == done_job) sc_core::wait(p.changed);
+    done_job = p.job;
+    const std::size_t n = p.blocks->size();
+    for (std::size_t b = 0; b < n; ++b) {
+      while (b >= p.computed) sc_core::wait(p.changed);
+      wait_until_ps(p.ready[b]);
+      dma_transfer(tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, &p.op->name);
+      ++p.stored;
+      p.changed.notify(sc_core::SC_ZERO_TIME);
+    }
+  }
 }
 
 void TensorCore::run_matmul(const Op& op) {
@@ -320,7 +341,7 @@ void TensorCore::run_matmul(const Op& op) {
   }
   const std::uint64_t reserved = tiling.working_set_bytes;
   vmem_.reserve(reserved, op.name);
-  run_blocks(blocks, op);
+  run_blocks(kMatmul, blocks, op);
   vmem_.release(reserved);
 }
 
@@ -346,7 +367,7 @@ void TensorCore::run_vector(const Op& op) {
     };
   }
   vmem_.reserve(2 * largest, op.name);
-  run_blocks(blocks, op);
+  run_blocks(kVector, blocks, op);
   vmem_.release(2 * largest);
 }
 

@@ -106,8 +106,21 @@ class TensorCore : public sc_core::sc_module {
   void run_vector(const Op& op);
   void run_collective(const Op& op);
   void run_infeed(const Op& op);
+  // The DMA and compute stages of one engine's current op.
+  struct Pipeline {
+    bool started = false;
+    std::uint64_t job = 0;
+    std::vector<Block>* blocks = nullptr;
+    const Op* op = nullptr;
+    std::array<std::size_t, 2> loaded{};
+    std::size_t computed = 0, stored = 0;
+    std::vector<Picos> ready;
+    sc_core::sc_event changed;
+  };
   // Load -> compute -> store with two buffers between stages, each stage its own process.
-  void run_blocks(std::vector<Block>& blocks, const Op& op);
+  void run_blocks(Engine engine, std::vector<Block>& blocks, const Op& op);
+  void load_stage(Pipeline& p, std::size_t stream);
+  void store_stage(Pipeline& p);
   void dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label);
   // Hands each MXU its share of a block; returns when the last one is done.
   Picos mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label);
@@ -127,6 +140,7 @@ class TensorCore : public sc_core::sc_module {
   EventSink* sink_;
   std::map<std::uint32_t, Queue> queues_;         // by engine * kMaxStreams + stream
   std::map<std::uint32_t, Reporter> reporters_;   // the same keys
+  Pipeline pipelines_[kEngines];
   std::vector<bool> done_;
   sc_core::sc_event op_done_;
   std::uint32_t step_ = 0;
