@@ -19,6 +19,19 @@ class Layers:
         return name
 
 
+def workload(name, description, input_shape, input_dtype, layers, per_replica_batch, optimizer, learning_rate):
+    """A training workload around a layer list: mixed precision, 3 steps, an unlimited host."""
+    return {
+        "name": name,
+        "description": description,
+        "model": {"input_shape": input_shape, "input_dtype": input_dtype, "layers": layers,
+                  "loss": "sparse_categorical_crossentropy"},
+        "training": {"per_replica_batch": per_replica_batch, "precision": "mixed_bfloat16",
+                     "optimizer": {"name": optimizer, "learning_rate": learning_rate}, "steps": 3},
+        "input_pipeline": {"host_samples_per_s": 0, "prefetch_batches": 2},
+    }
+
+
 def resnet50():
     """Keras applications ResNet50 (v1): convolutions with biases, batch norm, bottleneck blocks."""
     m = Layers()
@@ -48,15 +61,9 @@ def resnet50():
             x = m.add("activation", p + "_out", activation="relu")
     m.add("global_avg_pool", "avg_pool")
     m.add("dense", "predictions", units=1000, activation="softmax")
-    return {
-        "name": "resnet50",
-        "description": "ResNet-50 v1 at 224x224 (Keras applications: 25,636,712 parameters), ImageNet classification.",
-        "model": {"input_shape": [224, 224, 3], "input_dtype": "uint8", "layers": m.layers,
-                  "loss": "sparse_categorical_crossentropy"},
-        "training": {"per_replica_batch": 128, "precision": "mixed_bfloat16",
-                     "optimizer": {"name": "momentum", "learning_rate": 0.1}, "steps": 3},
-        "input_pipeline": {"host_samples_per_s": 0, "prefetch_batches": 2},
-    }
+    return workload("resnet50",
+                    "ResNet-50 v1 at 224x224 (Keras applications: 25,636,712 parameters), ImageNet classification.",
+                    [224, 224, 3], "uint8", m.layers, 128, "momentum", 0.1)
 
 
 def transformer_block(m, p, width, heads, causal, pre_norm, x):
@@ -91,14 +98,9 @@ def bert(size, seq):
     m.add("take_first", "cls")
     m.add("dense", "pooler", units=width, activation="tanh")
     m.add("dense", "classifier", units=2, activation="softmax")
-    return {
-        "name": f"bert_{size}_{seq}",
-        "description": f"BERT-{size} ({layers} layers, width {width}, {heads} heads) fine-tuned on a 2-class task at sequence {seq}.",
-        "model": {"input_shape": [seq], "input_dtype": "int32", "layers": m.layers, "loss": "sparse_categorical_crossentropy"},
-        "training": {"per_replica_batch": 32 if seq == 128 else 8, "precision": "mixed_bfloat16",
-                     "optimizer": {"name": "adamw", "learning_rate": 2e-5}, "steps": 3},
-        "input_pipeline": {"host_samples_per_s": 0, "prefetch_batches": 2},
-    }
+    return workload(f"bert_{size}_{seq}",
+                    f"BERT-{size} ({layers} layers, width {width}, {heads} heads) fine-tuned on a 2-class task at sequence {seq}.",
+                    [seq], "int32", m.layers, 32 if seq == 128 else 8, "adamw", 2e-5)
 
 
 def vit_b16():
@@ -109,15 +111,9 @@ def vit_b16():
     m.add("layer_norm", "final_ln")
     m.add("take_first", "cls")
     m.add("dense", "head", units=1000, activation="softmax")
-    return {
-        "name": "vit_b16",
-        "description": "ViT-B/16 at 224x224 (12 layers, width 768, 12 heads), ImageNet classification.",
-        "model": {"input_shape": [224, 224, 3], "input_dtype": "uint8", "layers": m.layers,
-                  "loss": "sparse_categorical_crossentropy"},
-        "training": {"per_replica_batch": 64, "precision": "mixed_bfloat16",
-                     "optimizer": {"name": "adamw", "learning_rate": 1e-3}, "steps": 3},
-        "input_pipeline": {"host_samples_per_s": 0, "prefetch_batches": 2},
-    }
+    return workload("vit_b16",
+                    "ViT-B/16 at 224x224 (12 layers, width 768, 12 heads), ImageNet classification.",
+                    [224, 224, 3], "uint8", m.layers, 64, "adamw", 1e-3)
 
 
 def gpt2(size):
@@ -128,14 +124,9 @@ def gpt2(size):
         x = transformer_block(m, f"h{i}", width, heads, True, True, x)
     m.add("layer_norm", "ln_f")
     m.add("dense", "lm_head", units=50257, use_bias=False, tied_weights=True, activation="softmax")
-    return {
-        "name": f"gpt2_{size}",
-        "description": f"GPT-2 {size} ({layers} layers, width {width}, {heads} heads), next-token loss at sequence 1024, head tied to the token table.",
-        "model": {"input_shape": [1024], "input_dtype": "int32", "layers": m.layers, "loss": "sparse_categorical_crossentropy"},
-        "training": {"per_replica_batch": 4, "precision": "mixed_bfloat16",
-                     "optimizer": {"name": "adamw", "learning_rate": 3e-4}, "steps": 3},
-        "input_pipeline": {"host_samples_per_s": 0, "prefetch_batches": 2},
-    }
+    return workload(f"gpt2_{size}",
+                    f"GPT-2 {size} ({layers} layers, width {width}, {heads} heads), next-token loss at sequence 1024, head tied to the token table.",
+                    [1024], "int32", m.layers, 4, "adamw", 3e-4)
 
 
 def write(doc):
