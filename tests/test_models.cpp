@@ -114,3 +114,12 @@ BOOST_AUTO_TEST_CASE(every_zoo_model_runs_on_every_preset) {
       }
     }
 }
+
+BOOST_AUTO_TEST_CASE(fusing_elementwise_chains_saves_hbm_traffic_and_time) {
+  const std::string common = "--hw tpu_v5e --topology 1x1 --set workload.training.steps=2 --set workload.training.per_replica_batch=32";
+  const json fused = run("resnet50", common);
+  const json unfused = run("resnet50", common + " --set workload.training.fusion=false");
+  BOOST_TEST(fused["traffic_per_step"]["hbm_bytes"].get<double>() < 0.8 * unfused["traffic_per_step"]["hbm_bytes"].get<double>());
+  BOOST_TEST(fused["step_time_s"].get<double>() < unfused["step_time_s"].get<double>());
+  BOOST_TEST(fused["model_flops_per_step"] == unfused["model_flops_per_step"]);  // the same matmuls either way
+}

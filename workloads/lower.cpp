@@ -240,6 +240,66 @@ class StepEmitter {
   // The node's activation gradient will be applied by its consumer's dX epilogue.
   void fuse_grad_into_consumer(std::size_t node) { own_grad_fused_.insert(node); }
 
+  static bool elementwise(const Node& node) {
+    const std::string& t = node.spec.type;
+    return t == "batch_norm" || t == "layer_norm" || t == "activation" || t == "add" || t == "dropout";
+  }
+
+  // A chain of elementwise layers as one pass: its external inputs read once, its output (and any
+  // intermediate the backward pass keeps) written once. `stats_in_producer`: the first layer's
+  // normalization statistics come from the producing matmul's epilogue, not from a pass of their own.
+  std::uint32_t fused_forward(const std::vector<const Node*>& chain, std::vector<std::uint32_t> deps, bool stats_in_producer) {
+    const std::uint64_t e = b_ * elements(chain.back()->out);
+    double ops = 0;
+    std::uint64_t reads = e, writes = e;
+    std::string name;
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      const Node& node = *chain[i];
+      const std::string& t = node.spec.type;
+      name += (i ? "+" : "") + node.spec.name;
+      if (t == "batch_norm" || t == "layer_norm") {
+        ops += 8;
+        // Batch statistics need the whole tensor first; row statistics (layer norm) stay in VMEM.
+        if (t == "batch_norm" && !(i == 0 && stats_in_producer)) reads += e;
+      } else if (t == "activation") {
+        ops += activation_vpu_ops(node.spec.activation);
+      } else if (t == "add") {
+        ops += static_cast<double>(node.inputs.size() - 1);
+        reads += (node.inputs.size() - 1) * e;
+      } else if (t == "dropout" && node.spec.rate > 0) {
+        ops += 3;
+        writes += e / 8;
+      }
+      if (i + 1 < chain.size() && kept_for_backward(node)) writes += e;  // an intermediate the backward pass needs
+    }
+    return vector(name + "/fwd", Phase::Forward, e, ops, reads * act_bytes_, writes * act_bytes_, std::move(deps));
+  }
+
+  // The backward of such a chain as one pass: reads the gradient and what the layers kept, writes
+  // the input gradient (and the normalizations' parameter gradients).
+  std::uint32_t fused_backward(const std::vector<const Node*>& chain, std::vector<std::uint32_t> dy) {
+    const std::uint64_t e = b_ * elements(chain.back()->out);
+    double ops = 0;
+    std::uint64_t reads = e * act_bytes_;
+    std::string name;
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      const Node& node = *chain[i];
+      const std::string& t = node.spec.type;
+      name += (i ? "+" : "") + node.spec.name;
+      if (t == "batch_norm" || t == "layer_norm") {
+        ops += 12;
+        reads += e * act_bytes_;  // the normalized input
+      } else if (t == "activation") {
+        ops += activation_grad_vpu_ops(node.spec.activation);
+        reads += node.spec.activation == "relu" ? e / 8 : e * act_bytes_;
+      } else if (t == "dropout" && node.spec.rate > 0) {
+        ops += 2;
+        reads += e / 8;
+      }
+    }
+    return vector(name + "/bwd", Phase::Backward, e, ops, reads, e * act_bytes_, std::move(dy));
+  }
+
   // Activations this node's backward keeps from the forward pass, bytes on this core: the output
   // of a layer is kept when a consumer's gradient needs it (a matmul's input for dW, a
   // normalization's input, a max pool's input); relu and dropout keep one bit per element.
@@ -378,10 +438,45 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   infeed.infeed.bytes = out.infeed.bytes_per_core;
   const std::uint32_t input_op = pb.add(std::move(infeed), {});
 
-  // Forward, in layer order, each op after the ops that produce its inputs.
+  // Chains of elementwise layers, each layer feeding only the next, run fused as one pass.
   const std::size_t n = model.nodes.size();
+  std::vector<std::size_t> chain_of(n, kModelInput);
+  std::vector<std::vector<const Node*>> chains;
+  if (w.fusion)
+    for (const Node& node : model.nodes) {
+      if (!StepEmitter::elementwise(node)) continue;
+      const std::size_t in0 = node.inputs[0];
+      if (in0 != kModelInput && chain_of[in0] != kModelInput && model.nodes[in0].consumers.size() == 1 &&
+          chains[chain_of[in0]].back() == &model.nodes[in0]) {
+        chain_of[node.index] = chain_of[in0];
+        chains[chain_of[in0]].push_back(&node);
+      } else {
+        chain_of[node.index] = chains.size();
+        chains.push_back({&node});
+      }
+    }
+  auto fused = [&](std::size_t i) { return chain_of[i] != kModelInput && chains[chain_of[i]].size() > 1; };
+
+  // Forward, in layer order, each op after the ops that produce its inputs.
   std::vector<std::uint32_t> fwd(n);
   for (const Node& node : model.nodes) {
+    if (fused(node.index)) {
+      const auto& chain = chains[chain_of[node.index]];
+      if (chain.back() != &node) continue;  // emitted with the chain's last layer
+      std::vector<std::uint32_t> deps;
+      std::set<std::size_t> inside;
+      for (const Node* member : chain) inside.insert(member->index);
+      for (const Node* member : chain)
+        for (auto input : member->inputs)
+          if (!inside.count(input)) deps.push_back(input == kModelInput ? input_op : fwd[input]);
+      const std::size_t producer = chain.front()->inputs[0];
+      const bool stats_in_producer = producer != kModelInput && matmul_layer(model.nodes[producer]) &&
+                                     chain.front()->spec.type == "batch_norm";
+      if (stats_in_producer) program.ops[fwd[producer]].matmul.epilogue_vpu_ops_per_element += 3;
+      const std::uint32_t op = em.fused_forward(chain, deps, stats_in_producer);
+      for (const Node* member : chain) fwd[member->index] = op;
+      continue;
+    }
     std::vector<std::uint32_t> deps;
     for (auto input : node.inputs) deps.push_back(input == kModelInput ? input_op : fwd[input]);
     fwd[node.index] = em.forward(node, deps);
@@ -439,12 +534,41 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       deps = {em.vector(node.spec.name + "/bwd/sum_grads", Phase::Backward, b * elements(node.out),
                         static_cast<double>(deps.size() - 1), deps.size() * b * elements(node.out) * act_bytes,
                         b * elements(node.out) * act_bytes, deps)};
+    if (fused(i)) {
+      // The whole chain's backward, reached at its last layer; its gradient flows to the chain's
+      // input and to the residual inputs of its adds.
+      const auto& chain = chains[chain_of[i]];
+      const std::uint32_t op = em.fused_backward(chain, deps);
+      std::set<std::size_t> inside;
+      for (const Node* member : chain) inside.insert(member->index);
+      std::uint64_t trainable = 0;
+      for (const Node* member : chain) {
+        trainable += member->trainable;
+        for (auto input : member->inputs)
+          if (!inside.count(input) && input != kModelInput && requires_grad[input]) dy[input].push_back(op);
+      }
+      for (const Node* member : chain)
+        if (member != &node) dy[member->index].clear();  // handled here
+      if (trainable > 0) {
+        Bucket& bk = buckets.back();
+        bk.grads.push_back(op);
+        bk.params += trainable;
+        if (bk.first.empty()) bk.first = chain.back()->spec.name;
+        bk.last = chain.front()->spec.name;
+        all_grads.push_back(op);
+        if (bk.params * 4 >= w.all_reduce_bucket_bytes) {
+          if (w.all_reduce_overlap) issue_all_reduce(bk, bk.grads);
+          buckets.emplace_back();
+        }
+      }
+      continue;
+    }
     // An input whose activation is applied elementwise, with this layer its only consumer, gets
     // its activation gradient in this layer's dX epilogue.
     const Node* fused_input = nullptr;
     const std::size_t in0 = node.inputs[0];
     if (matmul_layer(node) || node.spec.type == "attention")
-      if (in0 != kModelInput && model.nodes[in0].consumers.size() == 1 &&
+      if (in0 != kModelInput && model.nodes[in0].consumers.size() == 1 && !fused(in0) &&
           ((matmul_layer(model.nodes[in0]) || model.nodes[in0].spec.type == "activation") &&
            model.nodes[in0].spec.activation != "linear")) {
         fused_input = &model.nodes[in0];
