@@ -1,6 +1,7 @@
 // The tpusim command line.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "sim/params.hpp"
 #include "sim/run.hpp"
 #include "sim/sweep.hpp"
+#include "traces/trace_check.hpp"
 
 namespace tpusim {
 namespace {
@@ -163,6 +165,14 @@ int cli_main(int argc, char** argv) {
   sweep_cmd->add_option("--trace", sweep.trace, "Trace of each point: none or ops")->check(CLI::IsMember({"none", "ops"}))
       ->capture_default_str();
 
+  std::string trace_file;
+  std::size_t summary_top = 20;
+  auto* check_cmd = app.add_subcommand("trace-check", "Validate a trace: fields, named tracks, nesting, flows, counters");
+  check_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
+  auto* summary_cmd = app.add_subcommand("trace-summary", "Print a trace's top ops and each track's busy time");
+  summary_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
+  summary_cmd->add_option("--top", summary_top, "How many ops to list")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -178,6 +188,33 @@ int cli_main(int argc, char** argv) {
 
   try {
     if (*params) return list_params(params_hw, params_json);
+    if (*check_cmd || *summary_cmd) {
+      std::ifstream in(trace_file, std::ios::binary);
+      if (!in) throw InputError(fmt::format("{}: cannot read the file", trace_file));
+      nlohmann::json trace;
+      try {
+        trace = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::parse_error& e) {
+        if (*check_cmd) {
+          std::cout << fmt::format("{}: invalid: not JSON ({})\n", trace_file, e.what());
+          return 1;
+        }
+        throw InputError(fmt::format("{}: malformed JSON", trace_file));
+      }
+      if (*summary_cmd) {
+        std::cout << summarize_trace(trace, summary_top);
+        return 0;
+      }
+      const TraceCheck r = check_trace(trace);
+      if (r.problems.empty()) {
+        std::cout << fmt::format("{}: valid: {} events, {} slices on {} tracks of {} processes\n", trace_file, r.events,
+                                 r.slices, r.tracks, r.processes);
+        return 0;
+      }
+      std::cout << fmt::format("{}: invalid: {} problem(s)\n", trace_file, r.problems.size());
+      for (const auto& p : r.problems) std::cout << "  " << p << "\n";
+      return 1;
+    }
     if (*sweep_cmd) {
       // --hw and --topology lists vary like any key; a single value is fixed.
       auto list = [](const std::string& text) {

@@ -244,3 +244,34 @@ BOOST_AUTO_TEST_CASE(readme_shows_the_real_output_of_the_first_command) {
   BOOST_REQUIRE(std::system(cmd.c_str()) == 0);
   BOOST_TEST(read_file(dir.path("stdout.txt")) == shown);
 }
+
+BOOST_AUTO_TEST_CASE(trace_check_accepts_our_traces_and_names_what_is_wrong_in_others) {
+  const auto run = run_example("");
+  const CommandResult ok = run_tpusim("trace-check '" + run->out() + "/trace.json'");
+  BOOST_TEST(ok.exit_code == 0);
+  BOOST_TEST(ok.out.find(": valid:") != std::string::npos);
+
+  TempDir dir;
+  const std::string bad = dir.write("bad.json", R"({"traceEvents": [
+    {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "chip 0"}},
+    {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "mxu"}},
+    {"name": "a", "ph": "X", "pid": 1, "tid": 1, "ts": 0.0, "dur": 2.0},
+    {"name": "b", "ph": "X", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0},
+    {"name": "c", "ph": "X", "pid": 1, "tid": 2, "ts": 0.0, "dur": 1.0},
+    {"name": "d", "ph": "X", "pid": 2, "tid": 1, "ts": 0.0},
+    {"name": "f", "ph": "s", "pid": 1, "tid": 1, "ts": 0.0, "id": 7}]})");
+  const CommandResult r = run_tpusim("trace-check '" + bad + "'");
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.out.find("overlaps another ending at 2000 ns without nesting") != std::string::npos, r.out);
+  BOOST_TEST(r.out.find("track pid 1 tid 2 has slices but no thread_name") != std::string::npos);
+  BOOST_TEST(r.out.find("a complete event needs a non-negative \"dur\"") != std::string::npos);
+  BOOST_TEST(r.out.find("flow 7 has 1 unmatched start(s)") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(trace_summary_lists_the_ops_and_tracks) {
+  const auto run = run_example("");
+  const CommandResult r = run_tpusim("trace-summary '" + run->out() + "/trace.json' --top 50");
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(r.out.find("dense/fwd/matmul+bias+relu") != std::string::npos);
+  BOOST_TEST(r.out.find("chip 0 / core0.mxu0") != std::string::npos);
+}

@@ -1,0 +1,162 @@
+#include "traces/trace_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace tpusim {
+namespace {
+
+using json = nlohmann::json;
+using Track = std::pair<std::int64_t, std::int64_t>;  // pid, tid
+
+// Timestamps in integer nanoseconds: the format's microseconds carry three decimals.
+std::int64_t ns(const json& micros) { return std::llround(micros.get<double>() * 1000.0); }
+
+const json& events_of(const json& trace) {
+  static const json kEmpty = json::array();
+  if (trace.is_array()) return trace;
+  if (trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array()) return trace["traceEvents"];
+  return kEmpty;
+}
+
+}  // namespace
+
+TraceCheck check_trace(const json& trace) {
+  TraceCheck r;
+  auto problem = [&](std::string what) {
+    if (r.problems.size() < 50) r.problems.push_back(std::move(what));
+  };
+  if (!(trace.is_array() || (trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array()))) {
+    problem("not a trace: expected a JSON array of events or an object with a traceEvents array");
+    return r;
+  }
+  const json& events = events_of(trace);
+  std::set<std::int64_t> named_processes;
+  std::set<Track> named_tracks;
+  std::map<Track, std::vector<std::pair<std::int64_t, std::int64_t>>> slices;
+  std::map<std::pair<Track, std::string>, std::int64_t> counter_last;
+  std::map<std::string, int> flows;  // id -> starts minus finishes
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    ++r.events;
+    const std::string at = fmt::format("event {}", i);
+    if (!e.is_object()) {
+      problem(at + ": not an object");
+      continue;
+    }
+    for (const char* key : {"name", "ph", "pid", "tid"})
+      if (!e.contains(key)) problem(fmt::format("{}: missing \"{}\"", at, key));
+    if (!e.contains("ph") || !e["ph"].is_string() || !e.contains("pid") || !e.contains("tid") || !e["pid"].is_number_integer() ||
+        !e["tid"].is_number_integer())
+      continue;
+    const std::string ph = e["ph"];
+    const Track track{e["pid"].get<std::int64_t>(), e["tid"].get<std::int64_t>()};
+    const bool timed = ph != "M";
+    if (timed && !(e.contains("ts") && e["ts"].is_number())) {
+      problem(at + ": missing a numeric \"ts\"");
+      continue;
+    }
+    if (ph == "M") {
+      const std::string name = e.value("name", "");
+      if (!e.contains("args") || !e["args"].is_object()) problem(at + ": metadata without args");
+      else if (name == "process_name" && e["args"].contains("name")) named_processes.insert(track.first);
+      else if (name == "thread_name" && e["args"].contains("name")) named_tracks.insert(track);
+    } else if (ph == "X") {
+      if (!(e.contains("dur") && e["dur"].is_number()) || e["dur"].get<double>() < 0) {
+        problem(at + ": a complete event needs a non-negative \"dur\"");
+        continue;
+      }
+      ++r.slices;
+      slices[track].emplace_back(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]));
+    } else if (ph == "C") {
+      const auto key = std::make_pair(track, e.value("name", ""));
+      const std::int64_t t = ns(e["ts"]);
+      const auto it = counter_last.find(key);
+      if (it != counter_last.end() && t < it->second)
+        problem(fmt::format("{}: counter \"{}\" goes back in time", at, key.second));
+      counter_last[key] = t;
+    } else if (ph == "s" || ph == "f" || ph == "t") {
+      const std::string id = e.contains("id") ? e["id"].dump() : "";
+      if (id.empty()) problem(at + ": a flow event needs an \"id\"");
+      else if (ph == "s") ++flows[id];
+      else if (ph == "f") --flows[id];
+    }
+  }
+  for (const auto& [id, open] : flows)
+    if (open != 0) problem(fmt::format("flow {} has {} unmatched {}", id, std::abs(open), open > 0 ? "start(s)" : "finish(es)"));
+  std::set<std::int64_t> pids;
+  for (auto& [track, spans] : slices) {
+    pids.insert(track.first);
+    if (!named_tracks.count(track)) problem(fmt::format("track pid {} tid {} has slices but no thread_name", track.first, track.second));
+    // Strict nesting: sorted by start (longest first on ties), each slice lies inside the open
+    // enclosing one or starts after it ends.
+    std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    std::vector<std::int64_t> open;
+    for (const auto& [start, end] : spans) {
+      while (!open.empty() && open.back() <= start) open.pop_back();
+      if (!open.empty() && end > open.back()) {
+        problem(fmt::format("track pid {} tid {}: a slice [{}, {}) ns overlaps another ending at {} ns without nesting",
+                            track.first, track.second, start, end, open.back()));
+        break;
+      }
+      open.push_back(end);
+    }
+  }
+  for (auto pid : pids)
+    if (!named_processes.count(pid)) problem(fmt::format("process {} has slices but no process_name", pid));
+  r.processes = pids.size();
+  r.tracks = slices.size();
+  return r;
+}
+
+std::string summarize_trace(const json& trace, std::size_t top) {
+  const json& events = events_of(trace);
+  std::map<std::int64_t, std::string> process_names;
+  std::map<Track, std::string> track_names;
+  struct Total {
+    double us = 0;
+    std::size_t count = 0;
+  };
+  std::map<std::string, Total> by_name;
+  std::map<Track, double> busy_us;
+  double first = INFINITY, last = -INFINITY;
+  for (const auto& e : events) {
+    if (!e.is_object() || !e.contains("ph")) continue;
+    const std::string ph = e["ph"];
+    const Track track{e.value("pid", std::int64_t{0}), e.value("tid", std::int64_t{0})};
+    if (ph == "M" && e.contains("args") && e["args"].contains("name")) {
+      if (e["name"] == "process_name") process_names[track.first] = e["args"]["name"].get<std::string>();
+      if (e["name"] == "thread_name") track_names[track] = e["args"]["name"].get<std::string>();
+    } else if (ph == "X" && e.contains("dur")) {
+      const double d = e["dur"].get<double>(), ts = e["ts"].get<double>();
+      Total& t = by_name[e.value("name", "?")];
+      t.us += d;
+      ++t.count;
+      busy_us[track] += d;
+      first = std::min(first, ts);
+      last = std::max(last, ts + d);
+    }
+  }
+  const double span = last > first ? last - first : 0;
+  std::string out = fmt::format("{} events, {:.3f} ms from first to last slice\n\n", events.size(), span / 1000);
+  std::vector<std::pair<std::string, Total>> names(by_name.begin(), by_name.end());
+  std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.second.us != b.second.us ? a.second.us > b.second.us : a.first < b.first; });
+  out += fmt::format("Top {} slices by total time (all tracks)\n{:>12}  {:>8}  {}\n", std::min(top, names.size()), "total ms", "count", "name");
+  for (std::size_t i = 0; i < std::min(top, names.size()); ++i)
+    out += fmt::format("{:>12.3f}  {:>8}  {}\n", names[i].second.us / 1000, names[i].second.count, names[i].first);
+  out += fmt::format("\nBusy time per track\n{:>12}  {:>6}  {}\n", "busy ms", "busy", "process / track");
+  for (const auto& [track, us] : busy_us) {
+    const std::string process = process_names.count(track.first) ? process_names[track.first] : fmt::format("pid {}", track.first);
+    const std::string name = track_names.count(track) ? track_names[track] : fmt::format("tid {}", track.second);
+    out += fmt::format("{:>12.3f}  {:>5.1f}%  {} / {}\n", us / 1000, span > 0 ? 100 * us / span : 0.0, process, name);
+  }
+  return out;
+}
+
+}  // namespace tpusim
