@@ -116,6 +116,7 @@ TensorCore::TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSit
   dma_socket_.bind(dma.socket);
 
   sink_ = sink;
+  steps_reporter_ = Reporter(sink, core_unit(site, UnitKind::Steps, 15, "steps", hw.core.freq_mhz));
   done_.assign(program.ops.size(), false);
   SC_THREAD(sequencer);
 }
@@ -136,8 +137,14 @@ void TensorCore::sequencer() {
     }
     return kVector;
   };
+  static const std::vector<std::string> kStepNames = [] {
+    std::vector<std::string> names;
+    for (int s = 0; s < 10000; ++s) names.push_back("step " + std::to_string(s));
+    return names;
+  }();
   for (std::uint32_t step = 0; step < program_.steps; ++step) {
     step_ = step;
+    const Picos step_start = now_ps();
     std::fill(done_.begin(), done_.end(), false);
     for (const Op& op : program_.ops) {
       waiting_on_ = op.id;
@@ -157,6 +164,7 @@ void TensorCore::sequencer() {
     }
     while (!std::all_of(done_.begin(), done_.end(), [](bool d) { return d; })) sc_core::wait(op_done_);
     step_end_ps_.push_back(now_ps());
+    steps_reporter_.busy({step_start, now_ps()}, &kStepNames[step], step);
     if (step_observer_) step_observer_(step);
   }
   finished_ = true;

@@ -138,6 +138,7 @@ class TensorCore : public sc_core::sc_module {
   tlm_utils::simple_initiator_socket<TensorCore> vpu_socket_;
   tlm_utils::simple_initiator_socket<TensorCore> dma_socket_;
   EventSink* sink_;
+  Reporter steps_reporter_;
   std::map<std::uint32_t, Queue> queues_;         // by engine * kMaxStreams + stream
   std::map<std::uint32_t, Reporter> reporters_;   // the same keys
   Pipeline pipelines_[kEngines];

@@ -86,9 +86,13 @@ int cli_main(int argc, char** argv) {
   add_config_options(*run, run_request);
   run->add_option("-o,--out", run_options.out_dir, "Output directory (default: out/<workload name>)");
   run->add_flag("--force", run_options.force, "Replace the output directory if it exists");
-  run->add_option("--trace", trace_level, "Trace detail: none or ops")
-      ->check(CLI::IsMember({"none", "ops"}))
+  run->add_option("--trace", trace_level, "Trace detail: none, steps (a slice per step), ops (+ op engines, collectives, links) or tiles (+ every MXU, VPU and DMA transaction)")
+      ->check(CLI::IsMember({"none", "steps", "ops", "tiles"}))
       ->capture_default_str();
+  std::string trace_units, trace_window;
+  run->add_option("--trace-units", trace_units, "Only these kinds of track, comma-separated: op, collective, mxu, vpu, dma, ici, pcie, host, steps");
+  run->add_option("--trace-window", trace_window, "Only slices overlapping START:END, in microseconds of simulated time");
+  run->add_flag("--trace-gzip", run_options.trace_gzip, "Write trace.json.gz instead of trace.json");
 
   std::string params_hw = "tpu_v2";
   bool params_json = false;
@@ -162,7 +166,7 @@ int cli_main(int argc, char** argv) {
   sweep_cmd->add_option("-j,--jobs", sweep.jobs, "Points run at once (default: the number of cores)");
   sweep_cmd->add_flag("--resume", sweep.resume, "Keep the points an interrupted sweep into the same directory finished");
   sweep_cmd->add_flag("--force", sweep.force, "Replace the output directory");
-  sweep_cmd->add_option("--trace", sweep.trace, "Trace of each point: none or ops")->check(CLI::IsMember({"none", "ops"}))
+  sweep_cmd->add_option("--trace", sweep.trace, "Trace of each point: none, steps, ops or tiles")->check(CLI::IsMember({"none", "steps", "ops", "tiles"}))
       ->capture_default_str();
 
   std::string trace_file;
@@ -280,11 +284,36 @@ int cli_main(int argc, char** argv) {
     }
     const Config config = load_config(run_request);
     if (run_options.out_dir.empty()) run_options.out_dir = "out/" + config.workload.name;
-    run_options.trace = trace_level == "none" ? TraceLevel::None : TraceLevel::Ops;
+    run_options.trace.level = trace_level == "none"    ? TraceLevel::None
+                              : trace_level == "steps" ? TraceLevel::Steps
+                              : trace_level == "tiles" ? TraceLevel::Tiles
+                                                       : TraceLevel::Ops;
+    std::stringstream kinds(trace_units);
+    for (std::string k; std::getline(kinds, k, ',');) {
+      if (k.empty()) continue;
+      bool known = false;
+      for (auto kind : {UnitKind::Sequencer, UnitKind::Mxu, UnitKind::Vpu, UnitKind::Dma, UnitKind::IciLink, UnitKind::Pcie,
+                        UnitKind::Host, UnitKind::Collective, UnitKind::Steps})
+        if (k == unit_kind_name(kind)) {
+          run_options.trace.kinds.push_back(kind);
+          known = true;
+        }
+      if (!known) throw InputError(fmt::format("--trace-units {}: unknown kind \"{}\" (op, collective, mxu, vpu, dma, ici, pcie, host, steps)", trace_units, k));
+    }
+    if (!trace_window.empty()) {
+      double from = 0, to = 0;
+      char colon = 0;
+      std::stringstream w(trace_window);
+      if (!(w >> from >> colon >> to) || colon != ':' || from < 0 || to <= from || !w.eof())
+        throw InputError(fmt::format("--trace-window {}: expected START:END in microseconds, START < END", trace_window));
+      run_options.trace.begin_ps = static_cast<std::uint64_t>(from * 1e6);
+      run_options.trace.end_ps = static_cast<std::uint64_t>(to * 1e6);
+    }
     const auto summary = run_simulation(config, run_options);
     std::cout << format_summary(summary);
+    const std::string trace_name = run_options.trace_gzip ? "trace.json.gz" : "trace.json";
     std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json{})\n", run_options.out_dir,
-                             std::filesystem::exists(run_options.out_dir + "/trace.json") ? ", trace.json" : "");
+                             std::filesystem::exists(run_options.out_dir + "/" + trace_name) ? ", " + trace_name : "");
     return 0;
   } catch (const InputError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";

@@ -229,7 +229,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   }
 
   std::unique_ptr<ChromeTraceWriter> trace;
-  if (options.trace != TraceLevel::None) trace = std::make_unique<ChromeTraceWriter>(out.file("trace.json"));
+  if (options.trace.level != TraceLevel::None)
+    trace = std::make_unique<ChromeTraceWriter>(out.file(options.trace_gzip ? "trace.json.gz" : "trace.json"), options.trace,
+                                                options.trace_gzip);
   Recorder recorder(config.workload.steps, trace.get());
 
   System& system = elaborate(hw, step.program, step.infeed, &recorder);

@@ -7,15 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/config.hpp"
+#include "traces/chrome_trace.hpp"
 
 namespace tpusim {
-
-enum class TraceLevel { None, Ops };
 
 struct RunOptions {
   std::string out_dir;
   bool force = false;  // replace an existing output directory
-  TraceLevel trace = TraceLevel::Ops;
+  TraceFilter trace;   // level None: no trace
+  bool trace_gzip = false;
 };
 
 // Simulates and writes DIR/summary.json, summary.csv, effective_config.json and trace.json.

@@ -149,8 +149,8 @@ BOOST_AUTO_TEST_CASE(trace_is_structurally_valid) {
 }
 
 BOOST_AUTO_TEST_CASE(doubling_the_per_core_batch_changes_mxu_time_as_the_systolic_model_predicts) {
-  const auto base = run_example("");
-  const auto doubled = run_example("--set workload.training.global_batch=2048");
+  const auto base = run_example("--trace tiles");  // every MXU transaction in the trace
+  const auto doubled = run_example("--trace tiles --set workload.training.global_batch=2048");
   BOOST_TEST(doubled->summary["per_core_batch"] == 256);
   const std::uint32_t last = 3;  // the example simulates 4 steps
   const auto at_128 = traced_mxu_cycles(json::parse(read_file(base->out() + "/trace.json")), last);
@@ -226,6 +226,41 @@ BOOST_AUTO_TEST_CASE(out_of_memory_names_the_largest_batch_that_fits) {
   BOOST_TEST(over->summary["status"] == "oom");
 }
 
+BOOST_AUTO_TEST_CASE(trace_levels_filters_and_compression) {
+  auto kinds_in = [](const std::string& path) {
+    std::set<std::string> cats;
+    const json trace = json::parse(read_file(path));  // kept alive: the loop walks into it
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "X") cats.insert(e["cat"].get<std::string>());
+    return cats;
+  };
+  const auto steps = run_example("--trace steps");
+  BOOST_TEST((kinds_in(steps->out() + "/trace.json") == std::set<std::string>{"steps"}));  // the host's slices are empty
+  const auto ops = run_example("--trace ops");
+  const auto op_kinds = kinds_in(ops->out() + "/trace.json");
+  BOOST_TEST(op_kinds.count("op") == 1u);
+  BOOST_TEST(op_kinds.count("mxu") == 0u);  // per-transaction units only at tiles
+  const auto tiles = run_example("--trace tiles --trace-units mxu,vpu");
+  BOOST_TEST((kinds_in(tiles->out() + "/trace.json") == std::set<std::string>{"mxu", "vpu"}));
+  // A window keeps only the slices that overlap it.
+  const auto window = run_example("--trace ops --trace-window 100:120");
+  const json windowed = json::parse(read_file(window->out() + "/trace.json"));
+  for (const auto& e : windowed["traceEvents"])
+    if (e["ph"] == "X") {
+      BOOST_TEST(e["ts"].get<double>() < 120.0);
+      BOOST_TEST(e["ts"].get<double>() + e["dur"].get<double>() > 100.0);
+    }
+  const auto gz = run_example("--trace-gzip");
+  BOOST_TEST(fs::exists(gz->out() + "/trace.json.gz"));
+  BOOST_TEST(!fs::exists(gz->out() + "/trace.json"));
+  const std::string unpacked = gz->dir.path("unpacked.json");
+  BOOST_REQUIRE(std::system(("gzip -dc '" + gz->out() + "/trace.json.gz' > '" + unpacked + "'").c_str()) == 0);
+  BOOST_TEST(read_file(unpacked) == read_file(ops->out() + "/trace.json"));  // the same trace, compressed
+  const CommandResult bad = run_tpusim("run '" + example_workload() + "' -o /tmp/never --trace-units mxus");
+  BOOST_TEST(bad.exit_code == 2);
+  BOOST_TEST(bad.err.find("unknown kind \"mxus\"") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(trace_none_writes_no_trace) {
   const auto run = run_example("--trace none");
   BOOST_TEST(!fs::exists(run->out() + "/trace.json"));
@@ -269,7 +304,7 @@ BOOST_AUTO_TEST_CASE(trace_check_accepts_our_traces_and_names_what_is_wrong_in_o
 }
 
 BOOST_AUTO_TEST_CASE(trace_summary_lists_the_ops_and_tracks) {
-  const auto run = run_example("");
+  const auto run = run_example("--trace tiles");
   const CommandResult r = run_tpusim("trace-summary '" + run->out() + "/trace.json' --top 50");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(r.out.find("dense/fwd/matmul+bias+relu") != std::string::npos);

@@ -1,6 +1,9 @@
 #include "traces/chrome_trace.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+
+#include <zlib.h>
 
 #include <fmt/format.h>
 
@@ -17,17 +20,43 @@ const char* unit_kind_name(UnitKind k) {
     case UnitKind::Pcie: return "pcie";
     case UnitKind::Host: return "host";
     case UnitKind::Collective: return "collective";
+    case UnitKind::Steps: return "steps";
   }
   return "?";
 }
 
-ChromeTraceWriter::ChromeTraceWriter(const std::string& path) : file_(std::fopen(path.c_str(), "wb")) {
-  if (!file_) throw std::runtime_error(fmt::format("cannot create trace file {}", path));
-  std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", file_);
+TraceLevel level_of(UnitKind kind) {
+  switch (kind) {
+    case UnitKind::Steps:
+    case UnitKind::Host: return TraceLevel::Steps;
+    case UnitKind::Sequencer:
+    case UnitKind::Collective:
+    case UnitKind::IciLink:
+    case UnitKind::Pcie: return TraceLevel::Ops;
+    default: return TraceLevel::Tiles;
+  }
+}
+
+bool TraceFilter::admits(const UnitInfo& unit) const {
+  if (!unit.traced || level_of(unit.kind) > level) return false;
+  return kinds.empty() || std::find(kinds.begin(), kinds.end(), unit.kind) != kinds.end();
+}
+
+ChromeTraceWriter::ChromeTraceWriter(const std::string& path, TraceFilter filter, bool gzip) : filter_(std::move(filter)) {
+  if (gzip) gz_ = gzopen(path.c_str(), "wb6");
+  else file_ = std::fopen(path.c_str(), "wb");
+  if (!file_ && !gz_) throw std::runtime_error(fmt::format("cannot create trace file {}", path));
+  write("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
 }
 
 ChromeTraceWriter::~ChromeTraceWriter() {
   if (file_) std::fclose(file_);
+  if (gz_) gzclose(static_cast<gzFile>(gz_));
+}
+
+void ChromeTraceWriter::write(const char* text) {
+  if (gz_) gzputs(static_cast<gzFile>(gz_), text);
+  else std::fputs(text, file_);
 }
 
 std::string ChromeTraceWriter::micros(std::uint64_t ps) {
@@ -36,8 +65,8 @@ std::string ChromeTraceWriter::micros(std::uint64_t ps) {
 }
 
 void ChromeTraceWriter::emit(const std::string& event) {
-  if (events_++) std::fputs(",\n", file_);
-  std::fputs(event.c_str(), file_);
+  if (events_++) write(",\n");
+  write(event.c_str());
 }
 
 const std::string& ChromeTraceWriter::quoted(const std::string* name) {
@@ -49,8 +78,12 @@ const std::string& ChromeTraceWriter::quoted(const std::string* name) {
 }
 
 void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
-  if (tid_of_unit_.size() <= unit) tid_of_unit_.resize(unit + 1, 0);
-  if (!info.traced) return;
+  if (tid_of_unit_.size() <= unit) {
+    tid_of_unit_.resize(unit + 1, 0);
+    admitted_.resize(unit + 1, false);
+  }
+  admitted_[unit] = filter_.admits(info);
+  if (!admitted_[unit]) return;
   const std::uint32_t pid = pid_of(info);
   auto [it, first] = next_tid_.try_emplace(pid, 1);
   if (first) {
@@ -70,7 +103,7 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
 }
 
 void ChromeTraceWriter::slice(const UnitInfo& info, const Activity& a) {
-  if (!info.traced) return;
+  if (!admitted_[a.unit] || !filter_.admits(a)) return;
   const std::uint64_t start_ns = a.start_ps / 1000, end_ns = a.end_ps / 1000;
   std::string args = fmt::format(R"("step":{})", a.step);
   if (info.freq_mhz > 0) {
@@ -89,11 +122,17 @@ void ChromeTraceWriter::slice(const UnitInfo& info, const Activity& a) {
 }
 
 void ChromeTraceWriter::close(const nlohmann::json& metadata) {
-  if (!file_) return;
-  std::fprintf(file_, "\n],\"otherData\":%s}\n", metadata.dump().c_str());
-  const bool failed = std::ferror(file_) != 0;
-  std::fclose(file_);
-  file_ = nullptr;
+  if (!file_ && !gz_) return;
+  write(("\n],\"otherData\":" + metadata.dump() + "}\n").c_str());
+  bool failed = false;
+  if (file_) {
+    failed = std::ferror(file_) != 0;
+    failed = std::fclose(file_) != 0 || failed;
+    file_ = nullptr;
+  } else {
+    failed = gzclose(static_cast<gzFile>(gz_)) != Z_OK;
+    gz_ = nullptr;
+  }
   if (failed) throw std::runtime_error("writing the trace failed");
 }
 

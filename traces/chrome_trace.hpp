@@ -16,10 +16,23 @@
 
 namespace tpusim {
 
+// What goes into a trace. Levels nest: steps (one slice per step per core, and the host),
+// ops (+ op engines, collectives, ICI links, PCIe), tiles (+ every MXU, VPU and DMA transaction).
+enum class TraceLevel { None, Steps, Ops, Tiles };
+struct TraceFilter {
+  TraceLevel level = TraceLevel::Ops;
+  std::vector<UnitKind> kinds;              // empty: every kind the level includes
+  std::uint64_t begin_ps = 0, end_ps = ~std::uint64_t{0};  // slices overlapping this window
+  bool admits(const UnitInfo& unit) const;
+  bool admits(const Activity& a) const { return a.end_ps > begin_ps && a.start_ps < end_ps; }
+};
+// The level a unit's slices first appear at.
+TraceLevel level_of(UnitKind kind);
+
 class ChromeTraceWriter {
  public:
-  // Throws std::runtime_error when the file cannot be created.
-  explicit ChromeTraceWriter(const std::string& path);
+  // Throws std::runtime_error when the file cannot be created. `gzip`: write it compressed.
+  ChromeTraceWriter(const std::string& path, TraceFilter filter = {}, bool gzip = false);
   ~ChromeTraceWriter();
   ChromeTraceWriter(const ChromeTraceWriter&) = delete;
   ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
@@ -39,9 +52,13 @@ class ChromeTraceWriter {
 
  private:
   void emit(const std::string& event);
+  void write(const char* text);
   const std::string& quoted(const std::string* name);
 
   std::FILE* file_ = nullptr;
+  void* gz_ = nullptr;  // gzFile when compressing
+  TraceFilter filter_;
+  std::vector<bool> admitted_;  // per unit
   std::uint64_t events_ = 0;
   std::map<std::uint32_t, std::uint32_t> next_tid_;   // per pid
   std::vector<std::uint32_t> tid_of_unit_;
