@@ -260,8 +260,7 @@ void TensorCore::run_blocks(Engine engine, std::vector<Block>& blocks, const Op&
   Pipeline& p = pipelines_[engine];
   if (!p.started) {
     p.started = true;
-    for (std::size_t stream = 0; stream < 2; ++stream) sc_core::sc_spawn([this, &p, stream] { load_stage(p, stream); });
-    sc_core::sc_spawn([this, &p] { store_stage(p); });
+    for (std::size_t stage = 0; stage < 3; ++stage) sc_core::sc_spawn([this, &p, stage] { dma_stage(p, stage); });
   }
   p.blocks = &blocks;
   p.op = &op;
@@ -281,32 +280,24 @@ void TensorCore::run_blocks(Engine engine, std::vector<Block>& blocks, const Op&
   p.blocks = nullptr;
 }
 
-void TensorCore::load_stage(Pipeline& p, std::size_t stream) {
+void TensorCore::dma_stage(Pipeline& p, std::size_t stage) {
+  const bool store = stage == 2;  // stages 0 and 1 load the two operand streams
   std::uint64_t done_job = 0;
   for (;;) {
     while (p.blocks == nullptr || p.job == done_job) sc_core::wait(p.changed);
     done_job = p.job;
     const std::size_t n = p.blocks->size();
     for (std::size_t b = 0; b < n; ++b) {
-      while (b >= p.computed + 2) sc_core::wait(p.changed);  // both input buffers full
-      dma_transfer(tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stream], &p.op->name);
-      ++p.loaded[stream];
-      p.changed.notify(sc_core::SC_ZERO_TIME);
-    }
-  }
-}
-
-void TensorCore::store_stage(Pipeline& p) {
-  std::uint64_t done_job = 0;
-  for (;;) {
-    while (p.blocks == nullptr || p.job == done_job) sc_core::wait(p.changed);
-    done_job = p.job;
-    const std::size_t n = p.blocks->size();
-    for (std::size_t b = 0; b < n; ++b) {
-      while (b >= p.computed) sc_core::wait(p.changed);
-      wait_until_ps(p.ready[b]);
-      dma_transfer(tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, &p.op->name);
-      ++p.stored;
+      // A load waits for a free input buffer, a store for the block's results.
+      while (store ? b >= p.computed : b >= p.computed + 2) sc_core::wait(p.changed);
+      if (store) {
+        wait_until_ps(p.ready[b]);
+        dma_transfer(tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, &p.op->name);
+        ++p.stored;
+      } else {
+        dma_transfer(tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stage], &p.op->name);
+        ++p.loaded[stage];
+      }
       p.changed.notify(sc_core::SC_ZERO_TIME);
     }
   }

@@ -119,8 +119,7 @@ class TensorCore : public sc_core::sc_module {
   };
   // Load -> compute -> store with two buffers between stages, each stage its own process.
   void run_blocks(Engine engine, std::vector<Block>& blocks, const Op& op);
-  void load_stage(Pipeline& p, std::size_t stream);
-  void store_stage(Pipeline& p);
+  void dma_stage(Pipeline& p, std::size_t stage);  // 0, 1: the operand loads; 2: the result stores
   void dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label);
   // Hands each MXU its share of a block; returns when the last one is done.
   Picos mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label);

@@ -240,6 +240,12 @@ class StepEmitter {
   // The node's activation gradient will be applied by its consumer's dX epilogue.
   void fuse_grad_into_consumer(std::size_t node) { own_grad_fused_.insert(node); }
 
+  static std::string chain_name(const std::vector<const Node*>& chain) {
+    std::string name;
+    for (const Node* node : chain) name += (name.empty() ? "" : "+") + node->spec.name;
+    return name;
+  }
+
   static bool elementwise(const Node& node) {
     const std::string& t = node.spec.type;
     return t == "batch_norm" || t == "layer_norm" || t == "activation" || t == "add" || t == "dropout";
@@ -252,11 +258,9 @@ class StepEmitter {
     const std::uint64_t e = b_ * elements(chain.back()->out);
     double ops = 0;
     std::uint64_t reads = e, writes = e;
-    std::string name;
     for (std::size_t i = 0; i < chain.size(); ++i) {
       const Node& node = *chain[i];
       const std::string& t = node.spec.type;
-      name += (i ? "+" : "") + node.spec.name;
       if (t == "batch_norm" || t == "layer_norm") {
         ops += 8;
         // Batch statistics need the whole tensor first; row statistics (layer norm) stay in VMEM.
@@ -272,7 +276,7 @@ class StepEmitter {
       }
       if (i + 1 < chain.size() && kept_for_backward(node)) writes += e;  // an intermediate the backward pass needs
     }
-    return vector(name + "/fwd", Phase::Forward, e, ops, reads * act_bytes_, writes * act_bytes_, std::move(deps));
+    return vector(chain_name(chain) + "/fwd", Phase::Forward, e, ops, reads * act_bytes_, writes * act_bytes_, std::move(deps));
   }
 
   // The backward of such a chain as one pass: reads the gradient and what the layers kept, writes
@@ -281,11 +285,9 @@ class StepEmitter {
     const std::uint64_t e = b_ * elements(chain.back()->out);
     double ops = 0;
     std::uint64_t reads = e * act_bytes_;
-    std::string name;
-    for (std::size_t i = 0; i < chain.size(); ++i) {
-      const Node& node = *chain[i];
+    for (const Node* member : chain) {
+      const Node& node = *member;
       const std::string& t = node.spec.type;
-      name += (i ? "+" : "") + node.spec.name;
       if (t == "batch_norm" || t == "layer_norm") {
         ops += 12;
         reads += e * act_bytes_;  // the normalized input
@@ -297,7 +299,7 @@ class StepEmitter {
         reads += e / 8;
       }
     }
-    return vector(name + "/bwd", Phase::Backward, e, ops, reads, e * act_bytes_, std::move(dy));
+    return vector(chain_name(chain) + "/bwd", Phase::Backward, e, ops, reads, e * act_bytes_, std::move(dy));
   }
 
   // Activations this node's backward keeps from the forward pass, bytes on this core: the output
