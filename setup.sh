@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what tpusim needs from Debian's packages (only what is missing), then configures and
 # builds it into build/. Safe to run again: a second run only rebuilds what changed.
+#   ./setup.sh           what building and running needs
+#   ./setup.sh --tests   also Chromium, in which a test renders the HTML report
 set -euo pipefail
 cd "$(dirname "$0")"
 
 packages=(g++ cmake make pkg-config libsystemc-dev libfmt-dev nlohmann-json3-dev libboost-test-dev libcli11-dev zlib1g-dev)
+if [ "${1:-}" = "--tests" ]; then packages+=(chromium gzip); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

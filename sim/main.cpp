@@ -312,7 +312,7 @@ int cli_main(int argc, char** argv) {
     const auto summary = run_simulation(config, run_options);
     std::cout << format_summary(summary);
     const std::string trace_name = run_options.trace_gzip ? "trace.json.gz" : "trace.json";
-    std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json{})\n", run_options.out_dir,
+    std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json, report.html{})\n", run_options.out_dir,
                              std::filesystem::exists(run_options.out_dir + "/" + trace_name) ? ", " + trace_name : "");
     return 0;
   } catch (const InputError& e) {

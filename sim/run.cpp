@@ -15,6 +15,7 @@
 
 #include "hw/system.hpp"
 #include "sim/simulate.hpp"
+#include "traces/report.hpp"
 #include "sim/errors.hpp"
 #include "sim/stats.hpp"
 #include "workloads/lower.hpp"
@@ -188,6 +189,16 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     throw InputError(fmt::format("{}: {}", config.origin, e.what()));
   }
   StagedOutput out(options.out_dir, options.force);
+  // Every output but the trace, written last and moved into place together.
+  auto publish = [&](const ojson& summary) {
+    out.write("summary.json", summary.dump(2) + "\n");
+    out.write("summary.csv", csv_of(summary));
+    out.write("effective_config.json", effective_config(config).dump(2) + "\n");
+    const ojson row = {{"point", config.workload.name}, {"status", summary["status"]}, {"reason", ""},
+                       {"varied", ojson::object()}, {"summary", summary}};
+    out.write("report.html", render_sweep_report({{"workload", config.origin}, {"points", 1}, {"rows", ojson::array({row})}}));
+    out.commit();
+  };
 
   ojson summary;
   summary["tpusim_version"] = kVersion;
@@ -221,10 +232,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                                  : fmt::format("out of HBM: a core needs {} bytes but has {}; the largest batch that fits is {} "
                                                "per core", step.memory.total(), step.hbm_capacity_per_core_bytes, fits));
     summary["warnings"] = warnings;
-    out.write("summary.json", summary.dump(2) + "\n");
-    out.write("summary.csv", csv_of(summary));
-    out.write("effective_config.json", effective_config(config).dump(2) + "\n");
-    out.commit();
+    publish(summary);
     return summary;
   }
 
@@ -324,10 +332,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                   {"topology", topology_string(hw.slice_dims)},
                   {"steps", config.workload.steps}});
   }
-  out.write("summary.json", summary.dump(2) + "\n");
-  out.write("summary.csv", csv_of(summary));
-  out.write("effective_config.json", effective_config(config).dump(2) + "\n");
-  out.commit();
+  publish(summary);
   return summary;
 }
 
