@@ -127,6 +127,10 @@ BOOST_AUTO_TEST_CASE(trace_is_structurally_valid) {
       if (e["name"] == "thread_name") named_tids.insert(key);
       continue;
     }
+    if (e["ph"] == "C") {  // counters: a value at a time, on the chip's process
+      BOOST_REQUIRE(e["ts"].is_number() && e["args"].is_object());
+      continue;
+    }
     BOOST_REQUIRE(e["ph"] == "X");
     ++x_events;
     BOOST_REQUIRE(e["ts"].is_number() && e["dur"].is_number());
@@ -259,6 +263,30 @@ BOOST_AUTO_TEST_CASE(trace_levels_filters_and_compression) {
   const CommandResult bad = run_tpusim("run '" + example_workload() + "' -o /tmp/never --trace-units mxus");
   BOOST_TEST(bad.exit_code == 2);
   BOOST_TEST(bad.err.find("unknown kind \"mxus\"") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bandwidth_counters_stay_within_the_hardware) {
+  const auto run = run_example("--trace ops");
+  const json trace = json::parse(read_file(run->out() + "/trace.json"));
+  std::map<std::pair<std::int64_t, std::string>, double> last_ts;
+  std::set<std::int64_t> chips_with_hbm;
+  std::size_t counters = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    ++counters;
+    const auto key = std::make_pair(e["pid"].get<std::int64_t>(), e["name"].get<std::string>());
+    const double gbps = e["args"]["GB/s"].get<double>(), ts = e["ts"].get<double>();
+    BOOST_TEST(gbps >= 0);
+    if (key.second == "HBM GB/s") {
+      BOOST_TEST(gbps <= 700.0 * 1.0001);  // tpu_v2: 700 GB/s per chip
+      chips_with_hbm.insert(key.first);
+    }
+    if (key.second == "ICI out GB/s") BOOST_TEST(gbps <= 4 * 62.0 * 1.0001);  // 4 links of 62 GB/s
+    if (last_ts.count(key)) BOOST_TEST(ts > last_ts[key]);
+    last_ts[key] = ts;
+  }
+  BOOST_TEST(counters > 20u);
+  BOOST_TEST(chips_with_hbm.size() == 4u);
 }
 
 BOOST_AUTO_TEST_CASE(trace_none_writes_no_trace) {

@@ -1,6 +1,7 @@
 #include "traces/chrome_trace.hpp"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include <zlib.h>
@@ -102,7 +103,43 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
                    pid, tid, tid));
 }
 
+void ChromeTraceWriter::count_bytes(const UnitInfo& info, const Activity& a) {
+  const char* counter = info.kind == UnitKind::Hbm       ? "HBM GB/s"
+                        : info.kind == UnitKind::IciLink ? "ICI out GB/s"
+                        : info.kind == UnitKind::Pcie    ? "PCIe GB/s"
+                                                         : nullptr;
+  if (!counter || a.bytes == 0 || a.end_ps <= a.start_ps || filter_.level < TraceLevel::Ops) return;
+  if (!(a.end_ps > filter_.begin_ps && a.start_ps < filter_.end_ps)) return;
+  auto& buckets = counter_bytes_[{pid_of(info), counter}];
+  // Spread the bytes evenly over the activity's time, interval by interval.
+  const std::uint64_t step = filter_.counter_interval_ps;
+  const double per_ps = static_cast<double>(a.bytes) / static_cast<double>(a.end_ps - a.start_ps);
+  for (std::uint64_t t = a.start_ps; t < a.end_ps;) {
+    const std::uint64_t bucket = t / step, next = std::min(a.end_ps, (bucket + 1) * step);
+    buckets[bucket] += per_ps * static_cast<double>(next - t);
+    t = next;
+  }
+}
+
+void ChromeTraceWriter::emit_counters() {
+  const double seconds = static_cast<double>(filter_.counter_interval_ps) * 1e-12;
+  for (const auto& [key, buckets] : counter_bytes_) {
+    std::uint64_t expected = buckets.empty() ? 0 : buckets.begin()->first;
+    for (const auto& [bucket, bytes] : buckets) {
+      if (bucket > expected)  // a gap: back to zero until this interval
+        emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":0}}}})", key.second, key.first,
+                         micros(expected * filter_.counter_interval_ps)));
+      emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":{:.3f}}}}})", key.second, key.first,
+                       micros(bucket * filter_.counter_interval_ps), bytes / seconds / 1e9));
+      expected = bucket + 1;
+    }
+    emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":0}}}})", key.second, key.first,
+                     micros(expected * filter_.counter_interval_ps)));
+  }
+}
+
 void ChromeTraceWriter::slice(const UnitInfo& info, const Activity& a) {
+  count_bytes(info, a);
   if (!admitted_[a.unit] || !filter_.admits(a)) return;
   const std::uint64_t start_ns = a.start_ps / 1000, end_ns = a.end_ps / 1000;
   std::string args = fmt::format(R"("step":{})", a.step);
@@ -123,6 +160,7 @@ void ChromeTraceWriter::slice(const UnitInfo& info, const Activity& a) {
 
 void ChromeTraceWriter::close(const nlohmann::json& metadata) {
   if (!file_ && !gz_) return;
+  emit_counters();
   write(("\n],\"otherData\":" + metadata.dump() + "}\n").c_str());
   bool failed = false;
   if (file_) {

@@ -23,6 +23,7 @@ struct TraceFilter {
   TraceLevel level = TraceLevel::Ops;
   std::vector<UnitKind> kinds;              // empty: every kind the level includes
   std::uint64_t begin_ps = 0, end_ps = ~std::uint64_t{0};  // slices overlapping this window
+  std::uint64_t counter_interval_ps = 10'000'000;          // bandwidth counters: one sample per 10 us
   bool admits(const UnitInfo& unit) const;
   bool admits(const Activity& a) const { return a.end_ps > begin_ps && a.start_ps < end_ps; }
 };
@@ -53,12 +54,17 @@ class ChromeTraceWriter {
  private:
   void emit(const std::string& event);
   void write(const char* text);
+  // Bytes moved per counter interval, per (process, counter); written sorted at close, since
+  // units book their work ahead of time and report out of order.
+  void count_bytes(const UnitInfo& info, const Activity& a);
+  void emit_counters();
   const std::string& quoted(const std::string* name);
 
   std::FILE* file_ = nullptr;
   void* gz_ = nullptr;  // gzFile when compressing
   TraceFilter filter_;
   std::vector<bool> admitted_;  // per unit
+  std::map<std::pair<std::uint32_t, std::string>, std::map<std::uint64_t, double>> counter_bytes_;
   std::uint64_t events_ = 0;
   std::map<std::uint32_t, std::uint32_t> next_tid_;   // per pid
   std::vector<std::uint32_t> tid_of_unit_;
