@@ -122,6 +122,7 @@ void CollectiveUnit::arrival(tlm::tlm_generic_payload& payload, sc_core::sc_time
   if (d.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(job.bytes, d.element_bytes), at, job.label, job.step));
   else hbm_access(tlm::TLM_WRITE_COMMAND, job.bytes, job.label, job.step, at);  // a gathered piece lands in HBM
   box.ready_ps = std::max(box.ready_ps, taken);
+  part_reporters_[d.part % part_reporters_.size()].flow(job.first_link_unit, job.first_link_start_ps, at, job.label);
   if (++box.pieces == d.pieces) step_arrived_[d.part % kMaxParts].notify(sc_core::SC_ZERO_TIME);
 }
 

@@ -20,6 +20,10 @@ void IciLink::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
   slot.end = std::max(slot.start + serialize, job.tail_ps);
   occupancy_.reserve(now_ps(), slot.start, slot.end - slot.start);
   reporter_.busy(slot, job, job.bytes);
+  if (job.first_link_unit == ~0u) {
+    job.first_link_unit = reporter_.unit();
+    job.first_link_start_ps = slot.start;
+  }
   bytes_ += job.bytes;
   const Picos hop = ns_to_ps(config_.hop_latency_ns);
   job.head_ps = slot.start + hop;

@@ -50,6 +50,8 @@ struct UnitRequest : tlm::tlm_extension<UnitRequest> {
   std::uint32_t dest_chip = 0;
   Picos head_ps = 0;  // when the first byte can enter the next link
   Picos tail_ps = 0;  // when the last byte has left the previous link
+  std::uint32_t first_link_unit = ~0u;  // the first link's unit and start, for the trace's flow arrow
+  Picos first_link_start_ps = 0;
 
   // Collective: what to run, and which instance (every chip of the group runs the same one).
   const CollectiveSpec* collective = nullptr;
@@ -119,6 +121,11 @@ class Reporter {
     a.busy_ps = busy_ps;
     sink_->record(a);
   }
+  void flow(std::uint32_t from_unit, Picos from_ps, Picos to_ps, const std::string* name) const {
+    if (sink_ && from_unit != ~0u) sink_->flow(from_unit, from_ps, unit_, to_ps, name);
+  }
+  std::uint32_t unit() const { return unit_; }
+
   void busy(const Interval& slot, const std::string* name, std::uint32_t step) const {
     UnitRequest job;
     job.label = name;

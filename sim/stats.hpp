@@ -30,6 +30,10 @@ class Recorder : public EventSink {
   Recorder(std::uint32_t steps, ChromeTraceWriter* trace) : steps_(steps), trace_(trace) {}
   std::uint32_t add_unit(UnitInfo info) override;
   void record(const Activity& activity) override;
+  void flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps,
+            const std::string* name) override {
+    if (trace_) trace_->flow(from_unit, from_ps, to_unit, to_ps, name);
+  }
 
   const std::vector<UnitInfo>& units() const { return units_; }
   // Busy intervals, kept for the units core_breakdown() reads; empty for the others.

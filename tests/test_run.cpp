@@ -131,6 +131,10 @@ BOOST_AUTO_TEST_CASE(trace_is_structurally_valid) {
       BOOST_REQUIRE(e["ts"].is_number() && e["args"].is_object());
       continue;
     }
+    if (e["ph"] == "s" || e["ph"] == "f") {  // flow arrows, checked in their own test
+      BOOST_REQUIRE(e["ts"].is_number() && e.contains("id"));
+      continue;
+    }
     BOOST_REQUIRE(e["ph"] == "X");
     ++x_events;
     BOOST_REQUIRE(e["ts"].is_number() && e["dur"].is_number());
@@ -287,6 +291,34 @@ BOOST_AUTO_TEST_CASE(bandwidth_counters_stay_within_the_hardware) {
   }
   BOOST_TEST(counters > 20u);
   BOOST_TEST(chips_with_hbm.size() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(collective_pieces_are_arrows_from_a_link_to_the_receiving_chip) {
+  const auto run = run_example("--trace ops");
+  const json trace = json::parse(read_file(run->out() + "/trace.json"));
+  std::map<std::pair<std::int64_t, std::int64_t>, std::string> names;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name")
+      names[std::make_pair(e["pid"].get<std::int64_t>(), e["tid"].get<std::int64_t>())] = e["args"]["name"].get<std::string>();
+  std::map<std::int64_t, std::pair<json, json>> flows;  // id -> start, finish
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "s") flows[e["id"].get<std::int64_t>()].first = e;
+    if (e["ph"] == "f") flows[e["id"].get<std::int64_t>()].second = e;
+  }
+  BOOST_TEST(flows.size() > 10u);
+  for (const auto& [id, pair] : flows) {
+    const auto& [start, finish] = pair;
+    BOOST_REQUIRE(!start.is_null());
+    BOOST_REQUIRE(!finish.is_null());
+    const std::string from = names[std::make_pair(start["pid"].get<std::int64_t>(), start["tid"].get<std::int64_t>())];
+    const std::string to = names[std::make_pair(finish["pid"].get<std::int64_t>(), finish["tid"].get<std::int64_t>())];
+    BOOST_TEST(from.rfind("ici.", 0) == 0, from);
+    BOOST_TEST(to.rfind("collective.part", 0) == 0, to);
+    BOOST_TEST(start["pid"] != finish["pid"]);  // across chips
+    BOOST_TEST(finish["ts"].get<double>() >= start["ts"].get<double>());
+  }
+  const CommandResult check = run_tpusim("trace-check '" + run->out() + "/trace.json'");
+  BOOST_TEST(check.exit_code == 0);
 }
 
 BOOST_AUTO_TEST_CASE(trace_none_writes_no_trace) {

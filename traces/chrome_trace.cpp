@@ -84,6 +84,8 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
     admitted_.resize(unit + 1, false);
   }
   admitted_[unit] = filter_.admits(info);
+  if (pid_of_unit_.size() <= unit) pid_of_unit_.resize(unit + 1, 0);
+  pid_of_unit_[unit] = pid_of(info);
   if (!admitted_[unit]) return;
   const std::uint32_t pid = pid_of(info);
   auto [it, first] = next_tid_.try_emplace(pid, 1);
@@ -136,6 +138,18 @@ void ChromeTraceWriter::emit_counters() {
     emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":0}}}})", key.second, key.first,
                      micros(expected * filter_.counter_interval_ps)));
   }
+}
+
+void ChromeTraceWriter::flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps,
+                             const std::string* name) {
+  if (from_unit >= admitted_.size() || to_unit >= admitted_.size() || !admitted_[from_unit] || !admitted_[to_unit]) return;
+  if (!(to_ps > filter_.begin_ps && from_ps < filter_.end_ps)) return;
+  const std::uint64_t id = ++flows_;
+  // The start sits on the link's slice; the end binds to the receiving collective's slice.
+  emit(fmt::format(R"({{"name":{},"cat":"flow","ph":"s","id":{},"pid":{},"tid":{},"ts":{}}})", quoted(name), id,
+                   pid_of_unit_[from_unit], tid_of_unit_[from_unit], micros(from_ps)));
+  emit(fmt::format(R"({{"name":{},"cat":"flow","ph":"f","bp":"e","id":{},"pid":{},"tid":{},"ts":{}}})", quoted(name), id,
+                   pid_of_unit_[to_unit], tid_of_unit_[to_unit], micros(to_ps)));
 }
 
 void ChromeTraceWriter::slice(const UnitInfo& info, const Activity& a) {

@@ -40,6 +40,8 @@ class ChromeTraceWriter {
 
   void add_unit(std::uint32_t unit, const UnitInfo& info);
   void slice(const UnitInfo& info, const Activity& activity);
+  // An arrow from a point on one unit's track to a point on another's (flow start and end).
+  void flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps, const std::string* name);
   // Ends the JSON document; `metadata` goes to the top-level "otherData" object.
   void close(const nlohmann::json& metadata);
   std::uint64_t events_written() const { return events_; }
@@ -64,6 +66,8 @@ class ChromeTraceWriter {
   void* gz_ = nullptr;  // gzFile when compressing
   TraceFilter filter_;
   std::vector<bool> admitted_;  // per unit
+  std::vector<std::uint32_t> pid_of_unit_;
+  std::uint64_t flows_ = 0;
   std::map<std::pair<std::uint32_t, std::string>, std::map<std::uint64_t, double>> counter_bytes_;
   std::uint64_t events_ = 0;
   std::map<std::uint32_t, std::uint32_t> next_tid_;   // per pid

@@ -44,6 +44,12 @@ class EventSink {
   // Called during elaboration; the returned id is what activities refer to.
   virtual std::uint32_t add_unit(UnitInfo info) = 0;
   virtual void record(const Activity& activity) = 0;
+  // Data that left `from_unit` at `from_ps` and was taken in by `to_unit` at `to_ps` (a
+  // collective's piece crossing chips): drawn as an arrow between the two tracks.
+  virtual void flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps,
+                    const std::string* name) {
+    (void)from_unit, (void)from_ps, (void)to_unit, (void)to_ps, (void)name;
+  }
 };
 
 }  // namespace tpusim
