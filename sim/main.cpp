@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <cstdlib>
 #include <iostream>
 
@@ -166,6 +167,15 @@ int cli_main(int argc, char** argv) {
   sweep_cmd->add_option("-j,--jobs", sweep.jobs, "Points run at once (default: the number of cores)");
   sweep_cmd->add_flag("--resume", sweep.resume, "Keep the points an interrupted sweep into the same directory finished");
   sweep_cmd->add_flag("--force", sweep.force, "Replace the output directory");
+  std::string sweep_shard;
+  sweep_cmd->add_option("--shard", sweep_shard, "K/N: run only the K-th of N shards of the points (join them with `tpusim merge`)");
+  std::vector<std::string> merge_dirs;
+  std::string merge_out;
+  bool merge_force = false;
+  auto* merge_cmd = app.add_subcommand("merge", "Join the output directories of the shards of one sweep into one sweep");
+  merge_cmd->add_option("dirs", merge_dirs, "Output directories of `tpusim sweep --shard K/N`")->required();
+  merge_cmd->add_option("-o,--out", merge_out, "Output directory of the joined sweep")->required();
+  merge_cmd->add_flag("--force", merge_force, "Replace the output directory");
   sweep_cmd->add_option("--trace", sweep.trace, "Trace of each point: none, steps, ops or tiles")->check(CLI::IsMember({"none", "steps", "ops", "tiles"}))
       ->capture_default_str();
 
@@ -236,9 +246,11 @@ int cli_main(int argc, char** argv) {
       if (topologies.size() == 1) sweep.fixed_topology = topologies[0];
       if (sweep.jobs == 0) sweep.jobs = std::max(1u, std::thread::hardware_concurrency());
       if (sweep.out_dir.empty()) sweep.out_dir = "out/sweep_" + std::filesystem::path(sweep.workload_path).stem().string();
+      if (!sweep_shard.empty()) std::tie(sweep.shard_index, sweep.shard_count) = parse_shard(sweep_shard);
       sweep.self_exe = std::filesystem::read_symlink("/proc/self/exe").string();
       return run_sweep(sweep) == 0 ? 0 : 1;
     }
+    if (*merge_cmd) return merge_sweeps(merge_dirs, merge_out, merge_force) == 0 ? 0 : 1;
     if (*coll_cmd) {
       const Config config = load_config(coll_request);
       coll.spec.kind = coll_op == "all-reduce"       ? CollectiveKind::AllReduce

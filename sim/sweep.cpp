@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -78,6 +79,7 @@ std::vector<Point> expand(const SweepRequest& r) {
 ojson row_of(const Point& p, const std::string& status, const std::string& reason, const ojson& summary) {
   ojson row;
   row["point"] = p.id;
+  row["index"] = p.index;
   row["status"] = status;
   row["reason"] = reason;
   ojson varied = ojson::object();
@@ -127,9 +129,9 @@ void flatten(const ojson& j, const std::string& prefix, std::vector<std::pair<st
 
 // One row per finished point, in point order; snake_case headers: point, status, reason, the
 // varied keys, then every summary figure.
-std::string csv_of(const std::vector<ojson>& rows, const std::vector<SweepAxis>& axes) {
+std::string csv_of(const std::vector<ojson>& rows, const ojson& axes) {
   std::vector<std::string> columns = {"point", "status", "reason"};
-  for (const auto& a : axes) columns.push_back("vary_" + safe(a.key));
+  for (const auto& a : axes) columns.push_back("vary_" + safe(a["key"].get<std::string>()));
   std::vector<std::vector<std::pair<std::string, ojson>>> flat;
   for (const auto& row : rows) {
     flat.emplace_back();
@@ -166,7 +168,39 @@ std::string csv_of(const std::vector<ojson>& rows, const std::vector<SweepAxis>&
   return text;
 }
 
+ojson sweep_header(const std::string& workload_path, const std::vector<SweepAxis>& axes, std::size_t point_count) {
+  ojson sweep;
+  sweep["workload"] = workload_path;
+  sweep["axes"] = ojson::array();
+  for (const auto& a : axes) sweep["axes"].push_back({{"key", a.key}, {"values", a.values}});
+  sweep["points"] = point_count;
+  return sweep;
+}
+
+// sweep.json, sweep.csv and report.html of the finished rows (in point order), each replaced
+// atomically so that a reader never sees half a file.
+void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojson>& rows) {
+  sweep["finished"] = rows.size();
+  sweep["rows"] = rows;
+  write_atomically(dir / "sweep.json", sweep.dump(2) + "\n");
+  write_atomically(dir / "sweep.csv", csv_of(rows, sweep["axes"]));
+  write_atomically(dir / "report.html", render_sweep_report(sweep));
+}
+
 }  // namespace
+
+std::pair<unsigned, unsigned> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  const auto number = [](const std::string& t) -> unsigned {
+    if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos) return 0;
+    return static_cast<unsigned>(std::stoul(t));
+  };
+  const unsigned k = slash == std::string::npos ? 0 : number(text.substr(0, slash));
+  const unsigned n = slash == std::string::npos ? 0 : number(text.substr(slash + 1));
+  if (k == 0 || n == 0 || k > n)
+    throw InputError(fmt::format("--shard {}: expected K/N with 1 <= K <= N (e.g. 2/4: the second of four shards)", text));
+  return {k, n};
+}
 
 SweepAxis parse_vary(const std::string& text) {
   const auto eq = text.find('=');
@@ -184,8 +218,12 @@ SweepAxis parse_vary(const std::string& text) {
 int run_sweep(const SweepRequest& r) {
   if (r.axes.empty()) throw InputError("sweep: nothing varies (give --vary KEY=V1,V2,... or --hw A,B)");
   if (r.jobs == 0 || r.jobs > 256) throw InputError(fmt::format("-j {}: expected 1 to 256", r.jobs));
+  if (r.shard_count == 0 || r.shard_index == 0 || r.shard_index > r.shard_count)
+    throw InputError(fmt::format("--shard {}/{}: expected K/N with 1 <= K <= N", r.shard_index, r.shard_count));
   const std::vector<Point> points = expand(r);
   if (points.size() > 10000) throw InputError(fmt::format("sweep: {} points; at most 10000", points.size()));
+  auto in_shard = [&](const Point& p) { return p.index % r.shard_count == r.shard_index - 1; };
+  const std::size_t shard_points = static_cast<std::size_t>(std::count_if(points.begin(), points.end(), in_shard));
 
   // Every point's configuration must load before anything runs: a typo fails the sweep, not 1000 points.
   std::vector<std::string> config_errors(points.size());
@@ -223,16 +261,9 @@ int run_sweep(const SweepRequest& r) {
     std::vector<ojson> ready;
     for (std::size_t i = 0; i < points.size(); ++i)
       if (finished[i]) ready.push_back(rows[i]);
-    ojson sweep;
-    sweep["workload"] = r.workload_path;
-    sweep["axes"] = ojson::array();
-    for (const auto& a : r.axes) sweep["axes"].push_back({{"key", a.key}, {"values", a.values}});
-    sweep["points"] = points.size();
-    sweep["finished"] = ready.size();
-    sweep["rows"] = ready;
-    write_atomically(dir / "sweep.json", sweep.dump(2) + "\n");
-    write_atomically(dir / "sweep.csv", csv_of(ready, r.axes));
-    write_atomically(dir / "report.html", render_sweep_report(sweep));
+    ojson sweep = sweep_header(r.workload_path, r.axes, points.size());
+    if (r.shard_count > 1) sweep["shard"] = fmt::format("{}/{}", r.shard_index, r.shard_count);
+    write_sweep_outputs(dir, sweep, ready);
   };
   auto finish = [&](const Point& p, const std::string& status, const std::string& reason, const ojson& summary, double secs) {
     rows[p.index] = row_of(p, status, reason, summary);
@@ -243,12 +274,13 @@ int run_sweep(const SweepRequest& r) {
     std::string what = status;
     if (status == "ok") what = fmt::format("ok, step {:.3f} ms", summary["step_time_s"].get<double>() * 1e3);
     else if (!reason.empty()) what += ": " + reason;
-    std::cerr << fmt::format("tpusim sweep: [{}/{}] {}: {} ({:.1f} s)\n", done, points.size(), p.id, what, secs);
+    std::cerr << fmt::format("tpusim sweep: [{}/{}] {}: {} ({:.1f} s)\n", done, shard_points, p.id, what, secs);
   };
 
   // Resumed points and points whose configuration the model refuses need no process.
   std::vector<const Point*> todo;
   for (const Point& p : points) {
+    if (!in_shard(p)) continue;
     const fs::path summary = dir / "points" / p.id / "summary.json";
     if (r.resume && fs::exists(summary)) {
       std::ifstream in(summary);
@@ -316,10 +348,83 @@ int run_sweep(const SweepRequest& r) {
       finish(p, code == 2 ? "input_error" : "sim_error", reason, nullptr, secs);
     }
   }
-  std::cerr << fmt::format("tpusim sweep: {} points in {:.1f} s, {} failed; {}/sweep.csv\n", points.size(),
+  std::cerr << fmt::format("tpusim sweep: {} points in {:.1f} s, {} failed; {}/sweep.csv\n", shard_points,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), failed,
                            r.out_dir);
   return static_cast<int>(failed);
+}
+
+int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& out_dir, bool force) {
+  if (shard_dirs.empty()) throw InputError("merge: give the output directories of the shards to join");
+  const fs::path out = fs::weakly_canonical(fs::absolute(out_dir));
+  ojson first;
+  std::map<std::size_t, std::pair<ojson, fs::path>> rows;  // point index -> row, the shard it came from
+  for (const auto& d : shard_dirs) {
+    const fs::path dir = fs::weakly_canonical(fs::absolute(d));
+    if (dir == out) throw InputError(fmt::format("merge: -o {} is also one of the shards", out_dir));
+    std::ifstream in(dir / "sweep.json");
+    if (!in) throw InputError(fmt::format("merge: {}: no sweep.json (not the output directory of a sweep)", d));
+    ojson sweep;
+    try {
+      sweep = ojson::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("merge: {}/sweep.json: not JSON: {}", d, e.what()));
+    }
+    for (const char* key : {"workload", "axes", "points", "rows"})
+      if (!sweep.contains(key)) throw InputError(fmt::format("merge: {}/sweep.json: missing \"{}\"", d, key));
+    if (first.is_null()) first = sweep;
+    for (const char* key : {"workload", "axes", "points"})
+      if (sweep[key] != first[key])
+        throw InputError(fmt::format("merge: {}/sweep.json: \"{}\" differs from {}'s: not a shard of the same sweep", d,
+                                     key, shard_dirs.front()));
+    for (const auto& row : sweep["rows"]) {
+      if (!row.contains("index") || !row["index"].is_number_unsigned())
+        throw InputError(fmt::format("merge: {}/sweep.json: a row without an \"index\" (written by an older tpusim?)", d));
+      const auto index = row["index"].get<std::size_t>();
+      const auto [it, fresh] = rows.emplace(index, std::make_pair(row, dir));
+      if (!fresh)
+        throw InputError(fmt::format("merge: point {} is in both {} and {}: shards must not overlap",
+                                     row["point"].get<std::string>(), it->second.second.string(), dir.string()));
+    }
+  }
+
+  std::error_code ec;
+  if (fs::exists(out, ec) && !force)
+    throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", out_dir));
+  fs::remove_all(out, ec);
+  fs::create_directories(out / "points", ec);
+  if (ec || !fs::is_directory(out / "points")) throw InputError(fmt::format("-o {}: cannot create the output directory", out_dir));
+
+  std::vector<ojson> ready;
+  std::size_t failed = 0;
+  for (const auto& [index, entry] : rows) {
+    const auto& [row, dir] = entry;
+    const std::string id = row["point"].get<std::string>();
+    if (fs::exists(dir / "points" / id)) fs::copy(dir / "points" / id, out / "points" / id, fs::copy_options::recursive);
+    if (fs::exists(dir / "points" / (id + ".log"))) fs::copy_file(dir / "points" / (id + ".log"), out / "points" / (id + ".log"));
+    const std::string status = row["status"].get<std::string>();
+    if (status != "ok" && status != "oom") ++failed;
+    ready.push_back(row);
+  }
+  ojson sweep = first;
+  sweep.erase("shard");
+  sweep.erase("finished");
+  sweep.erase("rows");
+  write_sweep_outputs(out, sweep, ready);
+
+  const std::size_t total = first["points"].get<std::size_t>();
+  const std::size_t missing = total - std::min(total, ready.size());
+  std::cerr << fmt::format("tpusim merge: {} of {} points from {} shard(s), {} failed; {}/sweep.csv\n", ready.size(), total,
+                           shard_dirs.size(), failed, out_dir);
+  if (missing > 0) {
+    std::string which;
+    std::size_t listed = 0;
+    for (std::size_t i = 0; i < total && listed < 10; ++i)
+      if (!rows.count(i)) which += fmt::format("{}{}", listed++ ? ", " : "", i);
+    std::cerr << fmt::format("tpusim merge: {} point(s) missing (numbers {}{}): run or --resume their shards\n", missing,
+                             which, missing > listed ? ", ..." : "");
+  }
+  return static_cast<int>(missing + failed);
 }
 
 }  // namespace tpusim

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,13 +30,25 @@ struct SweepRequest {
   bool force = false;   // replace out_dir
   std::string trace = "none";
   std::string self_exe;  // the tpusim binary that runs each point
+  // --shard K/N: run only the points whose index is K-1 modulo N (round robin, so cheap and costly
+  // points spread over the shards); `tpusim merge` joins the N outputs.
+  unsigned shard_index = 1;
+  unsigned shard_count = 1;
 };
 
 // "key=v1,v2,v3" -> axis; throws InputError naming --vary.
 SweepAxis parse_vary(const std::string& text);
 
+// "K/N" with 1 <= K <= N -> {K, N}; throws InputError naming --shard.
+std::pair<unsigned, unsigned> parse_shard(const std::string& text);
+
 // Runs the sweep; returns the number of points that did not finish with status ok or oom.
 // Throws InputError for a sweep that cannot start (unknown key, existing output, ...).
 int run_sweep(const SweepRequest& request);
+
+// `tpusim merge DIR... -o OUT`: joins the outputs of the shards of one sweep (same workload and
+// axes) into OUT/sweep.csv, sweep.json, report.html and OUT/points/. Returns the number of points
+// missing or not finished ok/oom; throws InputError for directories that are not shards of one sweep.
+int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& out_dir, bool force);
 
 }  // namespace tpusim

@@ -95,3 +95,34 @@ BOOST_AUTO_TEST_CASE(report_has_every_chart_and_row) {
   BOOST_TEST(html.find("<script") == std::string::npos);  // self-contained, nothing to load
   BOOST_TEST(html.find("003_hw=tpu_v3_global_batch=1024") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(merged_shards_equal_the_whole_sweep) {
+  TempDir dir;
+  const std::string varies = " --vary workload.training.global_batch=512,1024,2048 --hw tpu_v2,tpu_v3 -j 2";
+  BOOST_REQUIRE(sweep("-o '" + dir.path("whole") + "'" + varies).exit_code == 0);
+  for (const char* k : {"1", "2", "3"}) {
+    const CommandResult shard = sweep("-o '" + dir.path(std::string("s") + k) + "' --shard " + k + "/3" + varies);
+    BOOST_REQUIRE_MESSAGE(shard.exit_code == 0, shard.err);
+    BOOST_TEST(lines(read_file(dir.path(std::string("s") + k + "/sweep.csv"))).size() == 3u);  // header + 2 of 6
+  }
+  const CommandResult merged = run_tpusim("merge '" + dir.path("s1") + "' '" + dir.path("s2") + "' '" + dir.path("s3") +
+                                          "' -o '" + dir.path("m") + "'");
+  BOOST_REQUIRE_MESSAGE(merged.exit_code == 0, merged.err);
+  for (const char* file : {"sweep.csv", "sweep.json", "report.html"})
+    BOOST_TEST(read_file(dir.path("m/") + file) == read_file(dir.path("whole/") + file), file);
+  BOOST_TEST(fs::exists(dir.path("m/points/004_hw=tpu_v3_global_batch=1024/summary.json")));
+
+  // A missing shard is reported and fails the merge, but what exists is still joined.
+  const CommandResult partial = run_tpusim("merge '" + dir.path("s1") + "' -o '" + dir.path("p") + "'");
+  BOOST_TEST(partial.exit_code == 1);
+  BOOST_TEST(partial.err.find("4 point(s) missing") != std::string::npos, partial.err);
+  BOOST_TEST(json::parse(read_file(dir.path("p/sweep.json")))["finished"] == 2);
+
+  // Overlapping shards and shards of another sweep are input errors.
+  BOOST_TEST(run_tpusim("merge '" + dir.path("s1") + "' '" + dir.path("whole") + "' -o '" + dir.path("o") + "'").exit_code == 2);
+  BOOST_TEST(sweep("-o '" + dir.path("other") + "' --shard 1/2 --vary workload.training.global_batch=512,1024").exit_code == 0);
+  const CommandResult other = run_tpusim("merge '" + dir.path("s1") + "' '" + dir.path("other") + "' -o '" + dir.path("x") + "'");
+  BOOST_TEST(other.exit_code == 2);
+  BOOST_TEST(other.err.find("not a shard of the same sweep") != std::string::npos, other.err);
+  BOOST_TEST(sweep("-o '" + dir.path("bad") + "' --shard 0/3" + varies).exit_code == 2);
+}
