@@ -41,7 +41,12 @@ void Host::consume(std::uint32_t, std::uint32_t step) {
   if (++consumed_[step] == cores) {
     while (fully_consumed_ < steps_ && consumed_[fully_consumed_] == cores) ++fully_consumed_;
     batch_consumed_.notify(sc_core::SC_ZERO_TIME);
+    report_buffer();
   }
+}
+
+void Host::report_buffer() const {
+  producer_reporter_.level(&buffer_counter_, "batches", now_ps(), produced_ - fully_consumed_);
 }
 
 void Host::produce() {
@@ -60,6 +65,8 @@ void Host::produce() {
     const Interval work{now_ps(), now_ps() + produce_ps};
     producer_reporter_.busy(work, &batch_names_[step], step);
     wait_until_ps(work.end);
+    ++produced_;
+    report_buffer();
     for (std::size_t i = 0; i < chips_.size(); ++i) {
       const Interval link = pcie_[i].reserve(now_ps(), now_ps(), transfer_ps(bytes_per_chip, hw_.host.pcie_bw_gbps));
       pcie_reporters_[i].busy(link, &batch_names_[step], step);

@@ -47,6 +47,9 @@ class Host : public sc_core::sc_module {
   std::vector<std::vector<Picos>> ready_ps_;          // [chip slot][step]
   std::vector<std::uint32_t> consumed_;               // per step: cores that took it
   std::uint32_t fully_consumed_ = 0;                  // steps every core has taken
+  std::uint32_t produced_ = 0;                        // batches preprocessed
+  std::string buffer_counter_ = "input buffer";      // batches produced and not yet taken by every core
+  void report_buffer() const;
   sc_core::sc_event batch_shipped_;
   sc_core::sc_event batch_consumed_;
 };

@@ -124,6 +124,9 @@ class Reporter {
   void flow(std::uint32_t from_unit, Picos from_ps, Picos to_ps, const std::string* name) const {
     if (sink_ && from_unit != ~0u) sink_->flow(from_unit, from_ps, unit_, to_ps, name);
   }
+  void level(const std::string* counter, const char* value_unit, Picos at_ps, double value) const {
+    if (sink_) sink_->level(unit_, counter, value_unit, at_ps, value);
+  }
   std::uint32_t unit() const { return unit_; }
 
   void busy(const Interval& slot, const std::string* name, std::uint32_t step) const {

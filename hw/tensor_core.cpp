@@ -86,6 +86,7 @@ void Vmem::reserve(std::uint64_t bytes, const std::string& op) {
         capacity_bytes_ - used_bytes_));
   used_bytes_ += bytes;
   peak_bytes_ = std::max(peak_bytes_, used_bytes_);
+  report();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -117,6 +118,7 @@ TensorCore::TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSit
 
   sink_ = sink;
   steps_reporter_ = Reporter(sink, core_unit(site, UnitKind::Steps, 15, "steps", hw.core.freq_mhz));
+  vmem_.report_to(steps_reporter_, fmt::format("core{} VMEM", site.core));
   done_.assign(program.ops.size(), false);
   SC_THREAD(sequencer);
 }

@@ -48,15 +48,27 @@ class Dma : public sc_core::sc_module {
 class Vmem {
  public:
   explicit Vmem(std::uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+  // Occupancy changes become the counter track `counter` of `reporter`'s process.
+  void report_to(Reporter reporter, std::string counter) {
+    reporter_ = reporter;
+    counter_ = std::move(counter);
+  }
   void reserve(std::uint64_t bytes, const std::string& op);
-  void release(std::uint64_t bytes) { used_bytes_ -= bytes; }
+  void release(std::uint64_t bytes) {
+    used_bytes_ -= bytes;
+    report();
+  }
   std::uint64_t capacity_bytes() const { return capacity_bytes_; }
   std::uint64_t peak_bytes() const { return peak_bytes_; }
 
  private:
+  void report() const { reporter_.level(&counter_, "MiB", now_ps(), static_cast<double>(used_bytes_) / (1 << 20)); }
+
   std::uint64_t capacity_bytes_;
   std::uint64_t used_bytes_ = 0;
   std::uint64_t peak_bytes_ = 0;
+  Reporter reporter_;
+  std::string counter_;
 };
 
 struct CoreSite {

@@ -34,6 +34,10 @@ class Recorder : public EventSink {
             const std::string* name) override {
     if (trace_) trace_->flow(from_unit, from_ps, to_unit, to_ps, name);
   }
+  void level(std::uint32_t unit, const std::string* counter, const char* value_unit, std::uint64_t at_ps,
+             double value) override {
+    if (trace_) trace_->level(unit, counter, value_unit, at_ps, value);
+  }
 
   const std::vector<UnitInfo>& units() const { return units_; }
   // Busy intervals, kept for the units core_breakdown() reads; empty for the others.

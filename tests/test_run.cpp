@@ -276,7 +276,7 @@ BOOST_AUTO_TEST_CASE(bandwidth_counters_stay_within_the_hardware) {
   std::set<std::int64_t> chips_with_hbm;
   std::size_t counters = 0;
   for (const auto& e : trace["traceEvents"]) {
-    if (e["ph"] != "C") continue;
+    if (e["ph"] != "C" || !e["args"].contains("GB/s")) continue;  // bandwidth counters only
     ++counters;
     const auto key = std::make_pair(e["pid"].get<std::int64_t>(), e["name"].get<std::string>());
     const double gbps = e["args"]["GB/s"].get<double>(), ts = e["ts"].get<double>();
@@ -319,6 +319,30 @@ BOOST_AUTO_TEST_CASE(collective_pieces_are_arrows_from_a_link_to_the_receiving_c
   }
   const CommandResult check = run_tpusim("trace-check '" + run->out() + "/trace.json'");
   BOOST_TEST(check.exit_code == 0);
+}
+
+BOOST_AUTO_TEST_CASE(vmem_and_input_buffer_counters_stay_within_capacity_and_drain) {
+  const auto run = run_example("--trace ops");
+  const json trace = json::parse(read_file(run->out() + "/trace.json"));
+  const json config = json::parse(read_file(run->out() + "/effective_config.json"));
+  const double vmem_mib = config["hw"]["core"]["vmem_bytes"].get<double>() / (1 << 20);
+  const double prefetch = config["workload"]["input_pipeline"]["prefetch_batches"].get<double>();
+  std::map<std::pair<std::int64_t, std::string>, std::vector<double>> series;  // (pid, counter) -> values in order
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "C" && (e["name"] == "core0 VMEM" || e["name"] == "input buffer"))
+      series[{e["pid"].get<std::int64_t>(), e["name"].get<std::string>()}].push_back(e["args"].begin().value().get<double>());
+  std::size_t vmem_tracks = 0, buffer_tracks = 0;
+  for (const auto& [key, values] : series) {
+    const bool vmem = key.second == "core0 VMEM";
+    (vmem ? vmem_tracks : buffer_tracks) += 1;
+    const double capacity = vmem ? vmem_mib : prefetch;
+    BOOST_TEST(*std::max_element(values.begin(), values.end()) <= capacity, key.second);
+    BOOST_TEST(*std::max_element(values.begin(), values.end()) > 0.0, key.second);
+    BOOST_TEST(*std::min_element(values.begin(), values.end()) >= 0.0, key.second);
+    BOOST_TEST(values.back() == 0.0, key.second);  // everything released by the end of the run
+  }
+  BOOST_TEST(vmem_tracks == 4u);  // one per chip of the 2x2
+  BOOST_TEST(buffer_tracks == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(trace_none_writes_no_trace) {

@@ -152,6 +152,21 @@ void ChromeTraceWriter::flow(std::uint32_t from_unit, std::uint64_t from_ps, std
                    pid_of_unit_[to_unit], tid_of_unit_[to_unit], micros(to_ps)));
 }
 
+void ChromeTraceWriter::level(std::uint32_t unit, const std::string* counter, const char* value_unit, std::uint64_t at_ps,
+                              double value) {
+  if (unit >= admitted_.size() || !admitted_[unit] || filter_.level < TraceLevel::Ops) return;
+  if (at_ps < filter_.begin_ps || at_ps >= filter_.end_ps) return;
+  const auto [it, fresh] = pending_levels_.try_emplace({unit, counter}, LevelSample{value_unit, at_ps, value});
+  if (fresh) return;
+  if (it->second.at_ps != at_ps) emit_level(unit, counter, it->second);
+  it->second = {value_unit, at_ps, value};
+}
+
+void ChromeTraceWriter::emit_level(std::uint32_t unit, const std::string* counter, const LevelSample& sample) {
+  emit(fmt::format(R"({{"name":{},"ph":"C","pid":{},"tid":0,"ts":{},"args":{{"{}":{:.6g}}}}})", quoted(counter),
+                   pid_of_unit_[unit], micros(sample.at_ps), sample.value_unit, sample.value));
+}
+
 void ChromeTraceWriter::slice(const UnitInfo& info, const Activity& a) {
   count_bytes(info, a);
   if (!admitted_[a.unit] || !filter_.admits(a)) return;
@@ -175,6 +190,14 @@ void ChromeTraceWriter::slice(const UnitInfo& info, const Activity& a) {
 void ChromeTraceWriter::close(const nlohmann::json& metadata) {
   if (!file_ && !gz_) return;
   emit_counters();
+  // The last sample of each counter, in an order that does not depend on where strings live.
+  std::vector<std::pair<std::pair<std::uint32_t, const std::string*>, LevelSample>> last(pending_levels_.begin(),
+                                                                                        pending_levels_.end());
+  std::sort(last.begin(), last.end(), [](const auto& a, const auto& b) {
+    return a.first.first != b.first.first ? a.first.first < b.first.first : *a.first.second < *b.first.second;
+  });
+  for (const auto& [key, sample] : last) emit_level(key.first, key.second, sample);
+  pending_levels_.clear();
   write(("\n],\"otherData\":" + metadata.dump() + "}\n").c_str());
   bool failed = false;
   if (file_) {

@@ -42,6 +42,8 @@ class ChromeTraceWriter {
   void slice(const UnitInfo& info, const Activity& activity);
   // An arrow from a point on one unit's track to a point on another's (flow start and end).
   void flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps, const std::string* name);
+  // A counter track of the unit's process; samples at one time collapse into the last one.
+  void level(std::uint32_t unit, const std::string* counter, const char* value_unit, std::uint64_t at_ps, double value);
   // Ends the JSON document; `metadata` goes to the top-level "otherData" object.
   void close(const nlohmann::json& metadata);
   std::uint64_t events_written() const { return events_; }
@@ -68,6 +70,14 @@ class ChromeTraceWriter {
   std::vector<bool> admitted_;  // per unit
   std::vector<std::uint32_t> pid_of_unit_;
   std::uint64_t flows_ = 0;
+  struct LevelSample {
+    const char* value_unit;
+    std::uint64_t at_ps;
+    double value;
+  };
+  // The newest sample of each (unit, counter), held back until time moves on.
+  std::map<std::pair<std::uint32_t, const std::string*>, LevelSample> pending_levels_;
+  void emit_level(std::uint32_t unit, const std::string* counter, const LevelSample& sample);
   std::map<std::pair<std::uint32_t, std::string>, std::map<std::uint64_t, double>> counter_bytes_;
   std::uint64_t events_ = 0;
   std::map<std::uint32_t, std::uint32_t> next_tid_;   // per pid

@@ -50,6 +50,13 @@ class EventSink {
                     const std::string* name) {
     (void)from_unit, (void)from_ps, (void)to_unit, (void)to_ps, (void)name;
   }
+  // A quantity held by `unit` changed to `value` (in `value_unit`, e.g. "MiB") at `at_ps`, which
+  // never decreases from one call to the next for the same unit and counter: a counter track
+  // such as vector-memory occupancy or input-buffer fill. `counter` outlives the sink.
+  virtual void level(std::uint32_t unit, const std::string* counter, const char* value_unit, std::uint64_t at_ps,
+                     double value) {
+    (void)unit, (void)counter, (void)value_unit, (void)at_ps, (void)value;
+  }
 };
 
 }  // namespace tpusim
