@@ -324,8 +324,11 @@ int cli_main(int argc, char** argv) {
     const auto summary = run_simulation(config, run_options);
     std::cout << format_summary(summary);
     const std::string trace_name = run_options.trace_gzip ? "trace.json.gz" : "trace.json";
-    std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json, report.html{})\n", run_options.out_dir,
-                             std::filesystem::exists(run_options.out_dir + "/" + trace_name) ? ", " + trace_name : "");
+    auto if_written = [&](const std::string& name) {
+      return std::filesystem::exists(run_options.out_dir + "/" + name) ? ", " + name : std::string();
+    };
+    std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json, report.html{}{})\n",
+                             run_options.out_dir, if_written("timeline.json"), if_written(trace_name));
     return 0;
   } catch (const InputError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";

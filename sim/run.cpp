@@ -190,13 +190,15 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   }
   StagedOutput out(options.out_dir, options.force);
   // Every output but the trace, written last and moved into place together.
-  auto publish = [&](const ojson& summary) {
+  auto publish = [&](const ojson& summary, const ojson& timeline = nullptr) {
     out.write("summary.json", summary.dump(2) + "\n");
     out.write("summary.csv", csv_of(summary));
     out.write("effective_config.json", effective_config(config).dump(2) + "\n");
     const ojson row = {{"point", config.workload.name}, {"status", summary["status"]}, {"reason", ""},
                        {"varied", ojson::object()}, {"summary", summary}};
-    out.write("report.html", render_sweep_report({{"workload", config.origin}, {"points", 1}, {"rows", ojson::array({row})}}));
+    if (!timeline.is_null()) out.write("timeline.json", timeline.dump() + "\n");
+    out.write("report.html", render_sweep_report({{"workload", config.origin}, {"points", 1}, {"rows", ojson::array({row})}},
+                                                 timeline, config.workload.name));
     out.commit();
   };
 
@@ -332,7 +334,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                   {"topology", topology_string(hw.slice_dims)},
                   {"steps", config.workload.steps}});
   }
-  publish(summary);
+  publish(summary, chip0_timeline(recorder, window));
   return summary;
 }
 

@@ -15,6 +15,7 @@ std::uint32_t Recorder::add_unit(UnitInfo info) {
   units_.push_back(std::move(info));
   logs_.emplace_back();
   totals_.emplace_back(steps_);
+  keeps_.push_back(keeps_spans(units_.back().kind) || (units_.back().chip == 0 && units_.back().kind != UnitKind::Hbm));
   return id;
 }
 
@@ -22,8 +23,42 @@ void Recorder::record(const Activity& a) {
   StepTotals& t = totals_[a.unit][std::min(a.step, steps_ - 1)];
   t.busy_ps += a.busy_ps ? a.busy_ps : a.end_ps - a.start_ps;
   t.bytes += a.bytes;
-  if (keeps_spans(units_[a.unit].kind)) logs_[a.unit].push_back({a.start_ps, a.end_ps, a.bytes, a.step});
+  if (keeps_[a.unit]) logs_[a.unit].push_back({a.start_ps, a.end_ps, a.bytes, a.step});
   if (trace_) trace_->slice(units_[a.unit], a);
+}
+
+nlohmann::ordered_json chip0_timeline(const Recorder& recorder, const Window& w) {
+  nlohmann::ordered_json timeline;
+  timeline["window_ps"] = w.length();
+  timeline["tracks"] = nlohmann::ordered_json::array();
+  const Picos resolution_ps = std::max<Picos>(1, w.length() / 1000);
+  for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
+    const UnitInfo& info = recorder.units()[u];
+    if (info.chip != 0 || info.kind == UnitKind::Hbm) continue;
+    std::vector<std::pair<Picos, Picos>> busy;
+    for (const Span& s : recorder.spans(u)) {
+      const Picos a = std::max(s.start, w.begin), b = std::min(s.end, w.end);
+      if (b > a) busy.emplace_back(a - w.begin, b - w.begin);
+    }
+    if (busy.empty()) continue;
+    std::sort(busy.begin(), busy.end());  // units book ahead of time: reports come out of order
+    auto merged = nlohmann::ordered_json::array();
+    std::pair<Picos, Picos> open = busy.front();
+    for (const auto& interval : busy) {
+      if (interval.first <= open.second + resolution_ps) {
+        open.second = std::max(open.second, interval.second);
+      } else {
+        merged.push_back({open.first, open.second});
+        open = interval;
+      }
+    }
+    merged.push_back({open.first, open.second});
+    timeline["tracks"].push_back({{"label", info.label}, {"kind", unit_kind_name(info.kind)}, {"busy_ps", merged}});
+  }
+  // Grouped by core ("core0.dma0", "core0.mxu0", "core0.ops.matmul", ...), then links and collective parts.
+  std::stable_sort(timeline["tracks"].begin(), timeline["tracks"].end(),
+                   [](const auto& a, const auto& b) { return a["label"].template get<std::string>() < b["label"].template get<std::string>(); });
+  return timeline;
 }
 
 Picos busy_within(const std::vector<Span>& spans, const Window& w) {

@@ -1,11 +1,14 @@
 // The event sink behind every run: keeps per-step totals of every unit (busy time, bytes), the
-// busy intervals of the units the per-core breakdown needs (op engines, MXUs, VPUs), and
-// forwards every activity to the trace writer when there is one. Memory grows with those
-// intervals only, not with HBM or ICI traffic.
+// busy intervals of the units the per-core breakdown needs (op engines, MXUs, VPUs) and of every
+// unit of chip 0 but its HBM (the report's timeline), and forwards every activity to the trace
+// writer when there is one. Memory grows with those intervals only, not with the HBM traffic or
+// the ICI traffic of the other chips.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "hw/units.hpp"
 #include "traces/chrome_trace.hpp"
@@ -50,6 +53,7 @@ class Recorder : public EventSink {
   ChromeTraceWriter* trace_;
   std::vector<UnitInfo> units_;
   std::vector<std::vector<Span>> logs_;
+  std::vector<bool> keeps_;  // per unit: whether logs_ holds its intervals
   std::vector<std::vector<StepTotals>> totals_;
 };
 
@@ -73,6 +77,11 @@ struct Breakdown {
   Picos input_wait = 0;
   Picos idle = 0;
 };
+
+// The busy intervals of chip 0's units inside `w`, relative to its start, for the report's
+// timeline: one track per unit that did something, intervals closer than 1/1000 of the window
+// merged (finer than a pixel). {"window_ps", "tracks": [{"label", "kind", "busy_ps": [[s, e], ...]}]}
+nlohmann::ordered_json chip0_timeline(const Recorder& recorder, const Window& w);
 
 // `units` are the ids of one core's units (paths "chipC.coreK.*").
 Breakdown core_breakdown(const Recorder& recorder, const std::vector<std::uint32_t>& units, const Window& w);

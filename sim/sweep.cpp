@@ -184,7 +184,20 @@ void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojs
   sweep["rows"] = rows;
   write_atomically(dir / "sweep.json", sweep.dump(2) + "\n");
   write_atomically(dir / "sweep.csv", csv_of(rows, sweep["axes"]));
-  write_atomically(dir / "report.html", render_sweep_report(sweep));
+  // The timeline of the point with the highest throughput, from its own directory.
+  const ojson* best = nullptr;
+  for (const auto& row : rows)
+    if (row["status"] == "ok" && row["summary"].contains("samples_per_s") && row["summary"]["samples_per_s"].is_number() &&
+        (!best || row["summary"]["samples_per_s"].get<double>() > (*best)["summary"]["samples_per_s"].get<double>()))
+      best = &row;
+  ojson timeline;
+  if (best) {
+    std::ifstream in(dir / "points" / (*best)["point"].get<std::string>() / "timeline.json");
+    if (in) timeline = ojson::parse(in, nullptr, false);
+    if (timeline.is_discarded()) timeline = nullptr;
+  }
+  write_atomically(dir / "report.html",
+                   render_sweep_report(sweep, timeline, best ? (*best)["point"].get<std::string>() : std::string()));
 }
 
 }  // namespace

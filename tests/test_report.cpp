@@ -9,6 +9,8 @@
 #include <cstring>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "test_helpers.hpp"
 
 using namespace tpusim::test;
@@ -56,7 +58,7 @@ BOOST_AUTO_TEST_CASE(report_renders_in_headless_chromium) {
   BOOST_REQUIRE(std::system((std::string(kChromium) + " --user-data-dir='" + profile + "' --dump-dom '" + url + "' >'" + dom +
                              "' 2>'" + log + "'").c_str()) == 0);
   const std::string rendered = read_file(dom);
-  for (const char* id : {"throughput", "step_time", "breakdown", "utilization", "memory", "points"})
+  for (const char* id : {"throughput", "step_time", "breakdown", "utilization", "memory", "timeline", "points"})
     BOOST_TEST(rendered.find(std::string("id=\"") + id + "\"") != std::string::npos, id);
   BOOST_TEST(rendered.find("005_hw=tpu_v4_global_batch=2048") != std::string::npos);
   const std::string messages = read_file(log);
@@ -83,4 +85,25 @@ BOOST_AUTO_TEST_CASE(run_writes_a_report_for_its_single_point) {
   const std::string html = read_file(dir.path("out/report.html"));
   BOOST_TEST(html.find("id=\"breakdown\"") != std::string::npos);
   BOOST_TEST(html.find("1 of 1 points finished") != std::string::npos);
+  BOOST_TEST(html.find("id=\"timeline\"") != std::string::npos);
+
+  // The timeline behind it: chip 0's units over the steady step, each track's intervals sorted,
+  // disjoint and inside the step.
+  const auto timeline = nlohmann::json::parse(read_file(dir.path("out/timeline.json")));
+  const auto summary = nlohmann::json::parse(read_file(dir.path("out/summary.json")));
+  const double window_ps = timeline["window_ps"].get<double>();
+  BOOST_TEST(window_ps == summary["step_time_s"].get<double>() * 1e12, boost::test_tools::tolerance(1e-9));
+  std::set<std::string> labels;
+  for (const auto& track : timeline["tracks"]) {
+    labels.insert(track["label"].get<std::string>());
+    double last_end = -1;
+    for (const auto& interval : track["busy_ps"]) {
+      BOOST_TEST(interval[0].get<double>() > last_end);
+      BOOST_TEST(interval[1].get<double>() > interval[0].get<double>());
+      BOOST_TEST(interval[1].get<double>() <= window_ps);
+      last_end = interval[1].get<double>();
+    }
+  }
+  for (const char* unit : {"core0.mxu0", "core1.vpu", "core0.ops.matmul", "ici.x+ -> chip1"})
+    BOOST_TEST(labels.count(unit) == 1u, unit);
 }

@@ -136,7 +136,47 @@ std::string chart(const std::string& id, const std::string& title, const std::st
 
 }  // namespace
 
-std::string render_sweep_report(const ojson& sweep) {
+// One row per unit, its busy intervals as bars across the step.
+std::string timeline_chart(const ojson& timeline) {
+  const auto& tracks = timeline["tracks"];
+  const double window_ps = std::max(1.0, timeline["window_ps"].get<double>());
+  constexpr int kLabelWidth = 150, kPlotWidth = 760, kRow = 16, kAxis = 34;
+  const int height = kAxis + kRow * static_cast<int>(tracks.size()) + 24;
+  auto color_of = [](const std::string& kind) {
+    if (kind == "mxu") return "#2ca02c";
+    if (kind == "vpu") return "#17becf";
+    if (kind == "dma") return "#9467bd";
+    if (kind == "ici") return "#d62728";
+    if (kind == "collective") return "#ff7f0e";
+    if (kind == "steps") return "#7f7f7f";
+    return "#1f77b4";  // op engines
+  };
+  std::string svg = fmt::format(R"(<svg id="timeline" class="chart" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img">)",
+                                kLabelWidth + kPlotWidth + 20, height);
+  svg += fmt::format(R"(<text x="{}" y="18" class="title">Busy units of chip 0 over one step ({})</text>)", kLabelWidth,
+                     escape(format_value(window_ps * 1e-12) + "s"));
+  for (int tick = 0; tick <= 4; ++tick) {
+    const double x = kLabelWidth + kPlotWidth * tick / 4.0;
+    svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" class="grid"/><text x="{0:.1f}" y="{3}" class="tick" text-anchor="middle">{4}</text>)",
+                       x, kAxis - 6, height - 20, height - 6, escape(format_value(window_ps * 1e-12 * tick / 4) + "s"));
+  }
+  int row = 0;
+  for (const auto& track : tracks) {
+    const int y = kAxis + kRow * row++;
+    const std::string label = track["label"].get<std::string>();
+    svg += fmt::format(R"(<text x="{}" y="{}" class="tick" text-anchor="end">{}</text>)", kLabelWidth - 6, y + kRow - 4, escape(label));
+    const char* color = color_of(track["kind"].get<std::string>());
+    for (const auto& interval : track["busy_ps"]) {
+      const double x0 = kLabelWidth + kPlotWidth * interval[0].get<double>() / window_ps;
+      const double x1 = kLabelWidth + kPlotWidth * interval[1].get<double>() / window_ps;
+      svg += fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}"/>)", x0, y + 2, std::max(0.5, x1 - x0),
+                         kRow - 4, color);
+    }
+  }
+  return svg + "</svg>\n";
+}
+
+std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const std::string& timeline_point) {
   const ojson& rows = sweep["rows"];
   std::vector<std::string> differing;  // keys whose value is not the same in every row
   for (const auto& row : rows)
@@ -199,6 +239,13 @@ th { background: #f0f0f0; } td.left { text-align: left; } tr.failed td { color: 
                  series("activations", "#9467bd", {"memory", "per_core", "activations_bytes"})},
                 true, true, oom, capacity, "HBM capacity");
 
+  if (!timeline.is_null() && !timeline["tracks"].empty()) {
+    html += fmt::format("<h2>Timeline of one step</h2>\n<p>Point {}: the steady-state step, chip 0, one row per unit "
+                        "that was busy (intervals closer than a pixel merged; open trace.json in Perfetto for every "
+                        "op).</p>\n",
+                        escape(timeline_point));
+    html += timeline_chart(timeline);
+  }
   html += "<h2>All points</h2>\n<table id=\"points\"><tr><th>point</th><th>status</th><th>step time</th><th>samples/s</th><th>MFU</th><th>memory/core</th><th>reason</th></tr>\n";
   for (const auto& row : rows) {
     const bool good = row["status"] == "ok";
