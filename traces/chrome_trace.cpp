@@ -86,6 +86,13 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
   admitted_[unit] = filter_.admits(info);
   if (pid_of_unit_.size() <= unit) pid_of_unit_.resize(unit + 1, 0);
   pid_of_unit_[unit] = pid_of(info);
+  // HBM and PCIe per process, ICI per link (a hot link hides in a chip's total).
+  const std::string counter = info.kind == UnitKind::Hbm       ? "HBM GB/s"
+                              : info.kind == UnitKind::IciLink ? info.label + " GB/s"
+                              : info.kind == UnitKind::Pcie    ? "PCIe GB/s"
+                                                               : "";
+  if (counter_of_unit_.size() <= unit) counter_of_unit_.resize(unit + 1, nullptr);
+  if (!counter.empty() && filter_.level >= TraceLevel::Ops) counter_of_unit_[unit] = &counter_bytes_[{pid_of(info), counter}];
   if (!admitted_[unit]) return;
   const std::uint32_t pid = pid_of(info);
   auto [it, first] = next_tid_.try_emplace(pid, 1);
@@ -105,14 +112,10 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
                    pid, tid, tid));
 }
 
-void ChromeTraceWriter::count_bytes(const UnitInfo& info, const Activity& a) {
-  const char* counter = info.kind == UnitKind::Hbm       ? "HBM GB/s"
-                        : info.kind == UnitKind::IciLink ? "ICI out GB/s"
-                        : info.kind == UnitKind::Pcie    ? "PCIe GB/s"
-                                                         : nullptr;
-  if (!counter || a.bytes == 0 || a.end_ps <= a.start_ps || filter_.level < TraceLevel::Ops) return;
+void ChromeTraceWriter::count_bytes(const Activity& a) {
+  if (a.unit >= counter_of_unit_.size() || !counter_of_unit_[a.unit] || a.bytes == 0 || a.end_ps <= a.start_ps) return;
   if (!(a.end_ps > filter_.begin_ps && a.start_ps < filter_.end_ps)) return;
-  auto& buckets = counter_bytes_[{pid_of(info), counter}];
+  auto& buckets = *counter_of_unit_[a.unit];
   // Spread the bytes evenly over the activity's time, interval by interval.
   const std::uint64_t step = filter_.counter_interval_ps;
   const double per_ps = static_cast<double>(a.bytes) / static_cast<double>(a.end_ps - a.start_ps);
@@ -126,6 +129,7 @@ void ChromeTraceWriter::count_bytes(const UnitInfo& info, const Activity& a) {
 void ChromeTraceWriter::emit_counters() {
   const double seconds = static_cast<double>(filter_.counter_interval_ps) * 1e-12;
   for (const auto& [key, buckets] : counter_bytes_) {
+    if (buckets.empty()) continue;  // a unit that moved nothing in the window
     std::uint64_t expected = buckets.empty() ? 0 : buckets.begin()->first;
     for (const auto& [bucket, bytes] : buckets) {
       if (bucket > expected)  // a gap: back to zero until this interval
@@ -168,7 +172,7 @@ void ChromeTraceWriter::emit_level(std::uint32_t unit, const std::string* counte
 }
 
 void ChromeTraceWriter::slice(const UnitInfo& info, const Activity& a) {
-  count_bytes(info, a);
+  count_bytes(a);
   if (!admitted_[a.unit] || !filter_.admits(a)) return;
   const std::uint64_t start_ns = a.start_ps / 1000, end_ns = a.end_ps / 1000;
   std::string args = fmt::format(R"("step":{})", a.step);

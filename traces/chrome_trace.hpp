@@ -60,7 +60,7 @@ class ChromeTraceWriter {
   void write(const char* text);
   // Bytes moved per counter interval, per (process, counter); written sorted at close, since
   // units book their work ahead of time and report out of order.
-  void count_bytes(const UnitInfo& info, const Activity& a);
+  void count_bytes(const Activity& a);
   void emit_counters();
   const std::string& quoted(const std::string* name);
 
@@ -79,6 +79,7 @@ class ChromeTraceWriter {
   std::map<std::pair<std::uint32_t, const std::string*>, LevelSample> pending_levels_;
   void emit_level(std::uint32_t unit, const std::string* counter, const LevelSample& sample);
   std::map<std::pair<std::uint32_t, std::string>, std::map<std::uint64_t, double>> counter_bytes_;
+  std::vector<std::map<std::uint64_t, double>*> counter_of_unit_;  // per unit: its counter's intervals, or null
   std::uint64_t events_ = 0;
   std::map<std::uint32_t, std::uint32_t> next_tid_;   // per pid
   std::vector<std::uint32_t> tid_of_unit_;
