@@ -471,6 +471,7 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.all_reduce_chunk_bytes = get<std::uint64_t>(d, "training.all_reduce.chunk_bytes");
   w.all_reduce_bucket_bytes = get<std::uint64_t>(d, "training.all_reduce.bucket_bytes");
   w.all_reduce_overlap = get<bool>(d, "training.all_reduce.overlap");
+  w.weight_update_sharding = get<bool>(d, "training.weight_update_sharding");
   w.fusion = get<bool>(d, "training.fusion");
   w.host_samples_per_s = get<double>(d, "input_pipeline.host_samples_per_s");
   w.prefetch_batches = get<std::uint32_t>(d, "input_pipeline.prefetch_batches");

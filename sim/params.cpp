@@ -109,6 +109,7 @@ std::vector<ParamSpec> build() {
       wl("training.all_reduce.chunk_bytes", T::Int, "bytes", 0, "Pieces a ring step is sent in, pipelined with the reduction; 0: one piece per step", 0, 1e12),
       wl("training.all_reduce.bucket_bytes", T::Int, "bytes", 33554432, "Gradients of consecutive layers combined into one all-reduce up to this size (like XLA's all-reduce combiner); 0: one per layer", 0, 1e12),
       wl("training.all_reduce.overlap", T::Bool, "", true, "Start each bucket's all-reduce as soon as its gradients exist (false: after the whole backward pass)"),
+      wl("training.weight_update_sharding", T::Bool, "", false, "Cross-replica weight-update sharding (Xu et al. 2020): each bucket's gradients are reduce-scattered, each replica updates its 1/replicas share of the weights and holds that share of the optimizer state, and the updated weights are all-gathered"),
       wl("training.fusion", T::Bool, "", true, "Fuse chains of elementwise layers (normalization, activation, residual add, dropout) into one pass over HBM, as XLA does; false: one pass per layer, to compare"),
       wl("training.steps", T::Int, "steps", 3, "Training steps to simulate; the summary's step time is the last one's", 1, 10000),
       wl("input_pipeline.host_samples_per_s", T::Float, "samples/s", 0, "Preprocessing rate of one host; 0: never the bottleneck", 0, 1e12),

@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <map>
 
 #include "sim/config.hpp"
 #include "workloads/lower.hpp"
@@ -65,6 +66,37 @@ BOOST_AUTO_TEST_CASE(memory_footprint_by_kind) {
   // (dense_1's dW needs the output), and dense_1's logits before the softmax.
   BOOST_TEST(step.memory.activations == 128u * 784 * 4 + 128u * 128 * 4 * 2 + 128u * 10 * 4);
   BOOST_TEST(step.hbm_capacity_per_core_bytes == (16ull << 30) / 2);
+}
+
+BOOST_AUTO_TEST_CASE(weight_update_sharding_scatters_updates_a_share_and_gathers) {
+  const std::vector<std::string> per_layer = {"workload.training.all_reduce.bucket_bytes=0"};
+  auto sharded_sets = per_layer;
+  sharded_sets.push_back("workload.training.weight_update_sharding=true");
+  const Config plain_config = example("tpu_v2", per_layer), sharded_config = example("tpu_v2", sharded_sets);
+  const LoweredStep plain = lower_training_step(plain_config.workload, plain_config.hw);
+  const LoweredStep sharded = lower_training_step(sharded_config.workload, sharded_config.hw);
+  const std::uint64_t replicas = sharded.replicas;
+  std::map<CollectiveKind, std::uint64_t> bytes_by_kind;
+  std::uint64_t plain_update_elements = 0, sharded_update_elements = 0;
+  for (const Op& op : sharded.program.ops) {
+    if (op.kind == OpKind::Collective) bytes_by_kind[op.collective.kind] += op.collective.bytes;
+    if (op.phase == Phase::Optimizer && op.kind == OpKind::Vector) sharded_update_elements += op.vector.elements;
+    // Each all-gather waits for the update of the weights it carries.
+    if (op.kind == OpKind::Collective && op.collective.kind == CollectiveKind::AllGather) {
+      BOOST_REQUIRE(op.deps.size() == 1u);
+      BOOST_TEST((sharded.program.ops[op.deps[0]].phase == Phase::Optimizer));
+    }
+  }
+  for (const Op& op : plain.program.ops)
+    if (op.phase == Phase::Optimizer && op.kind == OpKind::Vector) plain_update_elements += op.vector.elements;
+  BOOST_TEST(bytes_by_kind.count(CollectiveKind::AllReduce) == 0u);
+  BOOST_TEST(bytes_by_kind[CollectiveKind::ReduceScatter] == sharded.model.params() * 4);
+  BOOST_TEST(bytes_by_kind[CollectiveKind::AllGather] == sharded.model.params() * 4);
+  // Each layer's share rounds up: at most one parameter more per layer and replica.
+  BOOST_TEST(sharded_update_elements * replicas >= plain_update_elements);
+  BOOST_TEST(sharded_update_elements * replicas <= plain_update_elements + 2 * replicas);
+  BOOST_TEST(sharded.memory.optimizer_state == plain.memory.optimizer_state / replicas);
+  BOOST_TEST(sharded.memory.parameters == plain.memory.parameters);  // the weights stay replicated
 }
 
 BOOST_AUTO_TEST_CASE(mixed_bfloat16_halves_activations_and_keeps_fp32_master_weights) {

@@ -520,8 +520,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     Op ar;
     ar.kind = OpKind::Collective;
     ar.phase = Phase::Gradients;
-    ar.name = bk.first == bk.last ? bk.first + "/grad/all-reduce" : fmt::format("grads[{}..{}]/all-reduce", bk.first, bk.last);
-    ar.collective.kind = CollectiveKind::AllReduce;
+    const char* what = w.weight_update_sharding ? "reduce-scatter" : "all-reduce";
+    ar.name = bk.first == bk.last ? fmt::format("{}/grad/{}", bk.first, what) : fmt::format("grads[{}..{}]/{}", bk.first, bk.last, what);
+    ar.collective.kind = w.weight_update_sharding ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
     ar.collective.bytes = bk.params * 4;
     ar.collective.dtype = DType::F32;
     ar.collective.algorithm = w.all_reduce_algorithm;
@@ -605,12 +606,29 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // The optimizer updates each bucket's weights once its gradients are reduced.
   std::vector<std::uint32_t> reduced;
   for (const auto& bk : buckets) reduced.push_back(bk.all_reduce);
+  // With weight-update sharding a replica updates only its share (rounded up: the last replica's
+  // is no larger) and the updated f32 weights are all-gathered back into every replica.
+  const std::uint64_t update_share = w.weight_update_sharding ? out.replicas : 1;
   for (std::size_t k = 0; k < buckets.size(); ++k) {
-    const std::uint64_t p = buckets[k].params;
-    em.vector(buckets[k].first == buckets[k].last ? buckets[k].first + "/" + w.optimizer + "_update"
-                                                  : fmt::format("params[{}..{}]/{}_update", buckets[k].first, buckets[k].last, w.optimizer),
-              Phase::Optimizer, p, opt.vpu_ops_per_param, p * (4 + 4 + 4ull * opt.state_f32_per_param),
-              p * (4 + 4ull * opt.state_f32_per_param + (mixed ? 2 : 0)), {reduced[k]});
+    const std::uint64_t p = (buckets[k].params + update_share - 1) / update_share;
+    const std::string params_name = buckets[k].first == buckets[k].last
+                                        ? buckets[k].first
+                                        : fmt::format("params[{}..{}]", buckets[k].first, buckets[k].last);
+    const std::uint32_t update =
+        em.vector(params_name + "/" + w.optimizer + "_update", Phase::Optimizer, p, opt.vpu_ops_per_param,
+                  p * (4 + 4 + 4ull * opt.state_f32_per_param), p * (4 + 4ull * opt.state_f32_per_param + (mixed ? 2 : 0)),
+                  {reduced[k]});
+    if (!w.weight_update_sharding) continue;
+    Op ag;
+    ag.kind = OpKind::Collective;
+    ag.phase = Phase::Optimizer;
+    ag.name = params_name + "/all-gather";
+    ag.collective.kind = CollectiveKind::AllGather;
+    ag.collective.bytes = buckets[k].params * 4;
+    ag.collective.dtype = DType::F32;
+    ag.collective.algorithm = w.all_reduce_algorithm;
+    ag.collective.chunk_bytes = w.all_reduce_chunk_bytes;
+    pb.add(std::move(ag), {update});
   }
 
   for (const Op& op : program.ops) out.model_flops_per_core += op.model_flops;
@@ -620,7 +638,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   MemoryFootprint& mem = out.memory;
   mem.parameters = (params * 4 + (mixed ? trainable * 2 : 0)) / cores_per_replica;
   mem.gradients = trainable * 4 / cores_per_replica;
-  mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica;
+  mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica / update_share;
   mem.activations = b * sample_bytes;
   for (const Node& node : model.nodes) mem.activations += em.saved_bytes(node);
   out.hbm_capacity_per_core_bytes = hw.hbm.capacity_bytes / hw.chip.cores;

@@ -52,6 +52,8 @@ struct Workload {
   std::uint64_t all_reduce_chunk_bytes = 0;
   std::uint64_t all_reduce_bucket_bytes = 32ull << 20;  // gradients of consecutive layers combined up to this
   bool all_reduce_overlap = true;  // start each bucket as soon as its gradients exist
+  // Reduce-scatter the gradients, update a 1/replicas share, all-gather the weights.
+  bool weight_update_sharding = false;
   bool fusion = true;              // chains of elementwise layers run as one pass, as XLA fuses them
 
   double host_samples_per_s = 0;  // per host; 0: the host is never the bottleneck
