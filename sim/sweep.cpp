@@ -384,15 +384,21 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
       throw InputError(fmt::format("merge: {}/sweep.json: not JSON: {}", d, e.what()));
     }
     for (const char* key : {"workload", "axes", "points", "rows"})
-      if (!sweep.contains(key)) throw InputError(fmt::format("merge: {}/sweep.json: missing \"{}\"", d, key));
+      if (!sweep.is_object() || !sweep.contains(key)) throw InputError(fmt::format("merge: {}/sweep.json: missing \"{}\"", d, key));
+    if (!sweep["rows"].is_array() || !sweep["points"].is_number_unsigned() || !sweep["axes"].is_array())
+      throw InputError(fmt::format("merge: {}/sweep.json: \"rows\" and \"axes\" must be arrays, \"points\" a count", d));
     if (first.is_null()) first = sweep;
     for (const char* key : {"workload", "axes", "points"})
       if (sweep[key] != first[key])
         throw InputError(fmt::format("merge: {}/sweep.json: \"{}\" differs from {}'s: not a shard of the same sweep", d,
                                      key, shard_dirs.front()));
     for (const auto& row : sweep["rows"]) {
-      if (!row.contains("index") || !row["index"].is_number_unsigned())
-        throw InputError(fmt::format("merge: {}/sweep.json: a row without an \"index\" (written by an older tpusim?)", d));
+      if (!row.is_object() || !row.contains("index") || !row["index"].is_number_unsigned() || !row.contains("point") ||
+          !row["point"].is_string() || !row.contains("status") || !row["status"].is_string() || !row.contains("reason") ||
+          !row["reason"].is_string() || !row.contains("varied") || !row["varied"].is_object() || !row.contains("summary") ||
+          !(row["summary"].is_object() || row["summary"].is_null()))
+        throw InputError(fmt::format("merge: {}/sweep.json: a row without \"index\", \"point\", \"status\", \"reason\", "
+                                     "\"varied\" and \"summary\" (written by an older tpusim?)", d));
       const auto index = row["index"].get<std::size_t>();
       const auto [it, fresh] = rows.emplace(index, std::make_pair(row, dir));
       if (!fresh)

@@ -125,4 +125,11 @@ BOOST_AUTO_TEST_CASE(merged_shards_equal_the_whole_sweep) {
   BOOST_TEST(other.exit_code == 2);
   BOOST_TEST(other.err.find("not a shard of the same sweep") != std::string::npos, other.err);
   BOOST_TEST(sweep("-o '" + dir.path("bad") + "' --shard 0/3" + varies).exit_code == 2);
+  // A damaged sweep.json is an input error that names the file, and nothing is written.
+  fs::create_directories(dir.path("damaged"));
+  dir.write("damaged/sweep.json", R"({"workload": "w.json", "axes": [], "points": 2, "rows": [{"index": 0}]})");
+  const CommandResult damaged = run_tpusim("merge '" + dir.path("damaged") + "' -o '" + dir.path("d") + "'");
+  BOOST_TEST(damaged.exit_code == 2);
+  BOOST_TEST(damaged.err.find("damaged/sweep.json") != std::string::npos, damaged.err);
+  BOOST_TEST(!fs::exists(dir.path("d")));
 }
