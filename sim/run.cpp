@@ -16,6 +16,7 @@
 #include "hw/system.hpp"
 #include "sim/simulate.hpp"
 #include "traces/report.hpp"
+#include "sim/csv.hpp"
 #include "sim/errors.hpp"
 #include "sim/stats.hpp"
 #include "workloads/lower.hpp"
@@ -140,33 +141,14 @@ double mxu_padding_efficiency(const Program& program, const HwConfig& hw) {
 
 std::string csv_of(const ojson& summary) {
   // One flat row: nested objects become dotted column names, in summary order.
-  std::vector<std::pair<std::string, std::string>> cells;
-  std::function<void(const ojson&, const std::string&)> flatten = [&](const ojson& j, const std::string& prefix) {
-    for (const auto& [k, v] : j.items()) {
-      const std::string name = prefix.empty() ? k : prefix + "." + k;
-      if (v.is_object()) flatten(v, name);
-      else if (v.is_array()) {
-        std::string joined;
-        for (const auto& e : v) joined += (joined.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
-        cells.emplace_back(name, joined);
-      } else cells.emplace_back(name, v.is_string() ? v.get<std::string>() : v.dump());
-    }
-  };
-  flatten(summary, "");
-  auto quote = [](const std::string& s) {
-    if (s.find_first_of(",\"\n") == std::string::npos) return s;
-    std::string q = "\"";
-    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
   std::string header, row;
-  for (std::size_t i = 0; i < cells.size(); ++i) {
-    if (i > 0) {
+  for (const auto& [name, value] : flatten_json(summary, ".")) {
+    if (!header.empty()) {
       header += ",";
       row += ",";
     }
-    header += quote(cells[i].first);
-    row += quote(cells[i].second);
+    header += csv_field(name);
+    row += csv_field(value.is_string() ? value.get<std::string>() : value.dump());
   }
   return header + "\n" + row + "\n";
 }

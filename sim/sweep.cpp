@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "sim/config.hpp"
+#include "sim/csv.hpp"
 #include "sim/errors.hpp"
 #include "sim/params.hpp"
 #include "traces/report.hpp"
@@ -108,23 +109,7 @@ void write_atomically(const fs::path& path, const std::string& text) {
 }
 
 std::string csv_cell(const ojson& v) {
-  std::string s = v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
-void flatten(const ojson& j, const std::string& prefix, std::vector<std::pair<std::string, ojson>>& out) {
-  for (const auto& [k, v] : j.items()) {
-    const std::string name = prefix.empty() ? k : prefix + "_" + k;
-    if (v.is_object()) flatten(v, name, out);
-    else if (v.is_array()) {
-      std::string joined;
-      for (const auto& e : v) joined += (joined.empty() ? "" : "; ") + (e.is_string() ? e.get<std::string>() : e.dump());
-      out.emplace_back(name, joined);
-    } else out.emplace_back(name, v);
-  }
+  return csv_field(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump());
 }
 
 // One row per finished point, in point order; snake_case headers: point, status, reason, the
@@ -134,8 +119,7 @@ std::string csv_of(const std::vector<ojson>& rows, const ojson& axes) {
   for (const auto& a : axes) columns.push_back("vary_" + safe(a["key"].get<std::string>()));
   std::vector<std::vector<std::pair<std::string, ojson>>> flat;
   for (const auto& row : rows) {
-    flat.emplace_back();
-    flatten(row["summary"], "", flat.back());
+    flat.push_back(flatten_json(row["summary"], "_"));
     for (const auto& [k, v] : flat.back())
       if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
   }

@@ -92,9 +92,9 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
                               : info.kind == UnitKind::Pcie    ? "PCIe GB/s"
                                                                : "";
   if (counter_of_unit_.size() <= unit) counter_of_unit_.resize(unit + 1, nullptr);
-  if (!counter.empty() && filter_.level >= TraceLevel::Ops) counter_of_unit_[unit] = &counter_bytes_[{pid_of(info), counter}];
+  const std::uint32_t pid = pid_of_unit_[unit];
+  if (!counter.empty() && filter_.level >= TraceLevel::Ops) counter_of_unit_[unit] = &counter_bytes_[{pid, counter}];
   if (!admitted_[unit]) return;
-  const std::uint32_t pid = pid_of(info);
   auto [it, first] = next_tid_.try_emplace(pid, 1);
   if (first) {
     const std::string process =
@@ -130,7 +130,7 @@ void ChromeTraceWriter::emit_counters() {
   const double seconds = static_cast<double>(filter_.counter_interval_ps) * 1e-12;
   for (const auto& [key, buckets] : counter_bytes_) {
     if (buckets.empty()) continue;  // a unit that moved nothing in the window
-    std::uint64_t expected = buckets.empty() ? 0 : buckets.begin()->first;
+    std::uint64_t expected = buckets.begin()->first;
     for (const auto& [bucket, bytes] : buckets) {
       if (bucket > expected)  // a gap: back to zero until this interval
         emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":0}}}})", key.second, key.first,
