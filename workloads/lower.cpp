@@ -516,18 +516,27 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   std::vector<std::uint32_t> all_grads;
   // The sequencer issues ops in program order, so a bucket's all-reduce is placed where its last
   // gradient is, to start while the rest of the backward pass runs (or after it, without overlap).
+  // Gradients and weights cross replicas as f32, with the workload's algorithm and chunking.
+  auto f32_collective = [&](CollectiveKind kind, Phase phase, std::string name, std::uint64_t params,
+                            const std::vector<std::uint32_t>& deps) {
+    Op op;
+    op.kind = OpKind::Collective;
+    op.phase = phase;
+    op.name = std::move(name);
+    op.collective.kind = kind;
+    op.collective.bytes = params * 4;
+    op.collective.dtype = DType::F32;
+    op.collective.algorithm = w.all_reduce_algorithm;
+    op.collective.chunk_bytes = w.all_reduce_chunk_bytes;
+    return pb.add(std::move(op), deps);
+  };
   auto issue_all_reduce = [&](Bucket& bk, const std::vector<std::uint32_t>& deps) {
-    Op ar;
-    ar.kind = OpKind::Collective;
-    ar.phase = Phase::Gradients;
     const char* what = w.weight_update_sharding ? "reduce-scatter" : "all-reduce";
-    ar.name = bk.first == bk.last ? fmt::format("{}/grad/{}", bk.first, what) : fmt::format("grads[{}..{}]/{}", bk.first, bk.last, what);
-    ar.collective.kind = w.weight_update_sharding ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
-    ar.collective.bytes = bk.params * 4;
-    ar.collective.dtype = DType::F32;
-    ar.collective.algorithm = w.all_reduce_algorithm;
-    ar.collective.chunk_bytes = w.all_reduce_chunk_bytes;
-    bk.all_reduce = pb.add(std::move(ar), deps);
+    bk.all_reduce = f32_collective(w.weight_update_sharding ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+                                   Phase::Gradients,
+                                   bk.first == bk.last ? fmt::format("{}/grad/{}", bk.first, what)
+                                                       : fmt::format("grads[{}..{}]/{}", bk.first, bk.last, what),
+                                   bk.params, deps);
   };
   for (std::size_t i = n; i-- > 0;) {
     const Node& node = model.nodes[i];
@@ -619,16 +628,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
                   p * (4 + 4 + 4ull * opt.state_f32_per_param), p * (4 + 4ull * opt.state_f32_per_param + (mixed ? 2 : 0)),
                   {reduced[k]});
     if (!w.weight_update_sharding) continue;
-    Op ag;
-    ag.kind = OpKind::Collective;
-    ag.phase = Phase::Optimizer;
-    ag.name = params_name + "/all-gather";
-    ag.collective.kind = CollectiveKind::AllGather;
-    ag.collective.bytes = buckets[k].params * 4;
-    ag.collective.dtype = DType::F32;
-    ag.collective.algorithm = w.all_reduce_algorithm;
-    ag.collective.chunk_bytes = w.all_reduce_chunk_bytes;
-    pb.add(std::move(ag), {update});
+    f32_collective(CollectiveKind::AllGather, Phase::Optimizer, params_name + "/all-gather", buckets[k].params, {update});
   }
 
   for (const Op& op : program.ops) out.model_flops_per_core += op.model_flops;
