@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "hw/hbm_timing.hpp"
+
 namespace tpusim {
 
 Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t chip, EventSink* sink)
@@ -10,7 +12,8 @@ Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t ch
       config_(config),
       channel_bw_gbps_(config.bw_gbps / config.channels),
       channels_(config.channels),
-      scratch_bytes_(config.channels) {
+      scratch_bytes_(config.channels),
+      interleave_bytes_(HbmAddressMap(config).run_granule_bytes()) {
   socket.register_b_transport(this, &Hbm::b_transport);
   // One unit for all channels: an access spreads over every channel, and per-channel reports
   // would cost more than the access itself. Its busy time is the channels' average.
@@ -59,7 +62,7 @@ void Hbm::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   // job.bytes carries lengths beyond the generic payload's 32 bits.
   const std::uint64_t length = job.bytes ? job.bytes : payload.get_data_length();
   std::vector<std::uint64_t>& per_channel = scratch_bytes_;
-  bytes_per_channel(payload.get_address(), length, config_.interleave_bytes, per_channel);
+  bytes_per_channel(payload.get_address(), length, interleave_bytes_, per_channel);
   const Picos now = now_ps();
   const Picos earliest = now + delay.value();
   Picos done = earliest;

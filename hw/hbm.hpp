@@ -38,6 +38,7 @@ class Hbm : public sc_core::sc_module {
   double channel_bw_gbps_;
   std::vector<Occupancy> channels_;
   std::vector<std::uint64_t> scratch_bytes_;  // per channel, reused by every access
+  std::uint64_t interleave_bytes_;
   Reporter reporter_;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t bytes_written_ = 0;

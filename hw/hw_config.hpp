@@ -42,12 +42,43 @@ struct CoreConfig {
   std::uint32_t op_overhead_cycles = 0;  // fixed issue cost of every op on the core
 };
 
+// JEDEC timing parameters of one HBM (pseudo-)channel, in nanoseconds (the preset converts the
+// standard's clock counts at its data rate). Burst time and tCCD_S come from the bandwidth.
+struct HbmTimingConfig {
+  double trcd_ns = 14;    // ACT to column command
+  double trp_ns = 14;     // PRE to ACT
+  double tras_ns = 34;    // ACT to PRE
+  double tcl_ns = 14;     // read command to data
+  double tcwl_ns = 5;     // write command to data
+  double tccd_l_ns = 4;   // column to column, same bank group
+  double trrd_s_ns = 4;   // ACT to ACT, different bank groups
+  double trrd_l_ns = 4;   // ACT to ACT, same bank group
+  double tfaw_ns = 15;    // window holding at most four ACTs
+  double twtr_s_ns = 6;   // end of write data to read, different bank groups
+  double twtr_l_ns = 8;   // end of write data to read, same bank group
+  double trtw_ns = 2;     // bus turnaround from read data to write data
+  double twr_ns = 16;     // end of write data to PRE
+  double trtp_ns = 5;     // read command to PRE
+  double trfc_ns = 350;   // all-bank refresh
+  double trefi_ns = 3900; // refresh interval
+};
+
 struct HbmConfig {
   std::uint64_t capacity_bytes = 16ull << 30;  // per chip
   double bw_gbps = 700;                        // per chip, all channels
-  std::uint32_t channels = 8;
-  double latency_ns = 500;
-  std::uint64_t interleave_bytes = 256;
+  std::uint32_t channels = 64;                 // independent (pseudo-)channels per chip
+  std::uint32_t channel_width_bits = 64;
+  std::uint32_t burst_length = 4;
+  std::uint32_t bank_groups = 4;
+  std::uint32_t banks_per_group = 4;
+  std::uint64_t row_bytes = 1024;              // row buffer (page) per bank
+  std::string address_mapping = "robabgchco";  // most significant field first
+  std::uint32_t queue_depth = 32;              // requests the scheduler may reorder, per channel
+  bool posted_writes = true;                   // a write completes when its channel queue takes it
+  double latency_ns = 100;                     // on-chip path to the controllers and back
+  HbmTimingConfig timing;
+
+  std::uint32_t burst_bytes() const { return channel_width_bits / 8 * burst_length; }
 };
 
 enum class Wraparound { Never, Always, FullAxis, MultipleOf4 };

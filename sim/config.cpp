@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/hbm_timing.hpp"
 #include "hw/topology.hpp"
 #include "hw/units.hpp"
 #include "sim/errors.hpp"
@@ -325,9 +326,25 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   c.dma.issue_latency_ns = get<double>(d, "core.dma.issue_latency_ns");
   hw.hbm.capacity_bytes = get<std::uint64_t>(d, "hbm.capacity_bytes");
   hw.hbm.bw_gbps = get<double>(d, "hbm.bw_gbps");
-  hw.hbm.channels = get<std::uint32_t>(d, "hbm.channels");
-  hw.hbm.latency_ns = get<double>(d, "hbm.latency_ns");
-  hw.hbm.interleave_bytes = get<std::uint64_t>(d, "hbm.interleave_bytes");
+  HbmConfig& m = hw.hbm;
+  m.channels = get<std::uint32_t>(d, "hbm.channels");
+  m.channel_width_bits = get<std::uint32_t>(d, "hbm.channel_width_bits");
+  m.burst_length = get<std::uint32_t>(d, "hbm.burst_length");
+  m.bank_groups = get<std::uint32_t>(d, "hbm.bank_groups");
+  m.banks_per_group = get<std::uint32_t>(d, "hbm.banks_per_group");
+  m.row_bytes = get<std::uint64_t>(d, "hbm.row_bytes");
+  m.address_mapping = get<std::string>(d, "hbm.address_mapping");
+  m.queue_depth = get<std::uint32_t>(d, "hbm.queue_depth");
+  m.posted_writes = get<bool>(d, "hbm.posted_writes");
+  m.latency_ns = get<double>(d, "hbm.latency_ns");
+  HbmTimingConfig& t = m.timing;
+  for (auto [key, field] : {std::pair{"trcd_ns", &t.trcd_ns}, {"trp_ns", &t.trp_ns}, {"tras_ns", &t.tras_ns},
+                            {"tcl_ns", &t.tcl_ns}, {"tcwl_ns", &t.tcwl_ns}, {"tccd_l_ns", &t.tccd_l_ns},
+                            {"trrd_s_ns", &t.trrd_s_ns}, {"trrd_l_ns", &t.trrd_l_ns}, {"tfaw_ns", &t.tfaw_ns},
+                            {"twtr_s_ns", &t.twtr_s_ns}, {"twtr_l_ns", &t.twtr_l_ns}, {"trtw_ns", &t.trtw_ns},
+                            {"twr_ns", &t.twr_ns}, {"trtp_ns", &t.trtp_ns}, {"trfc_ns", &t.trfc_ns},
+                            {"trefi_ns", &t.trefi_ns}})
+    *field = get<double>(d, std::string("hbm.timing.") + key);
   hw.ici.ports_per_chip = get<std::uint32_t>(d, "ici.ports_per_chip");
   hw.ici.link_bw_gbps = get<double>(d, "ici.link_bw_gbps");
   hw.ici.hop_latency_ns = get<double>(d, "ici.hop_latency_ns");
@@ -376,6 +393,17 @@ HwConfig build_hw(const json& d, const std::string& origin) {
          fmt::format("a {} slice needs {} ICI ports per chip; {} chips have {} (hw.ici.ports_per_chip)", topology,
                      2 * long_axes, hw.name, hw.ici.ports_per_chip));
   if (hw.hbm.capacity_bytes < hw.chip.cores) fail(origin, "hw.hbm.capacity_bytes", "less than one byte per core");
+  if (m.channel_width_bits % 8 != 0)
+    fail(origin, "hw.hbm.channel_width_bits", fmt::format("expected a multiple of 8, got {}", m.channel_width_bits));
+  if (m.row_bytes % m.burst_bytes() != 0)
+    fail(origin, "hw.hbm.row_bytes",
+         fmt::format("expected a multiple of the {}-byte burst (channel_width_bits / 8 x burst_length), got {}",
+                     m.burst_bytes(), m.row_bytes));
+  try {
+    HbmAddressMap check(m);
+  } catch (const std::invalid_argument& e) {
+    fail(origin, "hw.hbm.address_mapping", e.what());
+  }
   // The matmul engine's share (3/4) of vector memory must hold one double-buffered block of the
   // smallest shape it tiles to (8 rows x one R x C weight tile) in f32, with its f32 results.
   const std::uint64_t r = c.mxu.rows, cols = c.mxu.cols;
@@ -545,8 +573,14 @@ Config load_config(const ConfigRequest& request) {
     if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", "--set overrides");
   }
 
-  for (const auto& [key, value] : config.hw_doc["sources"].items())
-    if (!find_param("hw", key)) fail(hw_origin, "hw.sources." + key, "names no hardware key");
+  // A source names one key or a group of them ("hbm.timing").
+  for (const auto& [key, value] : config.hw_doc["sources"].items()) {
+    const bool names_keys = find_param("hw", key) ||
+                            std::any_of(param_registry().begin(), param_registry().end(), [&](const ParamSpec& p) {
+                              return p.doc == "hw" && p.path.rfind(key + ".", 0) == 0;
+                            });
+    if (!names_keys) fail(hw_origin, "hw.sources." + key, "names no hardware key or group of keys");
+  }
   const std::string overrides = request.sets.empty() && request.topology.empty() ? hw_origin : hw_origin + " with overrides";
   config.hw = build_hw(config.hw_doc, overrides);
   config.origin = request.workload_path.empty() ? hw_origin : request.workload_path;

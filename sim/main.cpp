@@ -15,6 +15,7 @@
 #include "sim/collective_cmd.hpp"
 #include "sim/errors.hpp"
 #include "sim/gemm.hpp"
+#include "sim/membench.hpp"
 #include "sim/params.hpp"
 #include "sim/run.hpp"
 #include "sim/sweep.hpp"
@@ -128,6 +129,23 @@ int cli_main(int argc, char** argv) {
                      "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
   gemm_cmd->add_flag("--compute-only", gemm.compute_only, "tpusim's MXU timing alone: no memory system, one block");
   gemm_cmd->add_flag("--json", gemm_json, "Print one JSON object");
+
+  ConfigRequest mem_request;
+  MembenchRequest mem;
+  std::string mem_pattern = "stream-read";
+  bool mem_json = false;
+  auto* mem_cmd = app.add_subcommand("membench", "Requesters read or write one chip's HBM; achieved bandwidth, latency, row hits");
+  mem_cmd->add_option("--hw", mem_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  mem_cmd->add_option("--set", mem_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+  mem_cmd->add_option("--pattern", mem_pattern, "stream-read, stream-write, copy (1 read : 1 write), triad (2 reads : 1 write) or random (reads)")
+      ->check(CLI::IsMember({"stream-read", "stream-write", "copy", "triad", "random"}))->capture_default_str();
+  mem_cmd->add_option("--bytes", mem.bytes, "Bytes moved in all, reads plus writes")->capture_default_str();
+  mem_cmd->add_option("--request-bytes", mem.request_bytes, "Size of each request")->capture_default_str();
+  mem_cmd->add_option("--requesters", mem.requesters, "Independent requesters (each its own stream)")->capture_default_str();
+  mem_cmd->add_option("--outstanding", mem.outstanding, "Requests each requester keeps in flight")->capture_default_str();
+  mem_cmd->add_option("--footprint-bytes", mem.footprint_bytes, "random: addresses are drawn from [0, footprint)")->capture_default_str();
+  mem_cmd->add_option("--seed", mem.seed, "random: first requester's splitmix64 seed (the k-th uses seed + k)")->capture_default_str();
+  mem_cmd->add_flag("--json", mem_json, "Print one JSON object");
 
   ConfigRequest coll_request;
   CollectiveRequest coll;
@@ -261,6 +279,13 @@ int cli_main(int argc, char** argv) {
       coll.spec.dtype = coll_dtype == "bf16" ? DType::BF16 : DType::F32;
       const auto result = run_collective(config.hw, coll);
       std::cout << (coll_json ? result.dump(2) + "\n" : format_collective(result));
+      return 0;
+    }
+    if (*mem_cmd) {
+      const Config config = load_config(mem_request);
+      mem.pattern = parse_mem_pattern(mem_pattern);
+      const auto result = run_membench(config.hw, mem);
+      std::cout << (mem_json ? result.dump(2) + "\n" : format_membench(result));
       return 0;
     }
     if (*gemm_cmd) {

@@ -1,0 +1,35 @@
+// `tpusim membench`: requesters stream or scatter requests at one chip's HBM, keeping a fixed
+// number in flight each, and the memory's achieved bandwidth, latency and row-buffer hit rate
+// come back. The same patterns drive DRAMsim3 in docs/validation/hbm.md.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "hw/hw_config.hpp"
+
+namespace tpusim {
+
+enum class MemPattern { StreamRead, StreamWrite, Copy, Triad, Random };
+
+struct MembenchRequest {
+  MemPattern pattern = MemPattern::StreamRead;
+  std::uint64_t bytes = 64ull << 20;          // moved in total, reads plus writes
+  std::uint64_t request_bytes = 4096;
+  std::uint32_t requesters = 8;
+  std::uint32_t outstanding = 32;             // requests in flight per requester
+  std::uint64_t footprint_bytes = 1ull << 30;  // random: addresses drawn from [0, footprint)
+  std::uint64_t seed = 1;
+};
+
+MemPattern parse_mem_pattern(const std::string& name);  // throws InputError
+const char* mem_pattern_name(MemPattern pattern);
+
+// Throws InputError when the request cannot be laid out (sizes that do not divide, regions
+// beyond the capacity).
+nlohmann::ordered_json run_membench(const HwConfig& hw, const MembenchRequest& request);
+std::string format_membench(const nlohmann::ordered_json& result);
+
+}  // namespace tpusim
