@@ -8,21 +8,10 @@
 #include <cstdint>
 #include <string>
 
+#include "hw/hbm_bench.hpp"
 #include "hw/hw_config.hpp"
 
 namespace tpusim {
-
-enum class MemPattern { StreamRead, StreamWrite, Copy, Triad, Random };
-
-struct MembenchRequest {
-  MemPattern pattern = MemPattern::StreamRead;
-  std::uint64_t bytes = 64ull << 20;          // moved in total, reads plus writes
-  std::uint64_t request_bytes = 4096;
-  std::uint32_t requesters = 8;
-  std::uint32_t outstanding = 32;             // requests in flight per requester
-  std::uint64_t footprint_bytes = 1ull << 30;  // random: addresses drawn from [0, footprint)
-  std::uint64_t seed = 1;
-};
 
 MemPattern parse_mem_pattern(const std::string& name);  // throws InputError
 const char* mem_pattern_name(MemPattern pattern);

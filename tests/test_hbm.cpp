@@ -6,9 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
+#include "hw/hbm_bench.hpp"
 #include "hw/hbm_timing.hpp"
 #include "sim/config.hpp"
 #include "test_helpers.hpp"
@@ -201,6 +203,26 @@ BOOST_AUTO_TEST_CASE(streams_approach_the_peak_and_small_random_reads_do_not) {
       BOOST_TEST(stream["row_hit_rate"].get<double>() > 0.9);
       BOOST_TEST(random["fraction_of_peak"].get<double>() < 0.5 * stream["fraction_of_peak"].get<double>());
       BOOST_TEST(random["row_hit_rate"].get<double>() < 0.05);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(training_path_rates_come_from_the_burst_group_model) {
+  // The SystemC HBM books transfers at the stream profile's rates; membench runs the burst-group
+  // model itself with enough requests in flight to saturate it. They must agree.
+  for (const auto& name : preset_names()) {
+    ConfigRequest request;
+    request.hw = name;
+    const HbmConfig hbm = load_config(request).hw.hbm;
+    const HbmStreamProfile& profile = hbm_stream_profile(hbm);
+    const json stream = membench("--hw " + name + " --pattern stream-read --bytes 134217728 --request-bytes 65536 "
+                                 "--requesters 8 --outstanding 64");
+    BOOST_TEST_CONTEXT(name << ": profile " << profile.read_efficiency << ", membench " << stream["fraction_of_peak"]) {
+      BOOST_TEST(profile.read_efficiency > 0.85);
+      BOOST_TEST(profile.read_efficiency < 0.99);
+      BOOST_TEST(profile.write_efficiency > 0.8);
+      BOOST_TEST(std::abs(profile.read_efficiency / stream["fraction_of_peak"].get<double>() - 1) < 0.03);
+      BOOST_TEST(profile.first_access_ps >= ns_to_ps(hbm.timing.trcd_ns + hbm.timing.tcl_ns));
     }
   }
 }

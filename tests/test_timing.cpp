@@ -135,18 +135,6 @@ BOOST_AUTO_TEST_CASE(clock_and_bandwidth) {
   BOOST_TEST(transfer_ps(1, 3.0) == 334u);         // rounded up, never zero
 }
 
-BOOST_AUTO_TEST_CASE(hbm_interleaving_spreads_bytes_over_channels) {
-  // 256 B granules over 4 channels; [100, 1300) touches granules 0..5 -> channels 0,1,2,3,0,1
-  const auto bytes = Hbm::bytes_per_channel(100, 1200, 4, 256);
-  BOOST_TEST(bytes[0] == (256u - 100u) + 256u);
-  BOOST_TEST(bytes[1] == 256u + (1300u - 1280u));
-  BOOST_TEST(bytes[2] == 256u);
-  BOOST_TEST(bytes[3] == 256u);
-  BOOST_TEST(std::accumulate(bytes.begin(), bytes.end(), std::uint64_t{0}) == 1200u);
-  const auto even = Hbm::bytes_per_channel(0, 1 << 20, 16, 256);
-  for (auto b : even) BOOST_TEST(b == (1u << 20) / 16);
-}
-
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(torus)
