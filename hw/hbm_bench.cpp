@@ -88,9 +88,11 @@ MembenchResult run_hbm_bench(const HbmConfig& config, const MembenchRequest& r) 
   // Every request in flight has a slot: tag = requester * outstanding + slot. Groups wait for
   // room in their channel's queue in one FIFO per channel, in the order they were released, so
   // a full channel holds up only the requests bound for it (a network with a queue per channel).
+  // A request completes with its last group; only then does it enter the completion queue.
   struct Slot {
     Picos issued_ps = 0;
-    std::uint32_t groups_left = 0;
+    std::uint32_t groups_left = 0;  // not yet scheduled (or acknowledged)
+    Picos latest_ps = 0;            // the latest completion among those that are
   };
   std::vector<RequestStream> streams;
   std::vector<std::vector<std::uint32_t>> free_slots(r.requesters);
@@ -110,11 +112,16 @@ MembenchResult run_hbm_bench(const HbmConfig& config, const MembenchRequest& r) 
   using Done = std::pair<Picos, std::uint64_t>;
   std::priority_queue<Done, std::vector<Done>, std::greater<Done>> completions;
 
+  auto group_done = [&](std::uint64_t tag, Picos done_ps) {
+    Slot& slot = slots[tag];
+    slot.latest_ps = std::max(slot.latest_ps, done_ps);
+    if (--slot.groups_left == 0) completions.push({slot.latest_ps + path_ps, tag});
+  };
   auto hand_over = [&](std::uint32_t channel, Picos now) {
     auto& fifo = waiting[channel];
     while (!fifo.empty() && memory.accepts(fifo.front())) {
       const Picos acknowledged = memory.enqueue(fifo.front(), now);
-      if (acknowledged != HbmChannel::kNever) completions.push({acknowledged + path_ps, fifo.front().group.tag});
+      if (acknowledged != HbmChannel::kNever) group_done(fifo.front().group.tag, acknowledged);
       fifo.pop_front();
     }
   };
@@ -126,7 +133,7 @@ MembenchResult run_hbm_bench(const HbmConfig& config, const MembenchRequest& r) 
       const std::uint64_t tag = std::uint64_t{k} * r.outstanding + slot;
       routed.clear();
       memory.split(tag, m.address, r.request_bytes, m.write, routed);
-      slots[tag] = {now, static_cast<std::uint32_t>(routed.size())};
+      slots[tag] = {now, static_cast<std::uint32_t>(routed.size()), 0};
       for (const auto& g : routed) {
         waiting[g.channel].push_back(g);
         hand_over(g.channel, now);
@@ -145,8 +152,7 @@ MembenchResult run_hbm_bench(const HbmConfig& config, const MembenchRequest& r) 
       // Completions first: the requests they release arrive in time for decisions at this instant.
       const auto [t, tag] = completions.top();
       completions.pop();
-      Slot& slot = slots[tag];
-      if (--slot.groups_left > 0) continue;
+      const Slot& slot = slots[tag];
       latencies.push_back(t - slot.issued_ps);
       last_done = std::max(last_done, t);
       const auto k = static_cast<std::uint32_t>(tag / r.outstanding);
@@ -155,7 +161,7 @@ MembenchResult run_hbm_bench(const HbmConfig& config, const MembenchRequest& r) 
     } else {
       scheduled.clear();
       memory.run_until(next_decision, scheduled);
-      for (const HbmGroupDone& d : scheduled) completions.push({d.done_ps + path_ps, d.tag});
+      for (const HbmGroupDone& d : scheduled) group_done(d.tag, d.done_ps);
       for (std::uint32_t c : memory.take_freed_channels()) hand_over(c, next_decision);
     }
   }

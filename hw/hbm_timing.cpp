@@ -40,6 +40,8 @@ HbmAddressMap::HbmAddressMap(const HbmConfig& config) : burst_bytes_(config.burs
       throw std::invalid_argument(fmt::format("\"{}\" lacks one of the fields ro ba bg ch co", s));
   }
   digits_.assign(most_significant_first.rbegin(), most_significant_first.rend());
+  for (Digit& d : digits_)
+    if (d.radix > 0 && (d.radix & (d.radix - 1)) == 0) d.shift = __builtin_ctzll(d.radix);
   column_run_bytes_ = digits_.front().field == Field::Column ? config.row_bytes : burst_bytes_;
 }
 
@@ -49,8 +51,17 @@ HbmLocation HbmAddressMap::decode(std::uint64_t address) const {
   for (std::size_t i = 0; i < digits_.size(); ++i) {
     // The most significant digit takes whatever is left: addresses past the capacity wrap rows.
     const bool last = i + 1 == digits_.size();
-    const std::uint64_t value = last ? rest : rest % digits_[i].radix;
-    if (!last) rest /= digits_[i].radix;
+    const Digit& d = digits_[i];
+    std::uint64_t value = rest;
+    if (!last) {
+      if (d.shift >= 0) {
+        value = rest & (d.radix - 1);
+        rest >>= d.shift;
+      } else {
+        value = rest % d.radix;
+        rest /= d.radix;
+      }
+    }
     switch (digits_[i].field) {
       case Field::Row: loc.row = value; break;
       case Field::Bank: loc.bank = static_cast<std::uint32_t>(value % digits_[i].radix); break;
@@ -94,19 +105,68 @@ HbmChannel::HbmChannel(const HbmConfig& config, const HbmTimingPs& timing)
     : t_(timing),
       banks_per_group_(config.banks_per_group),
       queue_depth_(std::max<std::uint32_t>(1, config.queue_depth)),
+      bank_queue_depth_(std::max<std::uint32_t>(1, config.bank_queue_depth)),
+      bank_queues_(std::size_t{config.bank_groups} * config.banks_per_group),
       banks_(std::size_t{config.bank_groups} * config.banks_per_group),
       bank_group_col_ready_(config.bank_groups, 0),
       bank_group_last_act_(config.bank_groups, 0),
       next_refresh_(timing.trefi) {}
 
 void HbmChannel::enqueue(const HbmGroup& group) {
-  queue_.push_back(group);
-  queued_bursts_ += group.bursts;
+  auto& queue = group.write ? writes_ : reads_;
+  queue.push_back(group);
+  queue.back().order = next_order_++;
+  (group.write ? buffered_write_bursts_ : queued_read_bursts_) += group.bursts;
+  promote();
+}
+
+void HbmChannel::move_to_banks(std::deque<HbmGroup>& from, std::uint64_t& from_bursts, std::uint64_t limit_bursts) {
+  std::uint64_t moved = 0;
+  for (auto it = from.begin(); it != from.end() && moved < limit_bursts;) {
+    const std::uint32_t bank = bank_index(*it);
+    BankQueue& bq = bank_queues_[bank];
+    if (bq.bursts >= bank_queue_depth_) {
+      ++it;
+      continue;
+    }
+    if (bq.groups.empty()) {
+      bq.active_slot = active_.size();
+      active_.push_back(bank);
+    }
+    bq.groups.push_back(*it);
+    bq.bursts += it->bursts;
+    ++in_bank_queues_;
+    from_bursts -= it->bursts;
+    moved += it->bursts;
+    if (it == from.begin()) {
+      from.pop_front();
+      it = from.begin();
+    } else {
+      it = from.erase(it);
+    }
+  }
+  if (&from == &writes_) draining_bursts_ -= std::min(draining_bursts_, moved);
+}
+
+void HbmChannel::promote() {
+  if (draining_bursts_ == 0) {
+    const bool full = buffered_write_bursts_ >= queue_depth_;
+    const bool banks_dry = in_bank_queues_ == 0 && reads_.empty() && 4 * buffered_write_bursts_ > queue_depth_;
+    const bool only_writes_left = in_bank_queues_ == 0 && reads_.empty() && buffered_write_bursts_ > 0;
+    if (full || banks_dry || only_writes_left) draining_bursts_ = buffered_write_bursts_;
+  }
+  if (draining_bursts_ > 0) {
+    move_to_banks(writes_, buffered_write_bursts_, draining_bursts_);
+    return;
+  }
+  move_to_banks(reads_, queued_read_bursts_, ~std::uint64_t{0});
 }
 
 Picos HbmChannel::next_decision_ps() const {
-  if (queue_.empty()) return kNever;
-  return std::max(decision_ready_, queue_.front().arrival_ps);
+  if (in_bank_queues_ == 0) return kNever;
+  Picos earliest = kNever;
+  for (const std::uint32_t bank : active_) earliest = std::min(earliest, bank_queues_[bank].groups.front().arrival_ps);
+  return std::max(decision_ready_, earliest);
 }
 
 Picos HbmChannel::act_constraint(std::uint32_t bank_group) const {
@@ -126,10 +186,13 @@ HbmChannel::Plan HbmChannel::plan(const HbmGroup& g, Picos decision_ps) const {
     p.col = std::max(decision_ps, b.col_ready);
   } else {
     p.needs_act = true;
-    Picos act_floor = decision_ps;
+    // Row commands go out as soon as the group is queued and its bank allows, ahead of the
+    // decision that commits its columns (a controller opens rows for queued requests early).
+    const Picos row_floor = std::min(decision_ps, g.arrival_ps);
+    Picos act_floor = row_floor;
     if (b.open_row != Bank::kClosed) {
       p.needs_pre = true;
-      p.pre = std::max(decision_ps, b.pre_ready);
+      p.pre = std::max(row_floor, b.pre_ready);
       act_floor = p.pre + t_.trp;
     }
     // ACTs go out in the order groups are scheduled, so tRRD and tFAW look only backwards.
@@ -198,9 +261,7 @@ void HbmChannel::refresh(Picos due_ps) {
 }
 
 void HbmChannel::run_until(Picos until_ps, std::vector<HbmGroupDone>& done) {
-  // How far ahead of the data bus the scheduler commits: enough to open a row behind a busy bus.
-  const Picos lookahead = t_.trp + t_.trcd;
-  while (!queue_.empty()) {
+  while (in_bank_queues_ > 0) {
     const Picos decision = next_decision_ps();
     if (decision > until_ps) break;
     if (decision >= next_refresh_) {
@@ -212,37 +273,57 @@ void HbmChannel::run_until(Picos until_ps, std::vector<HbmGroupDone>& done) {
       refresh(next_refresh_);
       continue;
     }
-    // First ready: the group whose column command can go earliest; ties go to the oldest.
-    // The window holds the oldest `queue_depth` bursts (at least one group), as a controller's
-    // queue holds requests of one burst each.
+    // First ready: each bank offers its oldest row hit, else its oldest group; the offer whose
+    // data can be on the bus earliest goes, ties to the oldest.
+    BankQueue* best_queue = nullptr;
     std::size_t best = 0;
     Plan best_plan{};
-    bool found = false;
-    std::uint64_t window_bursts = 0;
-    for (std::size_t i = 0; i < queue_.size() && (i == 0 || window_bursts < queue_depth_); ++i) {
-      const HbmGroup& g = queue_[i];
-      if (g.arrival_ps > decision) break;  // arrival order: the rest came later
-      window_bursts += g.bursts;
+    for (const std::uint32_t bank : active_) {
+      BankQueue& bq = bank_queues_[bank];
+      if (bq.groups.front().arrival_ps > decision) continue;
+      const std::uint64_t open_row = banks_[bank_index(bq.groups.front())].open_row;
+      std::size_t pick = 0;
+      for (std::size_t i = 0; i < bq.groups.size() && bq.groups[i].arrival_ps <= decision; ++i)
+        if (bq.groups[i].row == open_row) {
+          pick = i;
+          break;
+        }
+      const HbmGroup& g = bq.groups[pick];
       const Plan p = plan(g, decision);
-      if (!found || p.data < best_plan.data) {
-        best = i;
+      if (best_queue == nullptr || p.data < best_plan.data ||
+          (p.data == best_plan.data && g.order < best_queue->groups[best].order)) {
+        best_queue = &bq;
+        best = pick;
         best_plan = p;
-        found = true;
-        if (p.data == bus_free_ && p.col == decision) break;  // nothing can start earlier
       }
     }
-    const HbmGroup group = queue_[best];
-    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(best));
-    queued_bursts_ -= group.bursts;
+    const HbmGroup group = best_queue->groups[best];
+    if (best == 0)
+      best_queue->groups.pop_front();
+    else
+      best_queue->groups.erase(best_queue->groups.begin() + static_cast<std::ptrdiff_t>(best));
+    best_queue->bursts -= group.bursts;
+    --in_bank_queues_;
+    if (best_queue->groups.empty()) {  // swap it out of the active list
+      const std::uint32_t moved = active_.back();
+      bank_queues_[moved].active_slot = best_queue->active_slot;
+      active_[best_queue->active_slot] = moved;
+      active_.pop_back();
+    }
+    promote();
     issue(group, best_plan, done);
-    // The data bus runs a CAS latency behind the commands.
-    const Picos horizon = lookahead + t_.tcl;
-    decision_ready_ = std::max(decision + t_.burst, bus_free_ > horizon ? bus_free_ - horizon : 0);
+    // Columns are committed one command slot at a time, and no earlier than a CAS latency before
+    // the data bus can take their data (row commands were planned from the group's arrival).
+    decision_ready_ = std::max(decision + t_.burst, bus_free_ > t_.tcl ? bus_free_ - t_.tcl : 0);
   }
 }
 
 HbmMemory::HbmMemory(const HbmConfig& config)
-    : map_(config), timing_(HbmTimingPs::from(config)), posted_writes_(config.posted_writes), scheduled_(config.channels, HbmChannel::kNever) {
+    : map_(config),
+      timing_(HbmTimingPs::from(config)),
+      posted_writes_(config.posted_writes),
+      max_group_bytes_(std::uint64_t{std::max<std::uint32_t>(1, config.bank_queue_depth)} * config.burst_bytes()),
+      scheduled_(config.channels, HbmChannel::kNever) {
   channels_.reserve(config.channels);
   for (std::uint32_t c = 0; c < config.channels; ++c) channels_.emplace_back(config, timing_);
 }
@@ -253,7 +334,9 @@ void HbmMemory::split(std::uint64_t tag, std::uint64_t address, std::uint64_t by
   std::uint64_t pos = address;
   const std::uint64_t end = address + bytes;
   while (pos < end) {
-    const std::uint64_t run = std::min(end - pos, map_.run_bytes(pos));
+    // A group is at most what a bank queue holds: the controller sees a long run in pieces and
+    // may serve other requests between them.
+    const std::uint64_t run = std::min({end - pos, map_.run_bytes(pos), max_group_bytes_ - pos % max_group_bytes_});
     const HbmLocation loc = map_.decode(pos);
     // A partial burst still occupies a whole one.
     const auto bursts = static_cast<std::uint32_t>((pos % burst + run + burst - 1) / burst);
@@ -273,10 +356,12 @@ Picos HbmMemory::enqueue(const Routed& r, Picos arrival_ps) {
 }
 
 void HbmMemory::reschedule(std::uint32_t channel) {
+  // Only an earlier time needs a new entry: a channel whose entry comes up too early runs
+  // nothing and is rescheduled then. New groups never make a decision later.
   const Picos t = channels_[channel].next_decision_ps();
-  if (t != scheduled_[channel]) {
+  if (t < scheduled_[channel]) {
     scheduled_[channel] = t;
-    if (t != HbmChannel::kNever) decisions_.push({t, channel});
+    decisions_.push({t, channel});
   }
 }
 

@@ -51,6 +51,7 @@ class HbmAddressMap {
   struct Digit {
     Field field;
     std::uint64_t radix;
+    int shift = -1;  // log2(radix) when it is a power of two: decoding shifts instead of dividing
   };
   std::vector<Digit> digits_;  // least significant first
   std::uint32_t burst_bytes_;
@@ -73,6 +74,7 @@ struct HbmGroup {
   std::uint32_t bursts = 1;
   bool write = false;
   std::uint64_t tag = 0;  // the caller's: handed back on completion
+  std::uint64_t order = 0;  // set by the channel: position in arrival order
 };
 
 struct HbmGroupDone {
@@ -90,24 +92,29 @@ struct HbmChannelStats {
   Picos bus_busy_ps = 0;
 };
 
-// One channel's controller: a queue of burst groups in arrival order, a first-ready, first-come
-// first-served scheduler over its oldest `queue_depth` groups, bank states and refresh.
+// One channel's controller, shaped like DRAMsim3's: a read queue and a write buffer of
+// `queue_depth` bursts each, in arrival order, from which groups move into per-bank queues of
+// `bank_queue_depth` bursts (the first whose bank has room, so a busy bank does not hold up the
+// others), and a first-ready, first-come scheduler over the bank queues (row hits first, then
+// the oldest); bank states and refresh. Writes wait in their buffer until it fills (or the
+// banks run dry with a quarter of it used) and then drain together, reads held back meanwhile,
+// so the bus turns around once per batch rather than once per write.
 class HbmChannel {
  public:
   static constexpr Picos kNever = ~Picos{0};
 
   HbmChannel(const HbmConfig& config, const HbmTimingPs& timing);
 
-  // Groups must arrive in time order (equal times allowed). The queue holds `queue_depth`
-  // bursts; a requester that finds it full waits (`accepts`), though `enqueue` never refuses.
+  // Groups must arrive in time order (equal times allowed). A requester that finds the
+  // transaction queue full waits (`accepts`), though `enqueue` never refuses.
   void enqueue(const HbmGroup& group);
-  bool accepts(std::uint32_t /*bursts*/) const { return queued_bursts_ < queue_depth_; }
+  bool accepts(bool write) const { return (write ? buffered_write_bursts_ : queued_read_bursts_) < queue_depth_; }
   // When the scheduler next has a decision to make (kNever when the queue is empty).
   Picos next_decision_ps() const;
   // Makes every decision due at or before `until_ps`; each scheduled group's completion is
   // appended to `done` (completions are in the future of the decision, not in order).
   void run_until(Picos until_ps, std::vector<HbmGroupDone>& done);
-  bool idle() const { return queue_.empty(); }
+  bool idle() const { return reads_.empty() && writes_.empty() && in_bank_queues_ == 0; }
   const HbmChannelStats& stats() const { return stats_; }
 
  private:
@@ -133,8 +140,24 @@ class HbmChannel {
   HbmTimingPs t_;
   std::uint32_t banks_per_group_;
   std::uint32_t queue_depth_;
-  std::deque<HbmGroup> queue_;
-  std::uint64_t queued_bursts_ = 0;
+  struct BankQueue {
+    std::deque<HbmGroup> groups;
+    std::uint64_t bursts = 0;
+    std::size_t active_slot = 0;  // its index in active_ while it holds groups
+  };
+  void promote();  // moves groups from the read queue or a draining write buffer into bank queues
+  void move_to_banks(std::deque<HbmGroup>& from, std::uint64_t& from_bursts, std::uint64_t limit_bursts);
+
+  std::uint32_t bank_queue_depth_;
+  std::deque<HbmGroup> reads_;
+  std::deque<HbmGroup> writes_;
+  std::uint64_t queued_read_bursts_ = 0;
+  std::uint64_t buffered_write_bursts_ = 0;
+  std::uint64_t draining_bursts_ = 0;  // writes still to move in the current drain
+  std::vector<BankQueue> bank_queues_;
+  std::vector<std::uint32_t> active_;  // banks whose queues hold groups
+  std::size_t in_bank_queues_ = 0;
+  std::uint64_t next_order_ = 0;
   std::vector<Bank> banks_;
   std::vector<Picos> bank_group_col_ready_;  // tCCD_L
   std::vector<Picos> bank_group_last_act_;   // tRRD_L
@@ -143,7 +166,7 @@ class HbmChannel {
   Picos faw_[4] = {0, 0, 0, 0};  // the last four ACTs, oldest at faw_next_
   unsigned faw_next_ = 0;
   unsigned acts_ = 0;
-  Picos decision_ready_ = 0;  // the scheduler commits at most this far behind the data bus
+  Picos decision_ready_ = 0;  // when the scheduler may commit its next group's columns
   Picos bus_free_ = 0;  // when the fluid data bus has drained
   bool any_data_ = false;
   bool last_write_ = false;  // direction of the data last queued on the bus
@@ -176,7 +199,7 @@ class HbmMemory {
   };
   // The burst groups of a request, in address order (arrival times left for enqueue to set).
   void split(std::uint64_t tag, std::uint64_t address, std::uint64_t bytes, bool write, std::vector<Routed>& out) const;
-  bool accepts(const Routed& r) const { return channels_[r.channel].accepts(r.group.bursts); }
+  bool accepts(const Routed& r) const { return channels_[r.channel].accepts(r.group.write); }
   // Returns when the request's issuer learns the group is done, if that is known now: a posted
   // write is acknowledged as its channel's queue takes it. Otherwise kNever: wait for run_until.
   Picos enqueue(const Routed& r, Picos arrival_ps);
@@ -193,6 +216,7 @@ class HbmMemory {
   HbmAddressMap map_;
   HbmTimingPs timing_;
   bool posted_writes_;
+  std::uint64_t max_group_bytes_;
   std::vector<HbmChannel> channels_;
   std::vector<Picos> scheduled_;  // each channel's entry in decisions_
   std::vector<std::uint32_t> freed_;

@@ -73,7 +73,8 @@ struct HbmConfig {
   std::uint32_t banks_per_group = 4;
   std::uint64_t row_bytes = 1024;              // row buffer (page) per bank
   std::string address_mapping = "robabgchco";  // most significant field first
-  std::uint32_t queue_depth = 32;              // requests the scheduler may reorder, per channel
+  std::uint32_t queue_depth = 32;              // transaction queue per channel, bursts
+  std::uint32_t bank_queue_depth = 8;          // per-bank command queue, bursts
   bool posted_writes = true;                   // a write completes when its channel queue takes it
   double latency_ns = 100;                     // on-chip path to the controllers and back
   HbmTimingConfig timing;

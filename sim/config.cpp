@@ -335,6 +335,7 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   m.row_bytes = get<std::uint64_t>(d, "hbm.row_bytes");
   m.address_mapping = get<std::string>(d, "hbm.address_mapping");
   m.queue_depth = get<std::uint32_t>(d, "hbm.queue_depth");
+  m.bank_queue_depth = get<std::uint32_t>(d, "hbm.bank_queue_depth");
   m.posted_writes = get<bool>(d, "hbm.posted_writes");
   m.latency_ns = get<double>(d, "hbm.latency_ns");
   HbmTimingConfig& t = m.timing;

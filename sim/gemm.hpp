@@ -17,6 +17,7 @@ struct GemmRequest {
   bool scalesim_compat = false;
   bool compute_only = false;  // the MXU timing model alone: no memory, one block
   std::uint64_t block_m = 0, block_k = 0, block_n = 0;  // 0: the core chooses
+  std::uint32_t cores = 1;  // TensorCores of one chip running the same matmul, sharing its HBM
 };
 
 // Throws InputError for shapes or datatypes the hardware cannot run.

@@ -125,6 +125,8 @@ int cli_main(int argc, char** argv) {
   std::string gemm_block;
   gemm_cmd->add_option("--block", gemm_block, "Force the vector-memory block BMxBKxBN (default: the largest that fits)");
   gemm_cmd->add_option("--mxus", gemm_mxus, "Override the MXUs per core")->check(CLI::Range(1, 16));
+  gemm_cmd->add_option("--cores", gemm.cores, "TensorCores of the chip running the same matmul at once, sharing its HBM")
+      ->capture_default_str();
   gemm_cmd->add_flag("--scalesim-compat", gemm.scalesim_compat,
                      "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
   gemm_cmd->add_flag("--compute-only", gemm.compute_only, "tpusim's MXU timing alone: no memory system, one block");

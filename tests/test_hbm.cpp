@@ -151,11 +151,13 @@ BOOST_AUTO_TEST_CASE(turnarounds_separate_reads_from_writes_on_the_bus) {
   const auto b = run(wr, {{0, true}, {64, false, ns_to_ps(1)}}, 64);
   BOOST_TEST(b[0] == ns_to_ps(14 + 4 + 2));
   BOOST_TEST(b[1] == b[0] + ns_to_ps(8 + 14 + 2));
-  // The scheduler picks the earliest data among what has arrived: both at once, the write goes
-  // first because its data follows its command sooner (tCWL < tCL).
-  HbmMemory both(c);
-  const auto d = run(both, {{0, false}, {64, true}}, 64);
-  BOOST_TEST(d[1] < d[0]);
+  // Writes wait in their buffer while reads are queued, then drain together: the read that
+  // arrived after them is served before them, and the bus turns around once, not per write.
+  HbmMemory batched(c);
+  const auto d = run(batched, {{0, false}, {64, true}, {128, true}, {192, true}, {256, false}}, 64);
+  BOOST_TEST(d[4] < d[1]);
+  BOOST_TEST(d[1] == d[4] + ns_to_ps(2 + 2));
+  BOOST_TEST(d[3] == d[1] + ns_to_ps(2 + 2));
 }
 
 BOOST_AUTO_TEST_CASE(posted_writes_complete_when_queued) {
@@ -242,4 +244,28 @@ BOOST_AUTO_TEST_CASE(membench_refuses_layouts_it_cannot_make) {
   const CommandResult beyond = run_tpusim("membench --hw tpu_v5e --pattern random --footprint-bytes 68719476736");
   BOOST_TEST(beyond.exit_code == 2);
   BOOST_TEST(beyond.err.find("HBM holds") != std::string::npos, beyond.err);
+}
+
+// The same requests on DRAMsim3's HBM2_8Gb_x128 (recorded in tests/data, docs/validation/hbm.md
+// says how) and on tpusim's model of that configuration: achieved bandwidth within 10% on every
+// pattern. One case is a known miss: eight 64-byte streams whose buffers sit 8 MiB apart start on
+// the same bank of the same channel; in DRAMsim3 they drift about 100 stripes apart within
+// 100 us (the leader keeps finding banks closed by refresh) and stop conflicting (232 GB/s); in
+// tpusim they stay within about 15 stripes and keep paying row conflicts (206 GB/s, -11%).
+BOOST_AUTO_TEST_CASE(bandwidth_matches_dramsim3_on_every_pattern, *boost::unit_test::expected_failures(1)) {
+  const json peer = json::parse(read_file(source_path("tests/data/dramsim3_hbm2_results.json")));
+  const std::string hw = source_path("tests/data/dramsim3_hbm2_8gb_x128.json");
+  for (const json& c : peer["results"]) {
+    std::string args = "--hw " + hw + " --pattern " + c["pattern"].get<std::string>() +
+                       " --bytes " + std::to_string(c["bytes"].get<std::uint64_t>()) +
+                       " --request-bytes " + std::to_string(c["request_bytes"].get<std::uint64_t>()) +
+                       " --requesters " + std::to_string(c["requesters"].get<std::uint32_t>()) +
+                       " --outstanding " + std::to_string(c["outstanding"].get<std::uint32_t>());
+    if (c["pattern"] == "random") args += " --footprint-bytes " + std::to_string(c["footprint_bytes"].get<std::uint64_t>());
+    const json ours = membench(args);
+    const double error = ours["bw_gbps"].get<double>() / c["bw_gbps"].get<double>() - 1;
+    BOOST_TEST_CONTEXT(args << ": DRAMsim3 " << c["bw_gbps"] << " GB/s, tpusim " << ours["bw_gbps"] << " GB/s") {
+      BOOST_TEST(std::abs(error) <= 0.10);
+    }
+  }
 }
