@@ -75,3 +75,17 @@ BOOST_AUTO_TEST_CASE(array_and_mxu_overrides) {
   BOOST_TEST(bad.exit_code == 2);
   BOOST_TEST(bad.err.find("--array 256by256: expected ROWSxCOLS") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(two_cores_of_a_chip_contend_for_its_hbm) {
+  // A skinny matmul streams its weights from HBM: two TensorCores of one v4 chip doing it at
+  // once share the chip's HBM and take much longer; a large one is MXU-bound and does not care.
+  const json skinny_one = gemm("64 8192 8192 --hw tpu_v4");
+  const json skinny_two = gemm("64 8192 8192 --hw tpu_v4 --cores 2");
+  BOOST_TEST(skinny_one["hbm_busy_fraction"].get<double>() > 0.8);  // one core nearly fills the HBM
+  BOOST_TEST(skinny_two["bound"] == "memory");
+  BOOST_TEST(skinny_two["time_s"].get<double>() > 1.6 * skinny_one["time_s"].get<double>());
+  const json square_one = gemm("8192 8192 8192 --hw tpu_v4");
+  const json square_two = gemm("8192 8192 8192 --hw tpu_v4 --cores 2");
+  BOOST_TEST(square_two["time_s"].get<double>() < 1.05 * square_one["time_s"].get<double>());
+  BOOST_TEST(run_tpusim("gemm 64 64 64 --hw tpu_v5e --cores 2").exit_code == 2);  // v5e has one core
+}
