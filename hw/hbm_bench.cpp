@@ -102,8 +102,9 @@ MembenchResult run_hbm_bench(const HbmConfig& config, const MembenchRequest& r) 
     for (std::uint32_t s = r.outstanding; s-- > 0;) free_slots[k].push_back(s);
   }
   std::vector<Slot> slots(std::size_t{r.requesters} * r.outstanding);
-  std::vector<Picos> latencies;
+  std::vector<Picos> latencies, completion_times;
   latencies.reserve(r.bytes / r.request_bytes);
+  completion_times.reserve(r.bytes / r.request_bytes);
   // The on-chip path's latency is charged on the way back: requests wait for queue room at their
   // channel, not at the requester, so the path's length does not cost bandwidth (as a network
   // with buffers along it would not).
@@ -154,6 +155,7 @@ MembenchResult run_hbm_bench(const HbmConfig& config, const MembenchRequest& r) 
       completions.pop();
       const Slot& slot = slots[tag];
       latencies.push_back(t - slot.issued_ps);
+      completion_times.push_back(t);
       last_done = std::max(last_done, t);
       const auto k = static_cast<std::uint32_t>(tag / r.outstanding);
       free_slots[k].push_back(static_cast<std::uint32_t>(tag % r.outstanding));
@@ -169,6 +171,7 @@ MembenchResult run_hbm_bench(const HbmConfig& config, const MembenchRequest& r) 
   MembenchResult result;
   result.last_done_ps = last_done;
   result.latencies_ps = std::move(latencies);
+  result.completions_ps = std::move(completion_times);
   result.stats = memory.stats();
   return result;
 }
@@ -188,25 +191,34 @@ const HbmStreamProfile& hbm_stream_profile(const HbmConfig& config) {
   HbmConfig c = config;
   c.latency_ns = 0;
   c.posted_writes = false;
-  // Eight streams with deep queues, as a core's DMA engines keep them. The difference of two
-  // lengths is the steady-state rate: the start-up and the last requests' latency cancel.
+  // Eight streams with deep queues, as a core's DMA engines keep them. The rate between the
+  // completion of a quarter and of three quarters of the requests is the steady state: the
+  // start-up and the last requests' tail stay outside it.
   MembenchRequest r;
   r.requesters = 8;
   r.outstanding = 4;
   r.request_bytes = std::uint64_t{c.channels} * c.row_bytes;  // one row on every channel
-  // Long enough that each stream passes its queued requests many times over.
-  const std::uint64_t short_bytes = 64 * r.requesters * r.request_bytes, long_bytes = 2 * short_bytes;
+  r.bytes = 64 * r.requesters * r.request_bytes;
   HbmStreamProfile p;
   for (const MemPattern pattern : {MemPattern::StreamRead, MemPattern::StreamWrite}) {
     r.pattern = pattern;
-    r.bytes = short_bytes;
-    const Picos short_ps = run_hbm_bench(c, r).last_done_ps;
-    r.bytes = long_bytes;
-    const Picos long_ps = run_hbm_bench(c, r).last_done_ps;
-    const double peak_ps = static_cast<double>(long_bytes - short_bytes) * 1000.0 / c.bw_gbps;
-    const double efficiency =
-        std::clamp(peak_ps / std::max(1.0, static_cast<double>(long_ps) - static_cast<double>(short_ps)), 0.01, 1.0);
-    (pattern == MemPattern::StreamWrite ? p.write_efficiency : p.read_efficiency) = efficiency;
+    const MembenchResult run = run_hbm_bench(c, r);
+    const std::vector<Picos>& done = run.completions_ps;
+    // The window spans whole refresh intervals (every channel refreshes at once), so that it
+    // holds its fair share of refreshes however long it is.
+    const std::size_t first = done.size() / 4;
+    std::size_t last = done.size() * 3 / 4;
+    const Picos refresh_ps = ns_to_ps(c.timing.trefi_ns);
+    const Picos periods = (done[last] - done[first]) / std::max<Picos>(1, refresh_ps);
+    if (periods > 0) {
+      const Picos end = done[first] + periods * refresh_ps;
+      last = static_cast<std::size_t>(std::lower_bound(done.begin(), done.end(), end) - done.begin());
+      last = std::min(last, done.size() - 1);
+    }
+    const double bytes = static_cast<double>(last - first) * static_cast<double>(r.request_bytes);
+    const double peak_ps = bytes * 1000.0 / c.bw_gbps;
+    const double efficiency = peak_ps / std::max(1.0, static_cast<double>(done[last] - done[first]));
+    (pattern == MemPattern::StreamWrite ? p.write_efficiency : p.read_efficiency) = std::min(1.0, efficiency);
   }
   r = MembenchRequest{};
   r.requesters = 1;

@@ -30,7 +30,8 @@ constexpr std::uint64_t kMembenchArrayStrideBytes = 1ull << 30;
 
 struct MembenchResult {
   Picos last_done_ps = 0;
-  std::vector<Picos> latencies_ps;  // one per request, in completion order
+  std::vector<Picos> latencies_ps;   // one per request, in completion order
+  std::vector<Picos> completions_ps;  // when each request completed, in order
   HbmStats stats;
 };
 
