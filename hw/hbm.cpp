@@ -30,7 +30,11 @@ void Hbm::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   const std::uint64_t length = job.bytes ? job.bytes : payload.get_data_length();
   const Picos now = now_ps();
   const Picos earliest = now + delay.value();
-  const double bw_gbps = payload.is_read() ? read_bw_gbps_ : write_bw_gbps_;
+  // A gather or scatter of small pieces opens a row for each: the burst-group model's rate for
+  // pieces of that size.
+  const double bw_gbps =
+      job.run_bytes > 0 ? config_.bw_gbps / config_.channels * hbm_gather_efficiency(config_, job.run_bytes, !payload.is_read())
+                        : (payload.is_read() ? read_bw_gbps_ : write_bw_gbps_);
   Interval whole{earliest, earliest};
   if (length > 0)
     whole = channels_.reserve(now, earliest, transfer_ps(ceil_div<std::uint64_t>(length, config_.channels), bw_gbps));

@@ -58,7 +58,8 @@ class RequestStream {
         return {offset, true};
       }
       case MemPattern::Random:
-        return {(random_.next() % (r_.footprint_bytes / b)) * b, false};
+      case MemPattern::RandomWrite:
+        return {(random_.next() % (r_.footprint_bytes / b)) * b, r_.pattern == MemPattern::RandomWrite};
     }
     throw std::logic_error("unknown pattern");
   }
@@ -176,56 +177,94 @@ MembenchResult run_hbm_bench(const HbmConfig& config, const MembenchRequest& r) 
   return result;
 }
 
-const HbmStreamProfile& hbm_stream_profile(const HbmConfig& config) {
-  static std::map<std::string, HbmStreamProfile> cache;
+namespace {
+
+std::string config_key(const HbmConfig& config) {
   const HbmTimingConfig& t = config.timing;
-  const std::string key = fmt::format(
-      "{} {} {} {} {} {} {} {} {} {} | {} {} {} {} {} {} {} {} | {} {} {} {} {} {} {} {}", config.capacity_bytes,
-      config.bw_gbps, config.channels, config.channel_width_bits, config.burst_length, config.bank_groups,
-      config.banks_per_group, config.row_bytes, config.address_mapping, config.queue_depth, t.trcd_ns, t.trp_ns,
-      t.tras_ns, t.tcl_ns, t.tcwl_ns, t.tccd_l_ns, t.trrd_s_ns, t.trrd_l_ns, t.tfaw_ns, t.twtr_s_ns, t.twtr_l_ns,
-      t.trtw_ns, t.twr_ns, t.trtp_ns, t.trfc_ns, t.trefi_ns);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  // The DRAM alone, writes timed to their data: the SystemC HBM adds the path latency itself.
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} | {} {} {} {} {} {} {} {} | {} {} {} {} {} {} {} {}",
+                     config.capacity_bytes, config.bw_gbps, config.channels, config.channel_width_bits,
+                     config.burst_length, config.bank_groups, config.banks_per_group, config.row_bytes,
+                     config.address_mapping, config.queue_depth, config.bank_queue_depth, t.trcd_ns, t.trp_ns,
+                     t.tras_ns, t.tcl_ns, t.tcwl_ns, t.tccd_l_ns, t.trrd_s_ns, t.trrd_l_ns, t.tfaw_ns, t.twtr_s_ns,
+                     t.twtr_l_ns, t.trtw_ns, t.twr_ns, t.trtp_ns, t.trfc_ns, t.trefi_ns);
+}
+
+// The DRAM alone, writes timed to their data: the SystemC HBM adds the path latency itself.
+HbmConfig dram_only(const HbmConfig& config) {
   HbmConfig c = config;
   c.latency_ns = 0;
   c.posted_writes = false;
-  // Eight streams with deep queues, as a core's DMA engines keep them. The rate between the
-  // completion of a quarter and of three quarters of the requests is the steady state: the
-  // start-up and the last requests' tail stay outside it.
+  return c;
+}
+
+// The steady-state fraction of the peak a bench run achieved: the rate from the completion of a
+// quarter of its requests to a whole number of refresh intervals later (every channel refreshes
+// at once, so such a window holds its fair share of refreshes however long it is), which leaves
+// the start-up and the last requests' tail outside.
+double steady_fraction_of_peak(const HbmConfig& c, const MembenchRequest& r) {
+  const MembenchResult run = run_hbm_bench(c, r);
+  const std::vector<Picos>& done = run.completions_ps;
+  const std::size_t first = done.size() / 4;
+  std::size_t last = done.size() * 3 / 4;
+  const Picos refresh_ps = ns_to_ps(c.timing.trefi_ns);
+  const Picos periods = (done[last] - done[first]) / std::max<Picos>(1, refresh_ps);
+  if (periods > 0) {
+    const Picos end = done[first] + periods * refresh_ps;
+    last = static_cast<std::size_t>(std::lower_bound(done.begin(), done.end(), end) - done.begin());
+    last = std::min(last, done.size() - 1);
+  }
+  const double bytes = static_cast<double>(last - first) * static_cast<double>(r.request_bytes);
+  const double peak_ps = bytes * 1000.0 / c.bw_gbps;
+  return std::min(1.0, peak_ps / std::max(1.0, static_cast<double>(done[last] - done[first])));
+}
+
+}  // namespace
+
+const HbmStreamProfile& hbm_stream_profile(const HbmConfig& config) {
+  static std::map<std::string, HbmStreamProfile> cache;
+  const std::string key = config_key(config);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const HbmConfig c = dram_only(config);
+  // Eight streams with deep queues, as a core's DMA engines keep them.
   MembenchRequest r;
   r.requesters = 8;
   r.outstanding = 4;
   r.request_bytes = std::uint64_t{c.channels} * c.row_bytes;  // one row on every channel
   r.bytes = 64 * r.requesters * r.request_bytes;
   HbmStreamProfile p;
-  for (const MemPattern pattern : {MemPattern::StreamRead, MemPattern::StreamWrite}) {
-    r.pattern = pattern;
-    const MembenchResult run = run_hbm_bench(c, r);
-    const std::vector<Picos>& done = run.completions_ps;
-    // The window spans whole refresh intervals (every channel refreshes at once), so that it
-    // holds its fair share of refreshes however long it is.
-    const std::size_t first = done.size() / 4;
-    std::size_t last = done.size() * 3 / 4;
-    const Picos refresh_ps = ns_to_ps(c.timing.trefi_ns);
-    const Picos periods = (done[last] - done[first]) / std::max<Picos>(1, refresh_ps);
-    if (periods > 0) {
-      const Picos end = done[first] + periods * refresh_ps;
-      last = static_cast<std::size_t>(std::lower_bound(done.begin(), done.end(), end) - done.begin());
-      last = std::min(last, done.size() - 1);
-    }
-    const double bytes = static_cast<double>(last - first) * static_cast<double>(r.request_bytes);
-    const double peak_ps = bytes * 1000.0 / c.bw_gbps;
-    const double efficiency = peak_ps / std::max(1.0, static_cast<double>(done[last] - done[first]));
-    (pattern == MemPattern::StreamWrite ? p.write_efficiency : p.read_efficiency) = std::min(1.0, efficiency);
-  }
+  r.pattern = MemPattern::StreamRead;
+  p.read_efficiency = steady_fraction_of_peak(c, r);
+  r.pattern = MemPattern::StreamWrite;
+  p.write_efficiency = steady_fraction_of_peak(c, r);
   r = MembenchRequest{};
   r.requesters = 1;
   r.outstanding = 1;
   r.request_bytes = r.bytes = c.burst_bytes();
   p.first_access_ps = run_hbm_bench(c, r).last_done_ps;
   return cache.emplace(key, p).first->second;
+}
+
+double hbm_gather_efficiency(const HbmConfig& config, std::uint64_t run_bytes, bool write) {
+  const HbmStreamProfile& stream = hbm_stream_profile(config);
+  std::uint64_t run = config.burst_bytes();
+  while (run < run_bytes && run < config.row_bytes) run *= 2;
+  if (run >= config.row_bytes) return write ? stream.write_efficiency : stream.read_efficiency;
+  static std::map<std::string, double> cache;
+  const std::string key = fmt::format("{} | {} {}", config_key(config), run, write);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const HbmConfig c = dram_only(config);
+  // Deep enough to keep every bank of every channel busy: the memory's limit, not the requesters'.
+  MembenchRequest r;
+  r.pattern = write ? MemPattern::RandomWrite : MemPattern::Random;
+  r.requesters = 8;
+  r.outstanding = static_cast<std::uint32_t>(std::max<std::uint64_t>(64, 8 * std::uint64_t{c.channels} * c.row_bytes / run / 8));
+  r.request_bytes = run;
+  r.footprint_bytes = std::min<std::uint64_t>(c.capacity_bytes, 1ull << 30) / run * run;
+  r.bytes = std::max<std::uint64_t>(16 * r.requesters * r.outstanding * run, 4ull << 20) / (r.requesters * run) * (r.requesters * run);
+  const double efficiency = steady_fraction_of_peak(c, r);
+  return cache.emplace(key, efficiency).first->second;
 }
 
 }  // namespace tpusim

@@ -13,7 +13,7 @@
 
 namespace tpusim {
 
-enum class MemPattern { StreamRead, StreamWrite, Copy, Triad, Random };
+enum class MemPattern { StreamRead, StreamWrite, Copy, Triad, Random, RandomWrite };
 
 struct MembenchRequest {
   MemPattern pattern = MemPattern::StreamRead;
@@ -50,6 +50,12 @@ struct HbmStreamProfile {
 // Measured once per distinct configuration with the bench (deep queues, several streams) and
 // remembered.
 const HbmStreamProfile& hbm_stream_profile(const HbmConfig& config);
+
+// What a gather (reads) or scatter (writes) of `run_bytes`-long pieces at random places achieves,
+// as a fraction of the peak: the rate `tpusim run` books such transfers at. Runs are rounded up
+// to a power of two of bursts; from a row up, they cost what a stream does. Measured on first use
+// per configuration and run size, and remembered.
+double hbm_gather_efficiency(const HbmConfig& config, std::uint64_t run_bytes, bool write);
 
 // p-quantile: the value at index ceil(p*n)-1 of the sorted sample (reorders the sample).
 Picos latency_quantile(std::vector<Picos>& sample, double p);

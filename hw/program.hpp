@@ -54,6 +54,9 @@ struct VectorWork {
   double vpu_ops_per_element = 1;
   std::uint64_t hbm_read_bytes = 0;
   std::uint64_t hbm_write_bytes = 0;
+  // A gather or scatter: the contiguous pieces' length (0: one contiguous tensor).
+  std::uint64_t hbm_read_run_bytes = 0;
+  std::uint64_t hbm_write_run_bytes = 0;
 };
 
 enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather };

@@ -46,6 +46,7 @@ struct UnitRequest : tlm::tlm_extension<UnitRequest> {
   std::uint64_t elements = 0;
   double ops_per_element = 0;
   std::uint64_t bytes = 0;  // ICI: payload bytes (may exceed the generic payload's 32-bit length)
+  std::uint64_t run_bytes = 0;  // DMA, HBM: contiguous pieces of a gather or scatter (0: contiguous)
   // ICI: the chip the transfer is for.
   std::uint32_t dest_chip = 0;
   Picos head_ps = 0;  // when the first byte can enter the next link

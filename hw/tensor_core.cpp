@@ -56,6 +56,7 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   Request chunk;
   chunk.job().label = job.label;
   chunk.job().step = job.step;
+  chunk.job().run_bytes = job.run_bytes;
   std::deque<Picos> in_flight;
   Picos last_done = now_ps();
   for (std::uint64_t offset = 0; offset < job.bytes; offset += config_.chunk_bytes) {
@@ -206,7 +207,8 @@ void TensorCore::run(const Op& op) {
 }
 
 // ---------------------------------------------------------------------------------------------
-void TensorCore::dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label) {
+void TensorCore::dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
+                              const std::string* label) {
   if (bytes == 0) return;
   // Each core works in its own slice of the chip's HBM; consecutive tensors follow each other.
   const std::uint64_t region = hw_.hbm.capacity_bytes / hw_.chip.cores;
@@ -214,6 +216,7 @@ void TensorCore::dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, const s
   r.set_access(cmd, site_.core * region + next_address_ % region, bytes);
   next_address_ += round_up<std::uint64_t>(bytes, 4096);
   r.job().bytes = bytes;
+  r.job().run_bytes = run_bytes;
   r.job().label = label;
   r.job().step = step_;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
@@ -294,10 +297,11 @@ void TensorCore::dma_stage(Pipeline& p, std::size_t stage) {
       while (store ? b >= p.computed : b >= p.computed + 2) sc_core::wait(p.changed);
       if (store) {
         wait_until_ps(p.ready[b]);
-        dma_transfer(tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, &p.op->name);
+        dma_transfer(tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, (*p.blocks)[b].store_run_bytes, &p.op->name);
         ++p.stored;
       } else {
-        dma_transfer(tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stage], &p.op->name);
+        dma_transfer(tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stage], (*p.blocks)[b].load_run_bytes,
+                     &p.op->name);
         ++p.loaded[stage];
       }
       p.changed.notify(sc_core::SC_ZERO_TIME);
@@ -359,6 +363,8 @@ void TensorCore::run_vector(const Op& op) {
   for (std::uint64_t b = 0; b < count; ++b) {
     blocks[b].load_bytes = {share(v.hbm_read_bytes, b), 0};
     blocks[b].store_bytes = share(v.hbm_write_bytes, b);
+    blocks[b].load_run_bytes = v.hbm_read_run_bytes;
+    blocks[b].store_run_bytes = v.hbm_write_run_bytes;
     largest = std::max(largest, blocks[b].load_bytes[0] + blocks[b].store_bytes);
     const std::uint64_t elements = share(v.elements, b);
     blocks[b].compute = [this, &op, elements, ops = v.vpu_ops_per_element]() {

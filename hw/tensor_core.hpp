@@ -108,6 +108,8 @@ class TensorCore : public sc_core::sc_module {
   struct Block {
     std::array<std::uint64_t, 2> load_bytes{};
     std::uint64_t store_bytes = 0;
+    std::uint64_t load_run_bytes = 0;  // a gather's pieces (0: contiguous)
+    std::uint64_t store_run_bytes = 0;  // a scatter's pieces
     std::function<Picos()> compute;  // reserves the compute units, returns when results are ready
   };
 
@@ -132,7 +134,7 @@ class TensorCore : public sc_core::sc_module {
   // Load -> compute -> store with two buffers between stages, each stage its own process.
   void run_blocks(Engine engine, std::vector<Block>& blocks, const Op& op);
   void dma_stage(Pipeline& p, std::size_t stage);  // 0, 1: the operand loads; 2: the result stores
-  void dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label);
+  void dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes, const std::string* label);
   // Hands each MXU its share of a block; returns when the last one is done.
   Picos mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label);
   Picos vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label);

@@ -139,14 +139,14 @@ int cli_main(int argc, char** argv) {
   auto* mem_cmd = app.add_subcommand("membench", "Requesters read or write one chip's HBM; achieved bandwidth, latency, row hits");
   mem_cmd->add_option("--hw", mem_request.hw, "Hardware preset or JSON file")->capture_default_str();
   mem_cmd->add_option("--set", mem_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
-  mem_cmd->add_option("--pattern", mem_pattern, "stream-read, stream-write, copy (1 read : 1 write), triad (2 reads : 1 write) or random (reads)")
-      ->check(CLI::IsMember({"stream-read", "stream-write", "copy", "triad", "random"}))->capture_default_str();
+  mem_cmd->add_option("--pattern", mem_pattern, "stream-read, stream-write, copy (1 read : 1 write), triad (2 reads : 1 write), random (reads) or random-write")
+      ->check(CLI::IsMember({"stream-read", "stream-write", "copy", "triad", "random", "random-write"}))->capture_default_str();
   mem_cmd->add_option("--bytes", mem.bytes, "Bytes moved in all, reads plus writes")->capture_default_str();
   mem_cmd->add_option("--request-bytes", mem.request_bytes, "Size of each request")->capture_default_str();
   mem_cmd->add_option("--requesters", mem.requesters, "Independent requesters (each its own stream)")->capture_default_str();
   mem_cmd->add_option("--outstanding", mem.outstanding, "Requests each requester keeps in flight")->capture_default_str();
-  mem_cmd->add_option("--footprint-bytes", mem.footprint_bytes, "random: addresses are drawn from [0, footprint)")->capture_default_str();
-  mem_cmd->add_option("--seed", mem.seed, "random: first requester's splitmix64 seed (the k-th uses seed + k)")->capture_default_str();
+  mem_cmd->add_option("--footprint-bytes", mem.footprint_bytes, "random, random-write: addresses are drawn from [0, footprint)")->capture_default_str();
+  mem_cmd->add_option("--seed", mem.seed, "random, random-write: first requester's splitmix64 seed (the k-th uses seed + k)")->capture_default_str();
   mem_cmd->add_flag("--json", mem_json, "Print one JSON object");
 
   ConfigRequest coll_request;

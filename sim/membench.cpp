@@ -30,7 +30,7 @@ void validate(const HwConfig& hw, const MembenchRequest& r) {
                        arrays));
     highest = (arrays - 1) * kMembenchArrayStrideBytes + r.bytes / arrays;
   }
-  if (r.pattern == MemPattern::Random) {
+  if (r.pattern == MemPattern::Random || r.pattern == MemPattern::RandomWrite) {
     if (r.footprint_bytes < r.request_bytes) fail("--footprint-bytes is smaller than one request");
     highest = r.footprint_bytes;
   }
@@ -42,9 +42,9 @@ void validate(const HwConfig& hw, const MembenchRequest& r) {
 
 MemPattern parse_mem_pattern(const std::string& name) {
   for (MemPattern p : {MemPattern::StreamRead, MemPattern::StreamWrite, MemPattern::Copy, MemPattern::Triad,
-                       MemPattern::Random})
+                       MemPattern::Random, MemPattern::RandomWrite})
     if (name == mem_pattern_name(p)) return p;
-  throw InputError(fmt::format("--pattern: unknown pattern \"{}\" (stream-read, stream-write, copy, triad, random)", name));
+  throw InputError(fmt::format("--pattern: unknown pattern \"{}\" (stream-read, stream-write, copy, triad, random, random-write)", name));
 }
 
 const char* mem_pattern_name(MemPattern pattern) {
@@ -54,6 +54,7 @@ const char* mem_pattern_name(MemPattern pattern) {
     case MemPattern::Copy: return "copy";
     case MemPattern::Triad: return "triad";
     case MemPattern::Random: return "random";
+    case MemPattern::RandomWrite: return "random-write";
   }
   return "?";
 }
@@ -81,7 +82,7 @@ ojson run_membench(const HwConfig& hw, const MembenchRequest& r) {
   out["request_bytes"] = r.request_bytes;
   out["requesters"] = r.requesters;
   out["outstanding"] = r.outstanding;
-  if (r.pattern == MemPattern::Random) out["footprint_bytes"] = r.footprint_bytes;
+  if (r.pattern == MemPattern::Random || r.pattern == MemPattern::RandomWrite) out["footprint_bytes"] = r.footprint_bytes;
   out["requests"] = latencies.size();
   out["time_s"] = seconds;
   out["bw_gbps"] = bw_gbps;

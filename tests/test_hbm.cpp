@@ -269,3 +269,28 @@ BOOST_AUTO_TEST_CASE(bandwidth_matches_dramsim3_on_every_pattern, *boost::unit_t
     }
   }
 }
+
+BOOST_AUTO_TEST_CASE(gathers_of_small_runs_cost_more_than_streams_on_fast_hbm) {
+  // Every 64-byte piece of a gather opens a row. On HBM2 at 1.4-2.4 Gb/s its bursts take longer
+  // on the bus than tRRD and tFAW/4, so with enough in flight the bus still limits; from 3.2 Gb/s
+  // on (v5e, v5p, v6e) the activations do.
+  for (const auto& name : preset_names()) {
+    ConfigRequest request;
+    request.hw = name;
+    const HbmConfig hbm = load_config(request).hw.hbm;
+    const HbmStreamProfile& stream = hbm_stream_profile(hbm);
+    const double small = hbm_gather_efficiency(hbm, 64, false);
+    const double scatter = hbm_gather_efficiency(hbm, 64, true);
+    BOOST_TEST_CONTEXT(name << ": 64 B gather " << small << ", scatter " << scatter << ", stream "
+                            << stream.read_efficiency) {
+      BOOST_TEST(small <= stream.read_efficiency * 1.01);
+      BOOST_TEST(hbm_gather_efficiency(hbm, 256, false) >= small * 0.99);
+      BOOST_TEST(hbm_gather_efficiency(hbm, 4096, false) == stream.read_efficiency);  // a row or more: a stream
+      const double rate_gbps_per_pin = hbm.bw_gbps / hbm.channels * 8 / hbm.channel_width_bits;
+      if (rate_gbps_per_pin >= 3) {
+        BOOST_TEST(small < 0.7 * stream.read_efficiency);
+        BOOST_TEST(scatter < 0.7 * stream.write_efficiency);
+      }
+    }
+  }
+}

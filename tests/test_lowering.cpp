@@ -126,3 +126,27 @@ BOOST_AUTO_TEST_CASE(batch_that_does_not_divide_is_an_error_naming_the_key) {
                std::string::npos);
   }
 }
+
+BOOST_AUTO_TEST_CASE(embedding_lookups_are_gathers_and_scatters_of_table_rows) {
+  // BERT-base: 768-wide f32 table rows gathered at the token ids, their gradients scattered back.
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/bert_base_128.json");
+  request.hw = "tpu_v5e";
+  const Config config = load_config(request);
+  const LoweredStep step = lower_training_step(config.workload, config.hw);
+  std::size_t gathers = 0, scatters = 0;
+  for (const Op& op : step.program.ops) {
+    if (op.kind != OpKind::Vector) continue;
+    if (op.name.find("/gather") != std::string::npos) {
+      ++gathers;
+      BOOST_TEST(op.vector.hbm_read_run_bytes == 768u * 4);
+    } else if (op.name.find("/scatter") != std::string::npos) {
+      ++scatters;
+      BOOST_TEST(op.vector.hbm_write_run_bytes == 768u * 4);
+    } else {
+      BOOST_TEST(op.vector.hbm_read_run_bytes == 0u);  // everything else streams contiguous tensors
+    }
+  }
+  BOOST_TEST(gathers >= 1u);
+  BOOST_TEST(scatters == gathers);
+}

@@ -114,9 +114,12 @@ class StepEmitter {
     if (t == "add")
       return vector(base + "/add", Phase::Forward, e_out, static_cast<double>(node.inputs.size() - 1),
                     node.inputs.size() * e_out * act_bytes_, e_out * act_bytes_, deps);
-    if (t == "embedding")  // a gather of table rows (f32), plus the position and segment rows added
-      return vector(base + "/gather", Phase::Forward, e_out, 1.0 + (s.positions ? 1 : 0) + (s.segments ? 1 : 0),
-                    e_out * 4 * (1 + (s.positions ? 1 : 0) + (s.segments ? 1 : 0)), e_out * act_bytes_, deps);
+    if (t == "embedding") {  // a gather of f32 table rows at the tokens' ids, plus the position and segment rows added
+      VectorWork gather{e_out, 1.0 + (s.positions ? 1 : 0) + (s.segments ? 1 : 0),
+                        e_out * 4 * (1 + (s.positions ? 1 : 0) + (s.segments ? 1 : 0)), e_out * act_bytes_};
+      gather.hbm_read_run_bytes = s.dim * 4;
+      return pb_.vector(base + "/gather", Phase::Forward, gather, deps);
+    }
     if (t == "patch_embedding") {
       const std::uint64_t patches = (node.in[0] / s.kernel) * (node.in[1] / s.kernel);
       const std::uint32_t proj = matmul(base + "/patches+bias", Phase::Forward, b_ * patches, s.kernel * s.kernel * node.in[2],
@@ -201,8 +204,10 @@ class StepEmitter {
                                  (e_out + (t == "max_pool" ? e_in : 0)) * act_bytes_, e_in * act_bytes_, dy));
     if (t == "global_avg_pool")
       return pass_through(vector(base + "/mean", Phase::Backward, e_in, 1, e_out * act_bytes_, e_in * act_bytes_, dy));
-    if (t == "embedding") {  // rows scattered into the f32 table gradient
-      r.grads.push_back(vector(base + "/scatter", Phase::Backward, e_out, 1, e_out * act_bytes_, e_out * 4, dy));
+    if (t == "embedding") {  // rows scattered into the f32 table gradient at the tokens' ids
+      VectorWork scatter{e_out, 1, e_out * act_bytes_, e_out * 4};
+      scatter.hbm_write_run_bytes = s.dim * 4;
+      r.grads.push_back(pb_.vector(base + "/scatter", Phase::Backward, scatter, dy));
       return r;
     }
     if (t == "patch_embedding") {
