@@ -177,12 +177,16 @@ void TensorCore::engine(Engine which, std::uint32_t stream) {
   static const char* const kEngineNames[kEngines] = {"ops.matmul", "ops.vector", "ops.collective", "ops.infeed"};
   const std::uint32_t key = which * kMaxStreams + stream;
   Queue& q = queues_[key];
-  const std::string name = stream == 0 ? kEngineNames[which] : fmt::format("{}.{}", kEngineNames[which], stream);
-  const Reporter& reporter =
-      reporters_.try_emplace(key, sink_,
-                             core_unit(site_, which == kCollective ? UnitKind::Collective : UnitKind::Sequencer,
-                                       key, name, hw_.core.freq_mhz))
-          .first->second;
+  // Nothing on this thread's stack may own heap memory across the endless loop below: the thread
+  // never returns, so LeakSanitizer would rightly count it as lost when the simulation ends.
+  const Reporter& reporter = [&]() -> const Reporter& {
+    const std::string name = stream == 0 ? kEngineNames[which] : fmt::format("{}.{}", kEngineNames[which], stream);
+    return reporters_
+        .try_emplace(key, sink_,
+                     core_unit(site_, which == kCollective ? UnitKind::Collective : UnitKind::Sequencer, key, name,
+                               hw_.core.freq_mhz))
+        .first->second;
+  }();
   for (;;) {
     while (q.ops.empty()) sc_core::wait(q.work);
     const Op& op = *q.ops.front();

@@ -49,6 +49,25 @@ struct CommandResult {
   std::string err;
 };
 
+// Under AddressSanitizer, an exception leaving a SystemC thread (its own coroutine stack) makes
+// ASan warn, in three lines, that it cannot check that stack switch. The warning is ASan's
+// (google/sanitizers#189), not tpusim's output, so tests that read stderr drop it.
+inline std::string without_coroutine_stack_warning(const std::string& err) {
+  std::string kept;
+  std::size_t pos = 0;
+  while (pos < err.size()) {
+    std::size_t end = err.find('\n', pos);
+    end = end == std::string::npos ? err.size() : end + 1;
+    const std::string line = err.substr(pos, end - pos);
+    const bool asan = line.find("ASan is ignoring requested __asan_handle_no_return") != std::string::npos ||
+                      line.rfind("False positive error reports may follow", 0) == 0 ||
+                      line.find("https://github.com/google/sanitizers/issues/189") != std::string::npos;
+    if (!asan) kept += line;
+    pos = end;
+  }
+  return kept;
+}
+
 // Runs `tpusim ARGS` (arguments already shell-quoted where needed).
 inline CommandResult run_tpusim(const std::string& args) {
   TempDir capture;
@@ -58,7 +77,7 @@ inline CommandResult run_tpusim(const std::string& args) {
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = read_file(capture.path("out"));
-  r.err = read_file(capture.path("err"));
+  r.err = without_coroutine_stack_warning(read_file(capture.path("err")));
   return r;
 }
 
