@@ -89,6 +89,13 @@ bool System::finished(std::string* stuck) const {
   return all;
 }
 
+std::size_t System::steps_completed() const {
+  std::size_t steps = ~std::size_t{0};
+  for (const auto& chip : chips_)
+    for (const auto& core : chip.cores) steps = std::min(steps, core.step_end_ps().size());
+  return steps == ~std::size_t{0} ? 0 : steps;
+}
+
 std::vector<Picos> System::step_end_ps() const {
   std::vector<Picos> ends;
   for (const auto& chip : chips_)

@@ -41,6 +41,8 @@ class System : public sc_core::sc_module {
   bool finished(std::string* stuck) const;
   // End of step s: the moment the last core finished it.
   std::vector<Picos> step_end_ps() const;
+  // Steps every core has finished (fewer than the program's when the run was cut short).
+  std::size_t steps_completed() const;
 
  private:
   const HwConfig& hw_;

@@ -16,6 +16,7 @@
 #include "sim/errors.hpp"
 #include "sim/gemm.hpp"
 #include "sim/membench.hpp"
+#include "sim/interrupt.hpp"
 #include "sim/params.hpp"
 #include "sim/run.hpp"
 #include "sim/sweep.hpp"
@@ -268,7 +269,10 @@ int cli_main(int argc, char** argv) {
       if (sweep.out_dir.empty()) sweep.out_dir = "out/sweep_" + std::filesystem::path(sweep.workload_path).stem().string();
       if (!sweep_shard.empty()) std::tie(sweep.shard_index, sweep.shard_count) = parse_shard(sweep_shard);
       sweep.self_exe = std::filesystem::read_symlink("/proc/self/exe").string();
-      return run_sweep(sweep) == 0 ? 0 : 1;
+      install_interrupt_handlers();
+      const int failed = run_sweep(sweep);
+      if (interrupt_signal() != 0) return 128 + interrupt_signal();
+      return failed == 0 ? 0 : 1;
     }
     if (*merge_cmd) return merge_sweeps(merge_dirs, merge_out, merge_force) == 0 ? 0 : 1;
     if (*coll_cmd) {
@@ -322,6 +326,7 @@ int cli_main(int argc, char** argv) {
       return 0;
     }
     const Config config = load_config(run_request);
+    install_interrupt_handlers();
     if (run_options.out_dir.empty()) run_options.out_dir = "out/" + config.workload.name;
     run_options.trace.level = trace_level == "none"    ? TraceLevel::None
                               : trace_level == "steps" ? TraceLevel::Steps
@@ -356,7 +361,7 @@ int cli_main(int argc, char** argv) {
     };
     std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json, report.html{}{})\n",
                              run_options.out_dir, if_written("timeline.json"), if_written(trace_name));
-    return 0;
+    return interrupt_signal() != 0 ? 128 + interrupt_signal() : 0;
   } catch (const InputError& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
     return 2;

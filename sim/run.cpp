@@ -18,6 +18,7 @@
 #include "traces/report.hpp"
 #include "sim/csv.hpp"
 #include "sim/errors.hpp"
+#include "sim/interrupt.hpp"
 #include "sim/stats.hpp"
 #include "workloads/lower.hpp"
 
@@ -237,9 +238,26 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     std::cerr << fmt::format("tpusim: step {} of {} simulated on chip0.core0 ({:.0f} s)\n", s + 1, config.workload.steps,
                              std::chrono::duration<double>(now - wall_start).count());
   });
-  simulate(system, "simulation");
-
-  const std::vector<Picos> ends = system.step_end_ps();
+  const bool completed = simulate(system, "simulation");
+  std::vector<Picos> ends = system.step_end_ps();
+  if (!completed) {
+    // Interrupted: what the finished steps say, marked partial, every output still valid.
+    ends.resize(system.steps_completed());
+    summary["status"] = "interrupted";
+    summary["partial"] = true;
+    summary["steps_simulated"] = ends.size();
+    warnings.push_back(fmt::format("interrupted by signal {} after {} of {} steps: partial results", interrupt_signal(),
+                                   ends.size(), config.workload.steps));
+  }
+  if (ends.empty()) {
+    for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu"})
+      summary[key] = nullptr;
+    summary["memory"] = memory;
+    summary["warnings"] = warnings;
+    if (trace) trace->close({{"tpusim_version", kVersion}, {"workload", config.workload.name}, {"partial", true}});
+    publish(summary);
+    return summary;
+  }
   const std::size_t n = ends.size();
   const Window window{n >= 2 ? ends[n - 2] : 0, ends[n - 1]};
   const double step_s = seconds(window.length());
@@ -314,7 +332,8 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                   {"workload", config.workload.name},
                   {"hw", hw.name},
                   {"topology", topology_string(hw.slice_dims)},
-                  {"steps", config.workload.steps}});
+                  {"steps", config.workload.steps},
+                  {"partial", !completed}});
   }
   publish(summary, chip0_timeline(recorder, window));
   return summary;
@@ -353,7 +372,7 @@ std::string format_summary(const ojson& s) {
                    pct(m["hbm_fraction"].get<double>()), bytes(pc["parameters_bytes"].get<double>()),
                    bytes(pc["gradients_bytes"].get<double>()), bytes(pc["optimizer_state_bytes"].get<double>()),
                    bytes(pc["activations_bytes"].get<double>()));
-  if (s["status"] == "ok") {
+  if (s["step_time_s"].is_number()) {  // ok, or interrupted after a step
     const double step = s["step_time_s"].get<double>();
     t += fmt::format("  step time      {} (steady state; first step {})\n", time(step),
                      time(s["first_step_time_s"].get<double>()));
@@ -369,8 +388,10 @@ std::string format_summary(const ojson& s) {
     const ojson& u = s["utilization"];
     t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}\n", pct(u["mxu"]), pct(u["vpu"]),
                      pct(u["hbm"]), pct(u["ici"]));
-  } else {
+  } else if (s["status"] == "oom") {
     t += "  step time      none: the step does not fit in HBM (out of memory)\n";
+  } else {
+    t += "  step time      none: interrupted before the first step finished\n";
   }
   for (const auto& w : s["warnings"]) t += "  warning: " + w.get<std::string>() + "\n";
   return t;

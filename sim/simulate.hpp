@@ -13,7 +13,8 @@ namespace tpusim {
 // takes its object registry quadratic time, so the System lives until the process exits.
 System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& infeed, EventSink* sink);
 
-// Runs to the end; throws SimError naming `what` when a process failed or a core is stuck.
-void simulate(System& system, const std::string& what);
+// Runs to the end, or until SIGINT or SIGTERM (then returns false, the slice part-way through
+// a step); throws SimError naming `what` when a process failed or a core is stuck.
+bool simulate(System& system, const std::string& what);
 
 }  // namespace tpusim

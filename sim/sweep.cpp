@@ -1,22 +1,26 @@
 #include "sim/sweep.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "sim/config.hpp"
 #include "sim/csv.hpp"
 #include "sim/errors.hpp"
+#include "sim/interrupt.hpp"
 #include "sim/params.hpp"
 #include "traces/report.hpp"
 
@@ -279,11 +283,15 @@ int run_sweep(const SweepRequest& r) {
   for (const Point& p : points) {
     if (!in_shard(p)) continue;
     const fs::path summary = dir / "points" / p.id / "summary.json";
+    ojson resumed;
     if (r.resume && fs::exists(summary)) {
       std::ifstream in(summary);
-      const ojson s = ojson::parse(in);
-      const std::string status = s["status"].get<std::string>();
-      finish(p, status, status == "ok" || s["warnings"].empty() ? "" : s["warnings"][0].get<std::string>(), s, 0);
+      resumed = ojson::parse(in);
+    }
+    if (!resumed.is_null() && resumed["status"] != "interrupted") {  // an interrupted point runs again
+      const std::string status = resumed["status"].get<std::string>();
+      finish(p, status, status == "ok" || resumed["warnings"].empty() ? "" : resumed["warnings"][0].get<std::string>(),
+             resumed, 0);
     } else if (!config_errors[p.index].empty()) {
       finish(p, "input_error", config_errors[p.index], nullptr, 0);
     } else {
@@ -297,7 +305,15 @@ int run_sweep(const SweepRequest& r) {
   };
   std::map<pid_t, Running> running;
   std::size_t next = 0;
+  bool passed_on = false;  // an interrupt was passed on to the running points
   while (next < todo.size() || !running.empty()) {
+    if (const int sig = interrupt_signal(); sig != 0 && !passed_on) {
+      // Interrupted: start nothing more, pass the signal on to the running points (each closes
+      // its outputs as partial) and collect them.
+      next = todo.size();
+      for (const auto& [child, run] : running) ::kill(child, sig);
+      passed_on = true;
+    }
     while (next < todo.size() && running.size() < r.jobs) {
       const Point& p = *todo[next++];
       const fs::path out = dir / "points" / p.id;
@@ -322,8 +338,15 @@ int run_sweep(const SweepRequest& r) {
       }
       running[pid] = {&p, std::chrono::steady_clock::now()};
     }
+    if (running.empty()) continue;
+    // Polled, so that a signal arriving between the check above and a blocking wait is not
+    // left waiting for a point that may run for hours.
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid == 0 || (pid < 0 && errno == EINTR)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
     if (pid < 0) break;
     const auto it = running.find(pid);
     if (it == running.end()) continue;
@@ -333,7 +356,8 @@ int run_sweep(const SweepRequest& r) {
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     const fs::path summary = dir / "points" / p.id / "summary.json";
     const std::string log = (dir / "points" / (p.id + ".log")).string();
-    if (code == 0 && fs::exists(summary)) {
+    const bool stopped = code == 128 + SIGINT || code == 128 + SIGTERM;
+    if ((code == 0 || stopped) && fs::exists(summary)) {
       std::ifstream in(summary);
       const ojson s = ojson::parse(in);
       const std::string status = s["status"].get<std::string>();

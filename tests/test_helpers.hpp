@@ -4,11 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace tpusim::test {
 
@@ -74,6 +77,27 @@ inline CommandResult run_tpusim(const std::string& args) {
   const std::string command = std::string("'") + TPUSIM_BINARY + "' " + args + " >'" + capture.path("out") +
                               "' 2>'" + capture.path("err") + "' </dev/null";
   const int status = std::system(command.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(capture.path("out"));
+  r.err = without_coroutine_stack_warning(read_file(capture.path("err")));
+  return r;
+}
+
+// Runs `tpusim ARGS`, sends it `signal` after `delay_ms`, and waits for it to exit.
+inline CommandResult run_tpusim_interrupted(const std::string& args, int signal, int delay_ms) {
+  TempDir capture;
+  const std::string command = std::string("exec '") + TPUSIM_BINARY + "' " + args + " >'" + capture.path("out") +
+                              "' 2>'" + capture.path("err") + "' </dev/null";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  ::kill(pid, signal);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = read_file(capture.path("out"));

@@ -399,3 +399,22 @@ BOOST_AUTO_TEST_CASE(trace_summary_lists_the_ops_and_tracks) {
   BOOST_TEST(r.out.find("dense/fwd/matmul+bias+relu") != std::string::npos);
   BOOST_TEST(r.out.find("chip 0 / core0.mxu0") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(an_interrupted_run_closes_every_output_as_valid_partial_results) {
+  // BERT-large on 64 v5e chips takes seconds per step: SIGINT arrives part-way through.
+  TempDir dir;
+  const std::string out = dir.path("out");
+  const CommandResult r = run_tpusim_interrupted(
+      "run '" + source_path("workloads/examples/bert_large_128.json") + "' --hw tpu_v5e --topology 8x8 " +
+          "--set workload.training.steps=20 -o '" + out + "'",
+      SIGINT, 2500);
+  BOOST_TEST(r.exit_code == 130, r.err);
+  const json summary = json::parse(read_file(out + "/summary.json"));
+  BOOST_TEST(summary["status"] == "interrupted");
+  BOOST_TEST(summary["partial"] == true);
+  BOOST_TEST(summary["steps_simulated"].get<std::uint32_t>() < 20u);
+  BOOST_TEST(r.out.find("interrupted") != std::string::npos, r.out);
+  const CommandResult check = run_tpusim("trace-check '" + out + "/trace.json'");
+  BOOST_TEST(check.exit_code == 0, check.out);
+  BOOST_TEST(fs::exists(out + "/report.html"));
+}

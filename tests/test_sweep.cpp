@@ -133,3 +133,20 @@ BOOST_AUTO_TEST_CASE(merged_shards_equal_the_whole_sweep) {
   BOOST_TEST(damaged.err.find("damaged/sweep.json") != std::string::npos, damaged.err);
   BOOST_TEST(!fs::exists(dir.path("d")));
 }
+
+BOOST_AUTO_TEST_CASE(an_interrupted_sweep_keeps_its_finished_points) {
+  // Three BERT-large points of seconds each, one at a time: SIGTERM lands while one runs.
+  TempDir dir;
+  const std::string out = dir.path("sweep");
+  const CommandResult r = run_tpusim_interrupted(
+      "sweep '" + source_path("workloads/examples/bert_large_128.json") + "' --hw tpu_v5e --topology 8x8 " +
+          "--vary workload.training.steps=1,20,20 -j 1 --trace none -o '" + out + "'",
+      SIGTERM, 6000);
+  BOOST_TEST(r.exit_code == 143, r.err);
+  const json sweep = json::parse(read_file(out + "/sweep.json"));
+  std::map<std::string, int> statuses;
+  for (const auto& row : sweep["rows"]) ++statuses[row["status"].get<std::string>()];
+  BOOST_TEST(statuses["interrupted"] == 1);  // the point that was running
+  BOOST_TEST(statuses["ok"] + statuses["interrupted"] == static_cast<int>(sweep["rows"].size()));
+  BOOST_TEST(sweep["rows"].size() < 3u);  // the last point never started
+}
