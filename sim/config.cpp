@@ -24,7 +24,8 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 std::string brief(const json& value) {
-  std::string s = value.dump();
+  // Strings from the command line may hold any bytes: shown with U+FFFD, never thrown over.
+  std::string s = value.dump(-1, ' ', false, json::error_handler_t::replace);
   return s.size() > 48 ? s.substr(0, 45) + "..." : s;
 }
 
@@ -39,7 +40,7 @@ json read_json_file(const std::string& path) {
   text << in.rdbuf();
   try {
     return json::parse(text.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number beyond a double (out_of_range)
     std::string what = e.what();
     const auto close = what.find("] ");
     if (close != std::string::npos) what = what.substr(close + 2);
@@ -153,7 +154,8 @@ void validate_object(json& obj, const std::string& doc, const std::string& patte
   for (auto& [key, value] : obj.items()) {
     const std::string child_pattern = join_pattern(pattern, key);
     const std::string child_display = display + "." + key;
-    const auto it = std::find_if(children.begin(), children.end(), [&](const auto& c) { return c.first == key; });
+    const std::string& name = key;  // a structured binding cannot be captured before C++20
+    const auto it = std::find_if(children.begin(), children.end(), [&](const auto& c) { return c.first == name; });
     if (it == children.end()) {
       std::string known;
       for (const auto& c : children) known += (known.empty() ? "" : ", ") + c.first;
@@ -232,7 +234,7 @@ json parse_set_value(const ParamSpec& spec, const std::string& text, const std::
     case ParamType::StringMap:
       try {
         return json::parse(text);
-      } catch (const json::parse_error&) {
+      } catch (const json::exception&) {  // syntax, or a number beyond a double
         return bad("JSON");
       }
   }
@@ -246,6 +248,11 @@ void apply_set(json& hw_doc, json& workload_doc, const std::string& assignment) 
     throw InputError(fmt::format("{}: expected PATH=VALUE, e.g. hw.hbm.bw_gbps=1000", origin));
   const std::string path = assignment.substr(0, eq);
   const std::string value = assignment.substr(eq + 1);
+  try {
+    (void)json(assignment).dump();  // JSON strings are UTF-8: anything else cannot become a value
+  } catch (const json::type_error&) {
+    throw InputError(fmt::format("--set {}: not valid UTF-8", json(path).dump(-1, ' ', false, json::error_handler_t::replace)));
+  }
   const auto dot = path.find('.');
   const std::string doc = path.substr(0, dot);
   if ((doc != "hw" && doc != "workload") || dot == std::string::npos)
@@ -575,7 +582,8 @@ Config load_config(const ConfigRequest& request) {
   }
 
   // A source names one key or a group of them ("hbm.timing").
-  for (const auto& [key, value] : config.hw_doc["sources"].items()) {
+  for (const auto& item : config.hw_doc["sources"].items()) {
+    const std::string& key = item.key();
     const bool names_keys = find_param("hw", key) ||
                             std::any_of(param_registry().begin(), param_registry().end(), [&](const ParamSpec& p) {
                               return p.doc == "hw" && p.path.rfind(key + ".", 0) == 0;

@@ -286,7 +286,9 @@ int run_sweep(const SweepRequest& r) {
     ojson resumed;
     if (r.resume && fs::exists(summary)) {
       std::ifstream in(summary);
-      resumed = ojson::parse(in);
+      resumed = ojson::parse(in, nullptr, false);  // damaged: not finished, run it again
+      if (resumed.is_discarded() || !resumed.is_object() || !resumed.contains("status") || !resumed["status"].is_string())
+        resumed = nullptr;
     }
     if (!resumed.is_null() && resumed["status"] != "interrupted") {  // an interrupted point runs again
       const std::string status = resumed["status"].get<std::string>();

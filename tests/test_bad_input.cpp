@@ -155,3 +155,22 @@ BOOST_AUTO_TEST_CASE(existing_output_is_never_overwritten_without_force) {
   BOOST_TEST(r.err.find("pass --force") != std::string::npos);
   BOOST_TEST(read_file(out + "/keep.txt") == "mine");
 }
+
+// Found by fuzz_hardware: a number too large for a double is refused like any malformed JSON,
+// not left to escape as an internal error.
+BOOST_AUTO_TEST_CASE(numbers_beyond_a_double_are_malformed_json) {
+  expect_input_error(replaced("\"global_batch\": 1024", "\"global_batch\": 13e217728"), "", "malformed JSON");
+  TempDir dir;
+  const std::string hw = dir.write("hw.json", R"({"base": "tpu_v5e", "name": "x", "core": {"vmem_bytes": 13e217728}})");
+  const CommandResult r = run_tpusim("dump-config --hw '" + hw + "'");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("hw.json: malformed JSON: number overflow") != std::string::npos, r.err);
+}
+
+// Found by fuzz_hardware: an override that is not UTF-8 is an input error, not an escaping
+// exception from the JSON library.
+BOOST_AUTO_TEST_CASE(overrides_must_be_utf8) {
+  const CommandResult r = run_tpusim("dump-config --set \"$(printf 'hw.ici.wraparound=nev\\262er')\"");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("not valid UTF-8") != std::string::npos, r.err);
+}

@@ -64,6 +64,12 @@ std::vector<Picos> run(HbmMemory& m, const std::vector<Request>& requests, std::
   return done;
 }
 
+HbmConfig preset_hbm(const std::string& name) {
+  ConfigRequest request;
+  request.hw = name;
+  return load_config(request).hw.hbm;
+}
+
 json membench(const std::string& args) {
   const CommandResult r = run_tpusim("membench " + args + " --json");
   BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -213,9 +219,7 @@ BOOST_AUTO_TEST_CASE(training_path_rates_come_from_the_burst_group_model) {
   // The SystemC HBM books transfers at the stream profile's rates; membench runs the burst-group
   // model itself with enough requests in flight to saturate it. They must agree.
   for (const auto& name : preset_names()) {
-    ConfigRequest request;
-    request.hw = name;
-    const HbmConfig hbm = load_config(request).hw.hbm;
+    const HbmConfig hbm = preset_hbm(name);
     const HbmStreamProfile& profile = hbm_stream_profile(hbm);
     const json stream = membench("--hw " + name + " --pattern stream-read --bytes 134217728 --request-bytes 65536 "
                                  "--requesters 8 --outstanding 64");
@@ -275,9 +279,7 @@ BOOST_AUTO_TEST_CASE(gathers_of_small_runs_cost_more_than_streams_on_fast_hbm) {
   // on the bus than tRRD and tFAW/4, so with enough in flight the bus still limits; from 3.2 Gb/s
   // on (v5e, v5p, v6e) the activations do.
   for (const auto& name : preset_names()) {
-    ConfigRequest request;
-    request.hw = name;
-    const HbmConfig hbm = load_config(request).hw.hbm;
+    const HbmConfig hbm = preset_hbm(name);
     const HbmStreamProfile& stream = hbm_stream_profile(hbm);
     const double small = hbm_gather_efficiency(hbm, 64, false);
     const double scatter = hbm_gather_efficiency(hbm, 64, true);

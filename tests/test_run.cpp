@@ -392,6 +392,25 @@ BOOST_AUTO_TEST_CASE(trace_check_accepts_our_traces_and_names_what_is_wrong_in_o
   BOOST_TEST(r.out.find("flow 7 has 1 unmatched start(s)") != std::string::npos);
 }
 
+// Found by fuzz_trace_check: events of the wrong shape are problems to report, not exceptions.
+BOOST_AUTO_TEST_CASE(trace_check_and_summary_take_any_json) {
+  TempDir dir;
+  const std::string odd = dir.write("odd.json", R"({"traceEvents": [
+    {"name": {"not": "a string"}, "ph": "M", "pid": 1, "tid": 0, "args": {"name": 5}},
+    {"name": 7, "ph": "X", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1.0},
+    {"name": "far", "ph": "X", "pid": 1, "tid": 1, "ts": 9e300, "dur": 1e300},
+    {"name": "c", "ph": "C", "pid": 1, "tid": 1, "ts": 1.0}]})");
+  const CommandResult check = run_tpusim("trace-check '" + odd + "'");
+  BOOST_TEST(check.exit_code == 1, check.err);
+  BOOST_TEST(check.out.find("event 0: \"name\" is not a string") != std::string::npos, check.out);
+  BOOST_TEST(check.out.find("event 2: \"ts\" is beyond any trace's time") != std::string::npos, check.out);
+  const CommandResult summary = run_tpusim("trace-summary '" + odd + "'");
+  BOOST_TEST(summary.exit_code == 0, summary.err);
+  const CommandResult overflow = run_tpusim("trace-check '" + dir.write("big.json", "[1e999]") + "'");
+  BOOST_TEST(overflow.exit_code == 1);
+  BOOST_TEST(overflow.out.find("invalid: not JSON") != std::string::npos, overflow.out);
+}
+
 BOOST_AUTO_TEST_CASE(trace_summary_lists_the_ops_and_tracks) {
   const auto run = run_example("--trace tiles");
   const CommandResult r = run_tpusim("trace-summary '" + run->out() + "/trace.json' --top 50");

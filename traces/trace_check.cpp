@@ -16,6 +16,18 @@ using Track = std::pair<std::int64_t, std::int64_t>;  // pid, tid
 // Timestamps in integer nanoseconds: the format's microseconds carry three decimals.
 std::int64_t ns(const json& micros) { return std::llround(micros.get<double>() * 1000.0); }
 
+// Beyond this many microseconds (about 31 years) a time is not a trace's, and its nanoseconds
+// would not add up within 64 bits.
+constexpr double kLatestMicros = 1e15;
+bool time_in_range(const json& micros) {
+  return micros.is_number() && std::fabs(micros.get<double>()) <= kLatestMicros;
+}
+
+// An event's name, or "" when it has none or it is not a string (reported by the caller).
+std::string name_of(const json& e) {
+  return e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : std::string();
+}
+
 const json& events_of(const json& trace) {
   static const json kEmpty = json::array();
   if (trace.is_array()) return trace;
@@ -50,6 +62,7 @@ TraceCheck check_trace(const json& trace) {
     }
     for (const char* key : {"name", "ph", "pid", "tid"})
       if (!e.contains(key)) problem(fmt::format("{}: missing \"{}\"", at, key));
+    if (e.contains("name") && !e["name"].is_string()) problem(at + ": \"name\" is not a string");
     if (!e.contains("ph") || !e["ph"].is_string() || !e.contains("pid") || !e.contains("tid") || !e["pid"].is_number_integer() ||
         !e["tid"].is_number_integer())
       continue;
@@ -60,20 +73,24 @@ TraceCheck check_trace(const json& trace) {
       problem(at + ": missing a numeric \"ts\"");
       continue;
     }
+    if (timed && !time_in_range(e["ts"])) {
+      problem(at + ": \"ts\" is beyond any trace's time");
+      continue;
+    }
     if (ph == "M") {
-      const std::string name = e.value("name", "");
+      const std::string name = name_of(e);
       if (!e.contains("args") || !e["args"].is_object()) problem(at + ": metadata without args");
       else if (name == "process_name" && e["args"].contains("name")) named_processes.insert(track.first);
       else if (name == "thread_name" && e["args"].contains("name")) named_tracks.insert(track);
     } else if (ph == "X") {
-      if (!(e.contains("dur") && e["dur"].is_number()) || e["dur"].get<double>() < 0) {
+      if (!(e.contains("dur") && time_in_range(e["dur"])) || e["dur"].get<double>() < 0) {
         problem(at + ": a complete event needs a non-negative \"dur\"");
         continue;
       }
       ++r.slices;
       slices[track].emplace_back(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]));
     } else if (ph == "C") {
-      const auto key = std::make_pair(track, e.value("name", ""));
+      const auto key = std::make_pair(track, name_of(e));
       const std::int64_t t = ns(e["ts"]);
       const auto it = counter_last.find(key);
       if (it != counter_last.end() && t < it->second)
@@ -126,16 +143,22 @@ std::string summarize_trace(const json& trace, std::size_t top) {
   std::map<std::string, Total> by_name;
   std::map<Track, double> busy_us;
   double first = INFINITY, last = -INFINITY;
+  // Events of the wrong shape (trace-check names them) are passed over, not trusted.
+  auto integer = [](const json& e, const char* key) {
+    return e.contains(key) && e[key].is_number_integer() ? e[key].get<std::int64_t>() : std::int64_t{0};
+  };
   for (const auto& e : events) {
-    if (!e.is_object() || !e.contains("ph")) continue;
+    if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) continue;
     const std::string ph = e["ph"];
-    const Track track{e.value("pid", std::int64_t{0}), e.value("tid", std::int64_t{0})};
-    if (ph == "M" && e.contains("args") && e["args"].contains("name")) {
-      if (e["name"] == "process_name") process_names[track.first] = e["args"]["name"].get<std::string>();
-      if (e["name"] == "thread_name") track_names[track] = e["args"]["name"].get<std::string>();
-    } else if (ph == "X" && e.contains("dur")) {
+    const Track track{integer(e, "pid"), integer(e, "tid")};
+    const std::string name = name_of(e);
+    if (ph == "M" && e.contains("args") && e["args"].is_object() && e["args"].contains("name") &&
+        e["args"]["name"].is_string()) {
+      if (name == "process_name") process_names[track.first] = e["args"]["name"].get<std::string>();
+      if (name == "thread_name") track_names[track] = e["args"]["name"].get<std::string>();
+    } else if (ph == "X" && e.contains("dur") && time_in_range(e["dur"]) && e.contains("ts") && time_in_range(e["ts"])) {
       const double d = e["dur"].get<double>(), ts = e["ts"].get<double>();
-      Total& t = by_name[e.value("name", "?")];
+      Total& t = by_name[name.empty() ? "?" : name];
       t.us += d;
       ++t.count;
       busy_us[track] += d;

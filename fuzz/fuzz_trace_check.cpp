@@ -1,0 +1,20 @@
+// `tpusim trace-check` and `trace-summary` on arbitrary bytes: malformed JSON is refused by the
+// parser, and any JSON value gets a verdict (valid, or a list of problems) and a summary of its
+// well-formed events. Anything else is a finding.
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "traces/trace_check.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  nlohmann::json trace;
+  try {
+    trace = nlohmann::json::parse(data, data + size);
+  } catch (const nlohmann::json::exception&) {  // syntax, or a number beyond a double
+    return 0;
+  }
+  tpusim::check_trace(trace);
+  tpusim::summarize_trace(trace, 10);
+  return 0;
+}

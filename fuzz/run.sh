@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan, UBSan) into build-fuzz/ and runs each on its seed
+# corpus, new inputs going to a scratch directory. Any crash, hang (10 s), sanitizer report or
+# escaping exception stops with a non-zero exit and leaves the input as build-fuzz/crash-*.
+#   fuzz/run.sh                   20 seconds per target (CI)
+#   fuzz/run.sh -runs=1000000     a million executions per target (docs/reliability.md)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+limit=("${@:--max_total_time=20}")
+CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPUSIM_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j"$(nproc)" >&2
+for target in fuzz_workload fuzz_hardware fuzz_trace_check; do
+  scratch=$(mktemp -d)
+  echo "fuzz: $target ${limit[*]}" >&2
+  (cd build-fuzz && "fuzz/$target" "${limit[@]}" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+      "$scratch" "../fuzz/corpus/$target" 2>&1 | grep -E "^(Done|stat::number_of_executed_units|==[0-9]+==|SUMMARY|artifact)" >&2)
+  rm -rf "$scratch"
+done
