@@ -273,8 +273,9 @@ void HbmChannel::run_until(Picos until_ps, std::vector<HbmGroupDone>& done) {
       refresh(next_refresh_);
       continue;
     }
-    // First ready: each bank offers its oldest row hit, else its oldest group; the offer whose
-    // data can be on the bus earliest goes, ties to the oldest.
+    // FR-FCFS: each bank offers its oldest row hit, else its oldest group; the offer whose data
+    // can be on the bus earliest goes, and among equals a row hit before a miss, then the oldest
+    // (with the bus backlogged every offer ties, and a miss must not jump a hit).
     BankQueue* best_queue = nullptr;
     std::size_t best = 0;
     Plan best_plan{};
@@ -290,8 +291,9 @@ void HbmChannel::run_until(Picos until_ps, std::vector<HbmGroupDone>& done) {
         }
       const HbmGroup& g = bq.groups[pick];
       const Plan p = plan(g, decision);
+      const bool hit = !p.needs_act, best_hit = best_queue != nullptr && !best_plan.needs_act;
       if (best_queue == nullptr || p.data < best_plan.data ||
-          (p.data == best_plan.data && g.order < best_queue->groups[best].order)) {
+          (p.data == best_plan.data && (hit != best_hit ? hit : g.order < best_queue->groups[best].order))) {
         best_queue = &bq;
         best = pick;
         best_plan = p;

@@ -95,8 +95,8 @@ struct HbmChannelStats {
 // One channel's controller, shaped like DRAMsim3's: a read queue and a write buffer of
 // `queue_depth` bursts each, in arrival order, from which groups move into per-bank queues of
 // `bank_queue_depth` bursts (the first whose bank has room, so a busy bank does not hold up the
-// others), and a first-ready, first-come scheduler over the bank queues (row hits first, then
-// the oldest); bank states and refresh. Writes wait in their buffer until it fills (or the
+// others), and a first-ready, first-come scheduler over the bank queues (among groups whose
+// data can go earliest: row hits first, then the oldest); bank states and refresh. Writes wait in their buffer until it fills (or the
 // banks run dry with a quarter of it used) and then drain together, reads held back meanwhile,
 // so the bus turns around once per batch rather than once per write.
 class HbmChannel {

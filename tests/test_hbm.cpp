@@ -252,11 +252,8 @@ BOOST_AUTO_TEST_CASE(membench_refuses_layouts_it_cannot_make) {
 
 // The same requests on DRAMsim3's HBM2_8Gb_x128 (recorded in tests/data, docs/validation/hbm.md
 // says how) and on tpusim's model of that configuration: achieved bandwidth within 10% on every
-// pattern. One case is a known miss: eight 64-byte streams whose buffers sit 8 MiB apart start on
-// the same bank of the same channel; in DRAMsim3 they drift about 100 stripes apart within
-// 100 us (the leader keeps finding banks closed by refresh) and stop conflicting (232 GB/s); in
-// tpusim they stay within about 15 stripes and keep paying row conflicts (206 GB/s, -11%).
-BOOST_AUTO_TEST_CASE(bandwidth_matches_dramsim3_on_every_pattern, *boost::unit_test::expected_failures(1)) {
+// pattern.
+BOOST_AUTO_TEST_CASE(bandwidth_matches_dramsim3_on_every_pattern) {
   const json peer = json::parse(read_file(source_path("tests/data/dramsim3_hbm2_results.json")));
   const std::string hw = source_path("tests/data/dramsim3_hbm2_8gb_x128.json");
   for (const json& c : peer["results"]) {
