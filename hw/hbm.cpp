@@ -32,9 +32,16 @@ void Hbm::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   const Picos earliest = now + delay.value();
   // A gather or scatter of small pieces opens a row for each: the burst-group model's rate for
   // pieces of that size.
-  const double bw_gbps =
-      job.run_bytes > 0 ? config_.bw_gbps / config_.channels * hbm_gather_efficiency(config_, job.run_bytes, !payload.is_read())
-                        : (payload.is_read() ? read_bw_gbps_ : write_bw_gbps_);
+  double bw_gbps = payload.is_read() ? read_bw_gbps_ : write_bw_gbps_;
+  if (job.run_bytes > 0) {
+    const auto kind = std::make_pair(job.run_bytes, !payload.is_read());
+    auto it = gather_bw_gbps_.find(kind);
+    if (it == gather_bw_gbps_.end())
+      it = gather_bw_gbps_
+               .emplace(kind, config_.bw_gbps / config_.channels * hbm_gather_efficiency(config_, kind.first, kind.second))
+               .first;
+    bw_gbps = it->second;
+  }
   Interval whole{earliest, earliest};
   if (length > 0)
     whole = channels_.reserve(now, earliest, transfer_ps(ceil_div<std::uint64_t>(length, config_.channels), bw_gbps));

@@ -1,6 +1,5 @@
-// Per-chip high-bandwidth memory shared by the chip's cores (and the host's infeed): channels
-// behind the address map, each a resource with its own occupancy. Requests are TLM-2.0 generic
-// payloads (read/write, address, length; no data).
+// Per-chip high-bandwidth memory shared by the chip's cores (and the host's infeed). Requests
+// are TLM-2.0 generic payloads (read/write, address, length; no data).
 //
 // A training step moves gigabytes per chip in transfers of kilobytes to megabytes, so this
 // module does not schedule burst groups: it books each channel's share of a transfer at the
@@ -15,6 +14,9 @@
 #pragma once
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
+
+#include <map>
+#include <utility>
 
 #include "hw/hw_config.hpp"
 #include "hw/sc_support.hpp"
@@ -38,6 +40,9 @@ class Hbm : public sc_core::sc_module {
   double write_bw_gbps_;
   Picos latency_ps_;
   Occupancy channels_;  // every channel's bookings, identical
+  // Per-channel rate of gathers and scatters by (piece length, write): the burst-group model
+  // is asked once per kind, not per transfer.
+  std::map<std::pair<std::uint64_t, bool>, double> gather_bw_gbps_;
   Reporter reporter_;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t bytes_written_ = 0;

@@ -188,7 +188,8 @@ HbmChannel::Plan HbmChannel::plan(const HbmGroup& g, Picos decision_ps) const {
     p.needs_act = true;
     // Row commands go out as soon as the group is queued and its bank allows, ahead of the
     // decision that commits its columns (a controller opens rows for queued requests early).
-    const Picos row_floor = std::min(decision_ps, g.arrival_ps);
+    // Only groups that have arrived by the decision are planned, so arrival <= decision.
+    const Picos row_floor = g.arrival_ps;
     Picos act_floor = row_floor;
     if (b.open_row != Bank::kClosed) {
       p.needs_pre = true;

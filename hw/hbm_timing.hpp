@@ -7,7 +7,8 @@
 // Two groups in different bank groups therefore interleave their bursts on the bus, as column
 // commands do on the real interface, without simulating each command.
 //
-// Plain C++ (no SystemC): `membench` drives it directly and the SystemC HBM module schedules it.
+// Plain C++ (no SystemC): `membench` (hw/hbm_bench) drives it, and the SystemC HBM books
+// transfers at the rates that bench measures with it.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +44,6 @@ class HbmAddressMap {
   // bank of one channel (the burst group a contiguous request forms there).
   std::uint64_t run_bytes(std::uint64_t address) const;
   std::uint32_t burst_bytes() const { return burst_bytes_; }
-  // Consecutive bytes a contiguous access keeps in one bank row before the next field moves on.
-  std::uint64_t run_granule_bytes() const { return column_run_bytes_; }
 
  private:
   enum class Field { Row, Bank, BankGroup, Channel, Column, Rank };
@@ -95,10 +94,10 @@ struct HbmChannelStats {
 // One channel's controller, shaped like DRAMsim3's: a read queue and a write buffer of
 // `queue_depth` bursts each, in arrival order, from which groups move into per-bank queues of
 // `bank_queue_depth` bursts (the first whose bank has room, so a busy bank does not hold up the
-// others), and a first-ready, first-come scheduler over the bank queues (among groups whose
-// data can go earliest: row hits first, then the oldest); bank states and refresh. Writes wait in their buffer until it fills (or the
-// banks run dry with a quarter of it used) and then drain together, reads held back meanwhile,
-// so the bus turns around once per batch rather than once per write.
+// others), and an FR-FCFS scheduler over the bank queues (among groups whose data can go
+// earliest: row hits first, then the oldest); bank states and refresh. Writes wait in their
+// buffer until it fills (or the banks run dry with a quarter of it used) and then drain
+// together, reads held back meanwhile, so the bus turns around once per batch, not per write.
 class HbmChannel {
  public:
   static constexpr Picos kNever = ~Picos{0};
@@ -114,7 +113,6 @@ class HbmChannel {
   // Makes every decision due at or before `until_ps`; each scheduled group's completion is
   // appended to `done` (completions are in the future of the decision, not in order).
   void run_until(Picos until_ps, std::vector<HbmGroupDone>& done);
-  bool idle() const { return reads_.empty() && writes_.empty() && in_bank_queues_ == 0; }
   const HbmChannelStats& stats() const { return stats_; }
 
  private:
@@ -208,7 +206,6 @@ class HbmMemory {
   // Channels whose queues gave up groups since the last call (room for waiting requests).
   std::vector<std::uint32_t> take_freed_channels();
   HbmStats stats() const;
-  const HbmAddressMap& address_map() const { return map_; }
 
  private:
   void reschedule(std::uint32_t channel);

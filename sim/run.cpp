@@ -184,6 +184,15 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                                                  timeline, config.workload.name));
     out.commit();
   };
+  // A step that did not run (out of memory) or did not finish (interrupted) gets no step time:
+  // reporting one would be a number that could not happen.
+  auto publish_without_step = [&](ojson& summary, const ojson& memory, const ojson& warnings) {
+    for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu"})
+      summary[key] = nullptr;
+    summary["memory"] = memory;
+    summary["warnings"] = warnings;
+    publish(summary);
+  };
 
   ojson summary;
   summary["tpusim_version"] = kVersion;
@@ -205,19 +214,14 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   const ojson memory = memory_json(step);
   ojson warnings = ojson::array();
   if (memory["oom"].get<bool>()) {
-    // A step that cannot run gets no step time: reporting one would be a number that could not happen.
     summary["status"] = "oom";
-    for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu"})
-      summary[key] = nullptr;
-    summary["memory"] = memory;
     const std::uint64_t fits = largest_fitting_batch(step);
     warnings.push_back(fits == 0 ? fmt::format("out of HBM: a core needs {} bytes but has {}; the weights, gradients and "
                                                "optimizer state alone do not fit", step.memory.total(),
                                                step.hbm_capacity_per_core_bytes)
                                  : fmt::format("out of HBM: a core needs {} bytes but has {}; the largest batch that fits is {} "
                                                "per core", step.memory.total(), step.hbm_capacity_per_core_bytes, fits));
-    summary["warnings"] = warnings;
-    publish(summary);
+    publish_without_step(summary, memory, warnings);
     return summary;
   }
 
@@ -239,6 +243,15 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                              std::chrono::duration<double>(now - wall_start).count());
   });
   const bool completed = simulate(system, "simulation");
+  auto close_trace = [&] {
+    if (trace)
+      trace->close({{"tpusim_version", kVersion},
+                    {"workload", config.workload.name},
+                    {"hw", hw.name},
+                    {"topology", topology_string(hw.slice_dims)},
+                    {"steps", config.workload.steps},
+                    {"partial", !completed}});
+  };
   std::vector<Picos> ends = system.step_end_ps();
   if (!completed) {
     // Interrupted: what the finished steps say, marked partial, every output still valid.
@@ -250,12 +263,8 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                                    ends.size(), config.workload.steps));
   }
   if (ends.empty()) {
-    for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu"})
-      summary[key] = nullptr;
-    summary["memory"] = memory;
-    summary["warnings"] = warnings;
-    if (trace) trace->close({{"tpusim_version", kVersion}, {"workload", config.workload.name}, {"partial", true}});
-    publish(summary);
+    close_trace();
+    publish_without_step(summary, memory, warnings);
     return summary;
   }
   const std::size_t n = ends.size();
@@ -327,14 +336,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * input_s / cores / step_s));
   summary["warnings"] = warnings;
 
-  if (trace) {
-    trace->close({{"tpusim_version", kVersion},
-                  {"workload", config.workload.name},
-                  {"hw", hw.name},
-                  {"topology", topology_string(hw.slice_dims)},
-                  {"steps", config.workload.steps},
-                  {"partial", !completed}});
-  }
+  close_trace();
   publish(summary, chip0_timeline(recorder, window));
   return summary;
 }
