@@ -4,24 +4,39 @@
 
 #include <fmt/format.h>
 
+#include "hw/faults.hpp"
+
 namespace tpusim {
 
 CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw,
                                const Torus& torus, EventSink* sink)
     : sc_module(name), socket("socket"), ici_socket("ici_socket"), hbm_socket("hbm_socket"),
-      vpu_socket("vpu_socket"), arrivals("arrivals"), chip_(chip), hw_(hw), torus_(torus) {
+      vpu_socket("vpu_socket"), arrivals("arrivals"), chip_(chip), hw_(hw), torus_(torus), sink_(sink) {
   socket.register_b_transport(this, &CollectiveUnit::b_transport);
   arrivals.register_b_transport(this, &CollectiveUnit::arrival);
-  // One track per concurrent part (torus_all_axes runs one per axis).
-  for (std::uint32_t part = 0; part < std::max<std::uint32_t>(1, torus.axes()); ++part) {
-    UnitInfo info;
-    info.path = fmt::format("chip{}.collective.part{}", chip, part);
-    info.kind = UnitKind::Collective;
-    info.chip = chip;
-    info.index = part;
-    info.label = fmt::format("collective.part{}", part);
-    part_reporters_.emplace_back(sink, info);
+  take_lane();  // lane 0, so that a chip's first collective track is there from the start
+  lanes_[0].busy = false;
+}
+
+std::uint32_t CollectiveUnit::take_lane() {
+  std::uint32_t lane = 0;
+  while (lane < lanes_.size() && lanes_[lane].busy) ++lane;
+  if (lane == lanes_.size()) {
+    Lane fresh;
+    for (std::uint32_t part = 0; part < std::max<std::uint32_t>(1, torus_.axes()); ++part) {
+      UnitInfo info;
+      const std::string name = lane == 0 ? fmt::format("part{}", part) : fmt::format("lane{}.part{}", lane, part);
+      info.path = fmt::format("chip{}.collective.{}", chip_, name);
+      info.kind = UnitKind::Collective;
+      info.chip = chip_;
+      info.index = lane * kMaxParts + part;
+      info.label = "collective." + name;
+      fresh.parts.emplace_back(sink_, info);
+    }
+    lanes_.push_back(std::move(fresh));
   }
+  lanes_[lane].busy = true;
+  return lane;
 }
 
 void CollectiveUnit::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
@@ -32,6 +47,7 @@ void CollectiveUnit::b_transport(int, tlm::tlm_generic_payload& payload, sc_core
   auto& slot = joining_[job.instance];
   if (!slot) slot = std::make_shared<Joining>();
   const std::shared_ptr<Joining> joining = slot;  // keeps the event alive for every waiter
+  if (joining->arrived == 0) running_[job.instance] = Pending{job.instance, &spec, job.label, job.step};
   if (++joining->arrived < hw_.chip.cores) {
     while (!joining->done) sc_core::wait(joining->released);
   } else {
@@ -43,7 +59,9 @@ void CollectiveUnit::b_transport(int, tlm::tlm_generic_payload& payload, sc_core
       wait_until_ps(vpu_add(elements * (hw_.chip.cores - 1), now_ps(), ctx.label, ctx.step));
       wait_until_ps(hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx.label, ctx.step));
     }
-    run(spec, job.instance, job.label, job.step);
+    if (!injected_fault().hits(FaultKind::SkipCollective, chip_)) run(spec, job.instance, job.label, job.step);
+    running_.erase(job.instance);
+    ++counts_.completed;
     joining->done = true;
     joining->released.notify(sc_core::SC_ZERO_TIME);
     joining_.erase(job.instance);
@@ -55,11 +73,13 @@ void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, con
                          std::uint32_t step) {
   const CollectiveSchedule schedule = plan_collective(torus_, chip_, spec);
   const Context ctx{spec, instance, label, step};
-  auto run_part = [this, &ctx, &schedule](std::uint32_t part) {
+  const std::uint32_t lane = take_lane();
+  if (auto it = running_.find(instance); it != running_.end()) it->second.lane = lane;
+  auto run_part = [this, &ctx, &schedule, lane](std::uint32_t part) {
     const Picos start = now_ps();
     const auto& passes = schedule.parts[part].passes;
     for (std::uint32_t i = 0; i < passes.size(); ++i) run_pass(ctx, passes[i], part, i);
-    part_reporters_[part].busy({start, now_ps()}, ctx.label, ctx.step);
+    lanes_[lane].parts[part].busy({start, now_ps()}, ctx.label, ctx.step);
   };
   if (schedule.parts.size() == 1) {
     run_part(0);
@@ -70,6 +90,7 @@ void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, con
     for (auto& h : parts)
       if (!h.terminated()) sc_core::wait(h.terminated_event());
   }
+  lanes_[lane].busy = false;
   // The result is complete once the last piece has arrived and been added. Its write-back to HBM
   // goes on in the background: it still occupies the channels, so whatever reads it next queues
   // behind it there.
@@ -85,11 +106,14 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
   const std::uint64_t pieces = ceil_div<std::uint64_t>(pass.shard_bytes, piece);
   auto piece_bytes = [&](std::uint64_t j) { return j + 1 < pieces ? piece : pass.shard_bytes - piece * (pieces - 1); };
   const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
+  const auto hops = [&](std::uint32_t to) { return static_cast<std::uint32_t>(torus_.route(chip_, to).size()); };
+  const std::uint32_t hops_to[2] = {hops(next), hops(prev)};
 
   for (std::uint32_t s = 0; s + 1 < p; ++s) {
     for (std::uint32_t dir = 0; dir < static_cast<std::uint32_t>(directions); ++dir) {
       const RingDelivery delivery{ctx.instance, part, index, dir, s, static_cast<std::uint32_t>(pieces), pass.reduce, elem_bytes};
-      for (std::uint64_t j = 0; j < pieces; ++j) send(dir == 0 ? next : prev, piece_bytes(j), delivery, ctx.label, ctx.step);
+      for (std::uint64_t j = 0; j < pieces; ++j)
+        send(dir == 0 ? next : prev, hops_to[dir], piece_bytes(j), delivery, ctx.label, ctx.step);
     }
     // This chip's own shard of the step streams from HBM while the links are busy.
     const Picos local_ready = pass.reduce ? hbm_access(tlm::TLM_READ_COMMAND, pass.shard_bytes * directions, ctx.label, ctx.step) : now_ps();
@@ -117,18 +141,23 @@ void CollectiveUnit::arrival(tlm::tlm_generic_payload& payload, sc_core::sc_time
   const UnitRequest& job = job_of(payload);
   const RingDelivery& d = *job.delivery;
   const Picos at = job.tail_ps;
-    Inbox& box = inbox_[StepKey{d.instance, d.part, d.pass, d.dir, d.step}];
+  counts_.arrived_bytes += job.bytes;
+  Inbox& box = inbox_[StepKey{d.instance, d.part, d.pass, d.dir, d.step}];
   Picos taken = at;
   if (d.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(job.bytes, d.element_bytes), at, job.label, job.step));
   else hbm_access(tlm::TLM_WRITE_COMMAND, job.bytes, job.label, job.step, at);  // a gathered piece lands in HBM
   box.ready_ps = std::max(box.ready_ps, taken);
-  part_reporters_[d.part % part_reporters_.size()].flow(job.first_link_unit, job.first_link_start_ps, at, job.label);
+  // Pieces may arrive before this chip has joined the instance: then on lane 0's track.
+  const auto running = running_.find(d.instance);
+  const Lane& lane = lanes_[running == running_.end() ? 0 : running->second.lane];
+  lane.parts[d.part % lane.parts.size()].flow(job.first_link_unit, job.first_link_start_ps, at, job.label);
   if (++box.pieces == d.pieces) step_arrived_[d.part % kMaxParts].notify(sc_core::SC_ZERO_TIME);
 }
 
 Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label,
                                  std::uint32_t step, Picos at) {
   if (bytes == 0) return std::max(at, now_ps());
+  counts_.hbm_bytes += bytes;
   // Above the cores' regions, which start at the bottom of HBM.
   const std::uint64_t region = hw_.hbm.capacity_bytes / 8;
   Request& r = fresh_request();
@@ -154,8 +183,10 @@ Picos CollectiveUnit::vpu_add(std::uint64_t elements, Picos at, const std::strin
   return r.job().served.end;
 }
 
-void CollectiveUnit::send(std::uint32_t to_chip, std::uint64_t bytes, const RingDelivery& delivery,
+void CollectiveUnit::send(std::uint32_t to_chip, std::uint32_t hops, std::uint64_t bytes, const RingDelivery& delivery,
                           const std::string* label, std::uint32_t step) {
+  counts_.sent_bytes += bytes;
+  counts_.sent_link_bytes += bytes * hops;
   Request& r = fresh_request();
   r.set_access(tlm::TLM_WRITE_COMMAND, 0, bytes);
   r.job().bytes = bytes;
@@ -166,6 +197,12 @@ void CollectiveUnit::send(std::uint32_t to_chip, std::uint64_t bytes, const Ring
   r.job().step = step;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
   ici_socket->b_transport(r.payload(), delay);
+}
+
+std::vector<CollectiveUnit::Pending> CollectiveUnit::pending() const {
+  std::vector<Pending> out;
+  for (const auto& entry : running_) out.push_back(entry.second);
+  return out;
 }
 
 }  // namespace tpusim

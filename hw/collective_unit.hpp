@@ -36,6 +36,27 @@ class CollectiveUnit : public sc_core::sc_module {
   // Runs this chip's part of one collective instance; returns when it is done here.
   void run(const CollectiveSpec& spec, std::uint64_t instance, const std::string* label, std::uint32_t step);
 
+  // What the unit did, for the end-of-run checks: instances it completed, bytes it asked of
+  // HBM, bytes it put on the ICI (and times the hops each travels), bytes that arrived for it.
+  struct Counts {
+    std::uint64_t completed = 0;
+    std::uint64_t hbm_bytes = 0;
+    std::uint64_t sent_bytes = 0;
+    std::uint64_t sent_link_bytes = 0;
+    std::uint64_t arrived_bytes = 0;
+  };
+  const Counts& counts() const { return counts_; }
+  // Instances this chip has joined and not completed, and ring pieces not yet taken in.
+  struct Pending {
+    std::uint64_t instance = 0;
+    const CollectiveSpec* spec = nullptr;
+    const std::string* label = nullptr;
+    std::uint32_t step = 0;
+    std::uint32_t lane = 0;  // the tracks it reports on
+  };
+  std::vector<Pending> pending() const;
+  std::size_t undelivered_steps() const { return inbox_.size(); }
+
  private:
   struct Joining {
     std::uint32_t arrived = 0;
@@ -66,16 +87,26 @@ class CollectiveUnit : public sc_core::sc_module {
                    Picos at = 0);
   Picos vpu_add(std::uint64_t elements, Picos at, const std::string* label, std::uint32_t step);
   // Reserves the route for a ring piece; the receiving unit books its own work on arrival.
-  void send(std::uint32_t to_chip, std::uint64_t bytes, const RingDelivery& delivery, const std::string* label,
-            std::uint32_t step);
+  void send(std::uint32_t to_chip, std::uint32_t hops, std::uint64_t bytes, const RingDelivery& delivery,
+            const std::string* label, std::uint32_t step);
 
   std::uint32_t chip_;
   const HwConfig& hw_;
   const Torus& torus_;
   std::map<StepKey, Inbox> inbox_;
   sc_core::sc_event step_arrived_[kMaxParts];
-  std::vector<Reporter> part_reporters_;
+  // Tracks of the instances running at once (a trace track must not hold overlapping slices):
+  // lane 0's are registered at elaboration, more the first time that many instances overlap.
+  struct Lane {
+    std::vector<Reporter> parts;  // one per concurrent part (torus_all_axes runs one per axis)
+    bool busy = false;
+  };
+  std::uint32_t take_lane();
+  EventSink* sink_;
+  std::vector<Lane> lanes_;
   std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
+  std::map<std::uint64_t, Pending> running_;
+  Counts counts_;
   std::uint64_t next_address_ = 0;
   // One payload serves every request: HBM, the vector unit and the router answer without
   // yielding, so no two requests are ever in flight at once (constructing a payload allocates).

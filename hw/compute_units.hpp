@@ -24,6 +24,8 @@ class CycleUnit : public sc_core::sc_module {
     socket.register_b_transport(this, &CycleUnit::b_transport);
   }
   std::uint64_t busy_cycles() const { return busy_cycles_; }
+  // The useful FLOPs its requests carried (UnitRequest::flops), for the end-of-run checks.
+  double flops() const { return flops_; }
 
  private:
   void b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
@@ -32,6 +34,8 @@ class CycleUnit : public sc_core::sc_module {
     const Picos now = now_ps();
     job.served = occupancy_.reserve(now, now + delay.value(), clock_.cycles_to_ps(cycles));
     busy_cycles_ += cycles;
+    flops_ += job.flops;
+    static_cast<Derived*>(this)->account(job);
     reporter_.busy(job.served, job, 0, cycles);
     delay = ps_time(job.served.end - now);
     payload.set_response_status(tlm::TLM_OK_RESPONSE);
@@ -41,6 +45,7 @@ class CycleUnit : public sc_core::sc_module {
   Reporter reporter_;
   Occupancy occupancy_;
   std::uint64_t busy_cycles_ = 0;
+  double flops_ = 0;
 };
 
 class Mxu : public CycleUnit<Mxu> {
@@ -52,9 +57,16 @@ class Mxu : public CycleUnit<Mxu> {
   std::uint64_t service_cycles(const UnitRequest& job) const {
     return systolic_cycles(array_, job.rows, job.weight_tiles, job.rows_per_cycle);
   }
+  // Every cell of the array multiplies for every row through every tile, padding included.
+  void account(const UnitRequest& job) {
+    executed_flops_ += 2.0 * static_cast<double>(job.rows) * static_cast<double>(job.weight_tiles) *
+                       static_cast<double>(array_.rows) * static_cast<double>(array_.cols);
+  }
+  double executed_flops() const { return executed_flops_; }
 
  private:
   SystolicArray array_;
+  double executed_flops_ = 0;
 };
 
 class Vpu : public CycleUnit<Vpu> {
@@ -66,6 +78,7 @@ class Vpu : public CycleUnit<Vpu> {
   std::uint64_t service_cycles(const UnitRequest& job) const {
     return vector_cycles(shape_, job.elements, job.ops_per_element);
   }
+  void account(const UnitRequest&) {}
 
  private:
   VectorUnitShape shape_;

@@ -78,15 +78,11 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
       link.out.bind(chips_[static_cast<std::size_t>(torus_.far_end(link.id()))].router.in);
 }
 
-bool System::finished(std::string* stuck) const {
-  bool all = true;
+bool System::finished() const {
   for (const auto& chip : chips_)
     for (const auto& core : chip.cores)
-      if (!core.finished()) {
-        all = false;
-        if (stuck) *stuck += fmt::format("{}{}: {}", stuck->empty() ? "" : "; ", core.name(), core.progress());
-      }
-  return all;
+      if (!core.finished()) return false;
+  return true;
 }
 
 std::size_t System::steps_completed() const {

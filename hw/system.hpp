@@ -37,8 +37,8 @@ class System : public sc_core::sc_module {
   sc_core::sc_vector<Chip>& chips() { return chips_; }
   std::uint32_t host_count() const { return static_cast<std::uint32_t>(hosts_.size()); }
 
-  // True when every core finished every step; otherwise describes where each stuck core waits.
-  bool finished(std::string* stuck) const;
+  // True when every core finished every step.
+  bool finished() const;
   // End of step s: the moment the last core finished it.
   std::vector<Picos> step_end_ps() const;
   // Steps every core has finished (fewer than the program's when the run was cut short).

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/faults.hpp"
 #include "hw/host.hpp"
 #include "hw/matmul_tiling.hpp"
 
@@ -28,7 +29,7 @@ UnitInfo core_unit(const CoreSite& site, UnitKind kind, std::uint32_t index, con
 // ---------------------------------------------------------------------------------------------
 Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
          EventSink* sink)
-    : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config),
+    : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config), chip_(chip),
       engine_busy_(config.engines, false) {
   socket.register_b_transport(this, &Dma::b_transport);
   const CoreSite site{chip, core};
@@ -48,8 +49,10 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   }
   engine_busy_[engine] = true;
   UnitRequest& job = job_of(payload);
+  asked_bytes_ += job.bytes;
   const Picos start = now_ps();
   sc_core::wait(ps_time(ns_to_ps(config_.issue_latency_ns)));
+  const bool drop_last_chunk = injected_fault().hits(FaultKind::DmaDropChunk, chip_) && job.bytes > config_.chunk_bytes;
 
   // Chunks stream back to back with a bounded number in flight, so the issue latency and the
   // HBM latency are paid once per transfer while other requesters interleave between chunks.
@@ -65,9 +68,11 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
       in_flight.pop_front();
     }
     const std::uint64_t length = std::min(config_.chunk_bytes, job.bytes - offset);
+    if (drop_last_chunk && offset + length == job.bytes) break;
     chunk.set_access(payload.get_command(), payload.get_address() + offset, length);
     sc_core::sc_time hbm_delay = sc_core::SC_ZERO_TIME;
     hbm_socket->b_transport(chunk.payload(), hbm_delay);
+    if (chunk.payload().is_response_ok()) moved_bytes_ += length;
     in_flight.push_back(now_ps() + hbm_delay.value());
     last_done = std::max(last_done, in_flight.back());
   }
@@ -326,22 +331,26 @@ void TensorCore::run_matmul(const Op& op) {
 
   MatmulTiling tiling;
   try {
-    tiling = tile_matmul(mm, mxu, hw_.core.vmem_bytes / 4 * 3);  // the matmul engine's share of VMEM
+    tiling = tile_matmul(mm, mxu, matmul_vmem_budget_bytes(hw_));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(fmt::format("{}: {}", op.name, e.what()));
   }
+  // Of the products' multiply-adds, the share the model counts (a strided convolution's input
+  // gradient multiplies zeros too).
+  const double products = 2.0 * static_cast<double>(mm.batch) * static_cast<double>(mm.m * mm.k * mm.n);
+  const double useful_fraction = products > 0 ? op.model_flops / products : 0.0;
   std::vector<Block> blocks;
   blocks.reserve(tiling.blocks.size());
   for (const MatmulBlock& mb : tiling.blocks) {
     Block block;
     block.load_bytes = mb.load_bytes;
     block.store_bytes = mb.store_bytes;
-    block.compute = [this, &op, &mm, array, mb, rows_per_cycle]() {
+    block.compute = [this, &op, &mm, array, mb, rows_per_cycle, useful_fraction]() {
       // The products of a batched block stream one after another: as many more weight tiles.
       const MatmulPlan plan = plan_matmul(array, mb.m, mb.k, mb.n, mm.passes * static_cast<std::uint32_t>(mb.batch),
                                           hw_.core.mxu.per_core);
-      const Picos mxu_done =
-          mxu_work(plan, rows_per_cycle, 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n), &op.name);
+      const Picos mxu_done = mxu_work(
+          plan, rows_per_cycle, useful_fraction * 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n), &op.name);
       wait_until_ps(mxu_done);
       if (!mb.last_k) return mxu_done;
       return std::max(mxu_done, vpu_ops(mb.batch * mb.m * mb.n, mm.epilogue_vpu_ops_per_element, &op.name));

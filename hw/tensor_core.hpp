@@ -33,11 +33,17 @@ class Dma : public sc_core::sc_module {
 
   Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
       EventSink* sink);
+  // Bytes of the transfers asked of the engines, and bytes of the chunks the HBM accepted.
+  std::uint64_t asked_bytes() const { return asked_bytes_; }
+  std::uint64_t moved_bytes() const { return moved_bytes_; }
 
  private:
   void b_transport(int initiator, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
 
   DmaConfig config_;
+  std::uint32_t chip_;
+  std::uint64_t asked_bytes_ = 0;
+  std::uint64_t moved_bytes_ = 0;
   std::vector<bool> engine_busy_;
   std::vector<Reporter> reporters_;
   sc_core::sc_event engine_freed_;
@@ -85,6 +91,9 @@ class TensorCore : public sc_core::sc_module {
   TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSite site, const Program& program, Host& host,
              EventSink* sink);
   Vpu& vpu() { return vpu_; }
+  const sc_core::sc_vector<Mxu>& mxus() const { return mxus_; }
+  // The share of vector memory a matmul's blocks may take (the rest serves the vector engine).
+  static std::uint64_t matmul_vmem_budget_bytes(const HwConfig& hw) { return hw.core.vmem_bytes / 4 * 3; }
 
   bool finished() const { return finished_; }
   // Called at the end of every step of this core (System hands it to one core for progress).

@@ -7,6 +7,8 @@
 #include "hw/collective.hpp"
 #include "hw/system.hpp"
 #include "sim/errors.hpp"
+#include "sim/invariants.hpp"
+#include "sim/resources.hpp"
 #include "sim/simulate.hpp"
 #include "sim/stats.hpp"
 
@@ -55,10 +57,13 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
     program.ops.push_back(op);
   }
 
+  check_memory(estimate_memory(hw, program, false), request.max_memory_bytes,
+               "simulating the collective on " + torus.shape());
   Recorder recorder(1, nullptr);
   System& system = elaborate(hw, program, InfeedSpec{}, &recorder);
   simulate(system, "collective");
   const Picos end = system.step_end_ps()[0];
+  check_invariants({&system, &program, &hw, &recorder, end});
   const double time_s = ps_to_s(end);
 
   ojson out;

@@ -7,6 +7,8 @@
 #include "hw/system.hpp"
 #include "hw/systolic_timing.hpp"
 #include "sim/errors.hpp"
+#include "sim/invariants.hpp"
+#include "sim/resources.hpp"
 #include "sim/simulate.hpp"
 #include "sim/stats.hpp"
 #include "workloads/model.hpp"
@@ -101,8 +103,11 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   op.matmul.block_n = r.block_n;
   program.ops.push_back(op);
 
+  check_memory(estimate_memory(hw, program, false), r.max_memory_bytes, "simulating the matmul");
   Recorder recorder(1, nullptr);
-  simulate(elaborate(hw, program, InfeedSpec{}, &recorder), "gemm");
+  System& system = elaborate(hw, program, InfeedSpec{}, &recorder);
+  simulate(system, "gemm");
+  check_invariants({&system, &program, &hw, &recorder, system.step_end_ps()[0]});
 
   Picos op_ps = 0, mxu_busy_ps = 0, hbm_busy_ps = 0;
   std::uint64_t hbm_bytes = 0, hbm_channels = 0;

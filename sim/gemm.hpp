@@ -18,6 +18,7 @@ struct GemmRequest {
   bool compute_only = false;  // the MXU timing model alone: no memory, one block
   std::uint64_t block_m = 0, block_k = 0, block_n = 0;  // 0: the core chooses
   std::uint32_t cores = 1;  // TensorCores of one chip running the same matmul, sharing its HBM
+  std::uint64_t max_memory_bytes = 0;  // refuse runs estimated to need more; 0: the machine's memory
 };
 
 // Throws InputError for shapes or datatypes the hardware cannot run.

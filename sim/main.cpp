@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "hw/faults.hpp"
 #include "sim/config.hpp"
 #include "sim/collective_cmd.hpp"
 #include "sim/errors.hpp"
@@ -18,6 +19,7 @@
 #include "sim/membench.hpp"
 #include "sim/interrupt.hpp"
 #include "sim/params.hpp"
+#include "sim/resources.hpp"
 #include "sim/run.hpp"
 #include "sim/sweep.hpp"
 #include "traces/trace_check.hpp"
@@ -96,6 +98,9 @@ int cli_main(int argc, char** argv) {
   run->add_option("--trace-units", trace_units, "Only these kinds of track, comma-separated: op, collective, mxu, vpu, dma, ici, pcie, host, steps");
   run->add_option("--trace-window", trace_window, "Only slices overlapping START:END, in microseconds of simulated time");
   run->add_flag("--trace-gzip", run_options.trace_gzip, "Write trace.json.gz instead of trace.json");
+  std::string run_max_memory, gemm_max_memory, coll_max_memory;
+  const char* max_memory_help = "Refuse to start when the estimated memory exceeds SIZE (e.g. 4G; default: this machine's memory)";
+  run->add_option("--max-memory", run_max_memory, max_memory_help);
 
   std::string params_hw = "tpu_v2";
   bool params_json = false;
@@ -132,6 +137,7 @@ int cli_main(int argc, char** argv) {
                      "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
   gemm_cmd->add_flag("--compute-only", gemm.compute_only, "tpusim's MXU timing alone: no memory system, one block");
   gemm_cmd->add_flag("--json", gemm_json, "Print one JSON object");
+  gemm_cmd->add_option("--max-memory", gemm_max_memory, max_memory_help);
 
   ConfigRequest mem_request;
   MembenchRequest mem;
@@ -173,6 +179,7 @@ int cli_main(int argc, char** argv) {
       ->capture_default_str();
   coll_cmd->add_flag("--links", coll.list_links, "List every used link's utilization (with --json)");
   coll_cmd->add_flag("--json", coll_json, "Print one JSON object");
+  coll_cmd->add_option("--max-memory", coll_max_memory, max_memory_help);
 
   SweepRequest sweep;
   std::vector<std::string> sweep_varies;
@@ -188,6 +195,7 @@ int cli_main(int argc, char** argv) {
   sweep_cmd->add_option("-j,--jobs", sweep.jobs, "Points run at once (default: the number of cores)");
   sweep_cmd->add_flag("--resume", sweep.resume, "Keep the points an interrupted sweep into the same directory finished");
   sweep_cmd->add_flag("--force", sweep.force, "Replace the output directory");
+  sweep_cmd->add_option("--max-memory", sweep.max_memory, "Refuse each point whose estimated memory exceeds SIZE (e.g. 4G)");
   std::string sweep_shard;
   sweep_cmd->add_option("--shard", sweep_shard, "K/N: run only the K-th of N shards of the points (join them with `tpusim merge`)");
   std::vector<std::string> merge_dirs;
@@ -222,6 +230,13 @@ int cli_main(int argc, char** argv) {
   }
 
   try {
+    if (const char* fault = std::getenv("TPUSIM_INJECT_FAULT"); fault && *fault) {
+      try {
+        injected_fault() = parse_fault(fault);
+      } catch (const std::invalid_argument& e) {
+        throw InputError(e.what());
+      }
+    }
     if (*params) return list_params(params_hw, params_json);
     if (*check_cmd || *summary_cmd) {
       std::ifstream in(trace_file, std::ios::binary);
@@ -265,6 +280,7 @@ int cli_main(int argc, char** argv) {
       for (const auto& v : sweep_varies) sweep.axes.push_back(parse_vary(v));
       if (hws.size() == 1) sweep.fixed_hw = hws[0];
       if (topologies.size() == 1) sweep.fixed_topology = topologies[0];
+      if (!sweep.max_memory.empty()) parse_memory_size(sweep.max_memory, "--max-memory");
       if (sweep.jobs == 0) sweep.jobs = std::max(1u, std::thread::hardware_concurrency());
       if (sweep.out_dir.empty()) sweep.out_dir = "out/sweep_" + std::filesystem::path(sweep.workload_path).stem().string();
       if (!sweep_shard.empty()) std::tie(sweep.shard_index, sweep.shard_count) = parse_shard(sweep_shard);
@@ -283,6 +299,7 @@ int cli_main(int argc, char** argv) {
       coll.spec.algorithm = parse_collective_algorithm(coll_algorithm);
       coll.spec.group_axes = parse_group(coll_group);
       coll.spec.dtype = coll_dtype == "bf16" ? DType::BF16 : DType::F32;
+      if (!coll_max_memory.empty()) coll.max_memory_bytes = parse_memory_size(coll_max_memory, "--max-memory");
       const auto result = run_collective(config.hw, coll);
       std::cout << (coll_json ? result.dump(2) + "\n" : format_collective(result));
       return 0;
@@ -316,6 +333,7 @@ int cli_main(int argc, char** argv) {
       if (gemm_precision != "default" && gemm.dtype != DType::F32)
         throw InputError("--precision: only fp32 matmuls take several bf16 passes");
       gemm.passes = gemm_precision == "default" ? 1 : gemm_precision == "high" ? 3 : 6;
+      if (!gemm_max_memory.empty()) gemm.max_memory_bytes = parse_memory_size(gemm_max_memory, "--max-memory");
       const auto result = run_gemm(config.hw, gemm);
       std::cout << (gemm_json ? result.dump(2) + "\n" : format_gemm(result));
       return 0;
@@ -328,6 +346,7 @@ int cli_main(int argc, char** argv) {
     const Config config = load_config(run_request);
     install_interrupt_handlers();
     if (run_options.out_dir.empty()) run_options.out_dir = "out/" + config.workload.name;
+    if (!run_max_memory.empty()) run_options.max_memory_bytes = parse_memory_size(run_max_memory, "--max-memory");
     run_options.trace.level = trace_level == "none"    ? TraceLevel::None
                               : trace_level == "steps" ? TraceLevel::Steps
                               : trace_level == "tiles" ? TraceLevel::Tiles

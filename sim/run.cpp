@@ -19,6 +19,8 @@
 #include "sim/csv.hpp"
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
+#include "sim/invariants.hpp"
+#include "sim/resources.hpp"
 #include "sim/stats.hpp"
 #include "workloads/lower.hpp"
 
@@ -225,6 +227,8 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     return summary;
   }
 
+  check_memory(estimate_memory(hw, step.program, options.trace.level >= TraceLevel::Ops), options.max_memory_bytes,
+               "simulating " + config.workload.name + " on " + topology_string(hw.slice_dims));
   std::unique_ptr<ChromeTraceWriter> trace;
   if (options.trace.level != TraceLevel::None)
     trace = std::make_unique<ChromeTraceWriter>(out.file(options.trace_gzip ? "trace.json.gz" : "trace.json"), options.trace,
@@ -253,6 +257,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                     {"partial", !completed}});
   };
   std::vector<Picos> ends = system.step_end_ps();
+  nlohmann::ordered_json checks;  // a run cut short has nothing complete to check
+  if (completed)
+    checks = check_invariants({&system, &step.program, &hw, &recorder, ends.back(),
+                               static_cast<double>(step.per_core_batch) * step.model.training_flops_per_sample()});
   if (!completed) {
     // Interrupted: what the finished steps say, marked partial, every output still valid.
     ends.resize(system.steps_completed());
@@ -328,6 +336,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["memory"] = memory;
   const double padding = mxu_padding_efficiency(step.program, hw);
   summary["mxu_padding_efficiency"] = padding;
+  summary["checks"] = checks;
 
   if (padding < 0.5)
     warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "

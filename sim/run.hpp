@@ -16,6 +16,7 @@ struct RunOptions {
   bool force = false;  // replace an existing output directory
   TraceFilter trace;   // level None: no trace
   bool trace_gzip = false;
+  std::uint64_t max_memory_bytes = 0;  // refuse runs estimated to need more; 0: the machine's memory
 };
 
 // Simulates and writes DIR/summary.json, summary.csv, effective_config.json and trace.json.

@@ -8,6 +8,7 @@
 
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
+#include "sim/invariants.hpp"
 
 namespace tpusim {
 namespace {
@@ -62,8 +63,8 @@ bool simulate(System& system, const std::string& what) {
   } catch (const std::exception& e) {
     throw SimError(fmt::format("{} failed: {}", what, first_line_of_report(e.what())));
   }
-  std::string stuck;
-  if (!system.finished(&stuck)) throw SimError(fmt::format("{} stuck (nothing left to happen): {}", what, stuck));
+  if (!system.finished())
+    throw SimError(fmt::format("{} stuck: nothing left to happen and work unfinished:{}", what, describe_stuck(system)));
   return true;
 }
 

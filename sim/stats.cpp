@@ -15,6 +15,7 @@ std::uint32_t Recorder::add_unit(UnitInfo info) {
   units_.push_back(std::move(info));
   logs_.emplace_back();
   totals_.emplace_back(steps_);
+  last_end_ps_.push_back(0);
   keeps_.push_back(keeps_spans(units_.back().kind) || (units_.back().chip == 0 && units_.back().kind != UnitKind::Hbm));
   return id;
 }
@@ -23,6 +24,7 @@ void Recorder::record(const Activity& a) {
   StepTotals& t = totals_[a.unit][std::min(a.step, steps_ - 1)];
   t.busy_ps += a.busy_ps ? a.busy_ps : a.end_ps - a.start_ps;
   t.bytes += a.bytes;
+  last_end_ps_[a.unit] = std::max<Picos>(last_end_ps_[a.unit], a.end_ps);
   if (keeps_[a.unit]) logs_[a.unit].push_back({a.start_ps, a.end_ps, a.bytes, a.step});
   if (trace_) trace_->slice(units_[a.unit], a);
 }

@@ -46,6 +46,8 @@ class Recorder : public EventSink {
   // Busy intervals, kept for the units core_breakdown() reads; empty for the others.
   const std::vector<Span>& spans(std::uint32_t unit) const { return logs_[unit]; }
   const StepTotals& totals(std::uint32_t unit, std::uint32_t step) const { return totals_[unit][step]; }
+  // End of the unit's latest busy interval (0 if it never was busy).
+  Picos last_end_ps(std::uint32_t unit) const { return last_end_ps_[unit]; }
   static bool keeps_spans(UnitKind kind);
 
  private:
@@ -55,6 +57,7 @@ class Recorder : public EventSink {
   std::vector<std::vector<Span>> logs_;
   std::vector<bool> keeps_;  // per unit: whether logs_ holds its intervals
   std::vector<std::vector<StepTotals>> totals_;
+  std::vector<Picos> last_end_ps_;
 };
 
 struct Window {

@@ -323,6 +323,7 @@ int run_sweep(const SweepRequest& r) {
       std::vector<std::string> args = {r.self_exe, "run", r.workload_path, "--hw", p.hw, "-o", out.string(), "--force",
                                        "--trace", r.trace};
       if (!p.topology.empty()) args.insert(args.end(), {"--topology", p.topology});
+      if (!r.max_memory.empty()) args.insert(args.end(), {"--max-memory", r.max_memory});
       for (const auto& s : p.sets) args.insert(args.end(), {"--set", s});
       const pid_t pid = ::fork();
       if (pid < 0) throw SimError("sweep: cannot start a process");

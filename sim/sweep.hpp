@@ -29,6 +29,7 @@ struct SweepRequest {
   bool resume = false;  // keep the points an earlier sweep into out_dir finished
   bool force = false;   // replace out_dir
   std::string trace = "none";
+  std::string max_memory;  // passed to every point's run as --max-memory (empty: none)
   std::string self_exe;  // the tpusim binary that runs each point
   // --shard K/N: run only the points whose index is K-1 modulo N (round robin, so cheap and costly
   // points spread over the shards); `tpusim merge` joins the N outputs.

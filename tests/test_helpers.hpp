@@ -71,10 +71,11 @@ inline std::string without_coroutine_stack_warning(const std::string& err) {
   return kept;
 }
 
-// Runs `tpusim ARGS` (arguments already shell-quoted where needed).
-inline CommandResult run_tpusim(const std::string& args) {
+// Runs `tpusim ARGS` (arguments already shell-quoted where needed), with `env` ("NAME=VALUE ...")
+// added to its environment.
+inline CommandResult run_tpusim(const std::string& args, const std::string& env = "") {
   TempDir capture;
-  const std::string command = std::string("'") + TPUSIM_BINARY + "' " + args + " >'" + capture.path("out") +
+  const std::string command = env + " '" + TPUSIM_BINARY + "' " + args + " >'" + capture.path("out") +
                               "' 2>'" + capture.path("err") + "' </dev/null";
   const int status = std::system(command.c_str());
   CommandResult r;

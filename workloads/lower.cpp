@@ -27,10 +27,12 @@ class ProgramBuilder {
     op.kind = OpKind::Matmul;
     op.phase = phase;
     op.name = std::move(name);
-    op.model_flops = 2.0 * static_cast<double>(work.m * work.k * work.n);
+    op.model_flops = 2.0 * static_cast<double>(work.batch) * static_cast<double>(work.m * work.k * work.n);
     op.matmul = work;
     return add(std::move(op), std::move(deps));
   }
+
+  Op& op(std::uint32_t id) { return program_.ops[id]; }
 
   std::uint32_t vector(std::string name, Phase phase, VectorWork work, std::vector<std::uint32_t> deps) {
     Op op;
@@ -170,9 +172,13 @@ class StepEmitter {
       } else {
         const Conv c = conv(node);
         dw = matmul(base + "/dW", Phase::Backward, c.k, c.m, c.n, DType::F32, dy, 0, 0, 1, c.dw_lhs_fraction);
-        if (needs_dx)
+        if (needs_dx) {
           dx = matmul(base + "/dX" + in_grad_name, Phase::Backward, c.dx_m, c.dx_k, node.in[2], act_, dy, in_grad_ops,
                       in_grad_bytes, 1, c.dx_lhs_fraction);
+          // Every input pixel runs through every tap, but with a stride only 1/stride^2 of the
+          // taps meet an output: the rest multiply zeros. The useful work is the forward's.
+          pb_.op(dx).model_flops = static_cast<double>(b_) * node.forward_flops;
+        }
       }
       r.grads.push_back(dw);
       if (s.use_bias) r.grads.push_back(vector(base + "/dbias", Phase::Backward, e_out, 1, e_out * act_bytes_, node.out.back() * 4, dy));

@@ -56,6 +56,31 @@ double ModelGraph::forward_flops_per_sample() const {
   return f;
 }
 
+double ModelGraph::training_flops_per_sample() const {
+  // The textbook count, written from the layers and not from the lowering, so that the
+  // end-of-run check compares two independent figures: a weight's gradient costs what its
+  // forward product costs, and so does the input's gradient when the input needs one.
+  std::vector<bool> needs_grad(nodes.size(), false);
+  double f = 0;
+  for (const auto& node : nodes) {
+    bool input_needs_grad = false;
+    for (auto input : node.inputs) input_needs_grad = input_needs_grad || (input != kModelInput && needs_grad[input]);
+    needs_grad[node.index] = node.trainable > 0 || input_needs_grad;
+    const double fwd = node.forward_flops;
+    if (node.spec.type == "attention") {
+      // The projections (4 of the 2 * seq * (4 d^2 + 2 seq d)) have weights; QK^T and AV do not
+      // and need the gradients of both operands. The output projection's input gradient is
+      // inside the layer; Q, K and V's input gradient is the layer's.
+      const double seq = static_cast<double>(node.in[0]), d = static_cast<double>(node.in[1]);
+      const double projections = 2.0 * seq * 4.0 * d * d, scores = fwd - projections;
+      f += fwd + projections + 2.0 * scores + projections / 4 + (input_needs_grad ? 3 * projections / 4 : 0.0);
+    } else {
+      f += 2 * fwd + (input_needs_grad ? fwd : 0.0);
+    }
+  }
+  return f;
+}
+
 std::size_t ModelGraph::embedding() const {
   for (const auto& node : nodes)
     if (node.spec.type == "embedding") return node.index;

@@ -1,0 +1,163 @@
+#include "sim/resources.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "hw/collective.hpp"
+#include "hw/matmul_tiling.hpp"
+#include "hw/tensor_core.hpp"
+#include "hw/topology.hpp"
+#include "sim/errors.hpp"
+
+namespace tpusim {
+namespace {
+
+// Measured with /usr/bin/time on collective and training runs of 4 to 4096 chips (see
+// docs/reliability.md): resident bytes per module and per kept interval.
+constexpr double kBaseBytes = 12.0 * (1 << 20);  // the process, SystemC, the presets
+constexpr double kChipBytes = 20e3;              // router, HBM, collective unit, sockets
+constexpr double kLinkBytes = 11e3;
+constexpr double kCoreBytes = 40e3;              // MXUs, VPU, DMA, sockets, reporters
+constexpr double kThreadBytes = 4e3;             // the touched part of a coroutine stack
+constexpr double kIntervalBytes = 40;            // a Span, with its vector's spare capacity
+constexpr double kCounterSampleBytes = 16;       // per counter and 10 us, averaged: idle links have none
+
+std::string size_text(double bytes) {
+  if (bytes >= (1ull << 30)) return fmt::format("{:.2f} GiB", bytes / (1ull << 30));
+  if (bytes >= (1 << 20)) return fmt::format("{:.1f} MiB", bytes / (1 << 20));
+  return fmt::format("{:.0f} bytes", bytes);
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, bool traced) {
+  const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
+  const double chips = torus.chip_count(), cores = chips * hw.chip.cores;
+  double links = 0;  // directed, over the slice
+  for (std::uint32_t c = 0; c < torus.chip_count(); ++c)
+    for (std::uint8_t a = 0; a < torus.axes(); ++a)
+      for (bool positive : {true, false}) links += torus.link_exists(LinkId{c, a, positive}) ? 1 : 0;
+
+  // Per core and step: the intervals the statistics keep (op engines, MXUs, VPU).
+  std::set<std::pair<OpKind, std::uint32_t>> engines;
+  bool any_matmul = false, any_vector = false;
+  double intervals = 1;  // the step
+  double transfers = 0;  // DMA transfers, kept for chip 0 only
+  double mxu_flops = 0, dma_bytes = 0;
+  const std::uint64_t vector_budget = hw.core.vmem_bytes / 4;
+  for (const Op& op : program.ops) {
+    engines.insert({op.kind, op.stream});
+    intervals += 1;
+    if (op.kind == OpKind::Matmul) {
+      any_matmul = true;
+      mxu_flops += op.model_flops;
+      for (const MatmulBlock& b : tile_matmul(op.matmul, hw.core.mxu, TensorCore::matmul_vmem_budget_bytes(hw)).blocks) {
+        intervals += hw.core.mxu.per_core + (b.last_k ? 1 : 0);
+        transfers += 3;
+        dma_bytes += static_cast<double>(b.load_bytes[0] + b.load_bytes[1] + b.store_bytes);
+      }
+    } else if (op.kind == OpKind::Vector) {
+      any_vector = true;
+      const std::uint64_t traffic = op.vector.hbm_read_bytes + op.vector.hbm_write_bytes;
+      const double blocks = static_cast<double>(std::max<std::uint64_t>(1, (2 * traffic + vector_budget - 1) / vector_budget));
+      intervals += blocks;
+      transfers += 2 * blocks;
+      dma_bytes += static_cast<double>(traffic);
+    } else if (op.kind == OpKind::Collective) {
+      // Every reduced piece that arrives is an addition on core 0's vector unit.
+      const CollectiveSchedule schedule = plan_collective(torus, 0, op.collective);
+      for (const SchedulePart& part : schedule.parts) {
+        intervals += 1;
+        for (const RingPass& pass : part.passes) {
+          if (!pass.reduce || pass.shard_bytes == 0) continue;
+          const std::uint64_t piece = op.collective.chunk_bytes > 0 ? std::min(op.collective.chunk_bytes, pass.shard_bytes)
+                                                                    : pass.shard_bytes;
+          intervals += static_cast<double>((pass.ring.size() - 1) * (pass.bidirectional ? 2 : 1) *
+                                           ((pass.shard_bytes + piece - 1) / piece)) / hw.chip.cores;
+        }
+      }
+    }
+  }
+  const double threads = 1 + static_cast<double>(engines.size()) + 3.0 * (any_matmul + any_vector);
+
+  MemoryEstimate e;
+  e.modules_bytes = static_cast<std::uint64_t>(kBaseBytes + chips * kChipBytes + links * kLinkBytes +
+                                               cores * (kCoreBytes + threads * kThreadBytes));
+  e.intervals_bytes =
+      static_cast<std::uint64_t>((cores * intervals + hw.chip.cores * transfers) * program.steps * kIntervalBytes);
+  if (traced) {
+    // A step lasts at least its matmuls at peak or its HBM traffic at full bandwidth; real steps
+    // run about twice that. One sample per counter (HBM and PCIe per chip, each link) per 10 us.
+    const double core_peak = hw.peak_bf16_flops_per_chip() / hw.chip.cores;
+    const double core_hbm_bytes_per_s = hw.hbm.bw_gbps * 1e9 / hw.chip.cores;
+    const double step_s = 2 * std::max(mxu_flops / core_peak, dma_bytes / core_hbm_bytes_per_s);
+    const double samples = std::ceil(step_s * program.steps / 10e-6);
+    e.trace_bytes = static_cast<std::uint64_t>((2 * chips + links) * samples * kCounterSampleBytes);
+  }
+  return e;
+}
+
+std::uint64_t machine_memory_bytes() {
+  std::uint64_t bytes = 0;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) bytes = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+  // A container's limit (cgroup v2, then v1); "max" or an absurd figure means none.
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    std::string text;
+    if (!(in >> text) || text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 19)
+      continue;
+    const std::uint64_t limit = std::stoull(text);
+    if (limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
+  }
+  return bytes;
+}
+
+std::uint64_t parse_memory_size(const std::string& text, const std::string& option) {
+  const auto fail = [&] {
+    return InputError(fmt::format("{} {}: expected a size such as 512M, 4G or 4GiB (or a number of bytes)", option, text));
+  };
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw fail();
+  }
+  std::string unit = text.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.size() > 1 && (unit.substr(1) == "IB" || unit.substr(1) == "B")) unit = unit.substr(0, 1);
+  double scale = 1;
+  if (unit == "K") scale = 1ull << 10;
+  else if (unit == "M") scale = 1ull << 20;
+  else if (unit == "G") scale = 1ull << 30;
+  else if (unit == "T") scale = 1ull << 40;
+  else if (!unit.empty() && unit != "B") throw fail();
+  const double bytes = value * scale;
+  if (!std::isfinite(bytes) || bytes < 1 || bytes > 1e18) throw fail();
+  return static_cast<std::uint64_t>(bytes);
+}
+
+void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, const std::string& what) {
+  const std::uint64_t machine = machine_memory_bytes();
+  const bool by_flag = limit_bytes > 0 && (machine == 0 || limit_bytes <= machine);
+  const std::uint64_t limit = by_flag ? limit_bytes : machine;
+  if (limit == 0 || estimate.total_bytes() <= limit) return;
+  throw InputError(fmt::format(
+      "{} would need about {} of memory ({} for the modelled chips, {} for the statistics' busy intervals{}), "
+      "more than {} ({}); simulate a smaller slice or fewer steps{}",
+      what, size_text(static_cast<double>(estimate.total_bytes())), size_text(static_cast<double>(estimate.modules_bytes)),
+      size_text(static_cast<double>(estimate.intervals_bytes)),
+      estimate.trace_bytes ? fmt::format(", {} for the trace's bandwidth counters", size_text(static_cast<double>(estimate.trace_bytes))) : "",
+      size_text(static_cast<double>(limit)), by_flag ? "the --max-memory limit" : "this machine's memory",
+      estimate.trace_bytes ? ", or pass --trace none" : ""));
+}
+
+}  // namespace tpusim

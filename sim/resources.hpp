@@ -1,0 +1,38 @@
+// Memory a simulation will need, estimated before anything is elaborated, so that a request the
+// machine cannot hold is refused with the figure instead of being killed by the kernel halfway.
+//
+// The estimate counts what grows with the request: the modules and threads of every chip and
+// core, the busy intervals kept for the statistics, and the trace's bandwidth counters (which
+// grow with simulated time, guessed from a lower bound of the step). Its coefficients were
+// measured on this project's own runs (docs/reliability.md gives the runs and the ratios).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hw/hw_config.hpp"
+#include "hw/program.hpp"
+
+namespace tpusim {
+
+struct MemoryEstimate {
+  std::uint64_t modules_bytes = 0;    // chips, cores, links, threads
+  std::uint64_t intervals_bytes = 0;  // busy intervals kept for the statistics
+  std::uint64_t trace_bytes = 0;      // the trace writer's bandwidth counters
+  std::uint64_t total_bytes() const { return modules_bytes + intervals_bytes + trace_bytes; }
+};
+
+MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, bool traced);
+
+// Physical memory, or the control group's limit when that is lower; 0 if neither is readable.
+std::uint64_t machine_memory_bytes();
+
+// "512M", "4G", "4GiB", "1.5g", "1073741824": bytes (K, M, G, T are powers of 1024). Throws
+// InputError naming `option` for anything else.
+std::uint64_t parse_memory_size(const std::string& text, const std::string& option);
+
+// Throws InputError with the estimate when it exceeds `limit_bytes` (the --max-memory limit; 0:
+// none) or the machine's memory.
+void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, const std::string& what);
+
+}  // namespace tpusim
