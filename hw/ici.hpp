@@ -9,6 +9,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 #include <tlm_utils/simple_target_socket.h>
 
+#include <array>
 #include <vector>
 
 #include "hw/hw_config.hpp"
@@ -29,12 +30,19 @@ class IciLink : public sc_core::sc_module {
 
  private:
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void end_of_elaboration() override;
 
-  IciConfig config_;
-  LinkId id_;
-  Reporter reporter_;
-  Occupancy occupancy_;
+  // What a transfer touches, together: a 16x16x16 slice has 24576 links, so each is a cache miss,
+  // and the kernel's module and socket state around them would be several more.
+  tlm::tlm_fw_transport_if<>* far_router_ = nullptr;  // `out`'s target, resolved once bound
+  double bw_gbps_;
+  Picos hop_ps_;
+  // Transfers start in order and never before the previous one's end (cut-through, in order),
+  // so the end of the last reservation is the link's whole occupancy.
+  Picos busy_until_ps_ = 0;
   std::uint64_t bytes_ = 0;
+  Reporter reporter_;
+  LinkId id_;
 };
 
 class IciRouter : public sc_core::sc_module {
@@ -48,9 +56,14 @@ class IciRouter : public sc_core::sc_module {
 
  private:
   void b_transport(int from, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void end_of_elaboration() override;
+  static std::size_t direction(const LinkId& id) { return 2u * id.axis + (id.positive ? 0u : 1u); }
 
   std::uint32_t chip_;
   const Torus& torus_;
+  // The outgoing link's target by direction (axis, sign), resolved once bound: looking the link up
+  // in `outgoing_` and through `out` costs several cache misses per hop on a large slice.
+  std::array<tlm::tlm_fw_transport_if<>*, 6> next_by_direction_{};
   std::vector<LinkId> outgoing_;
 };
 
