@@ -99,10 +99,11 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
     for (std::uint32_t dir = 0; dir < static_cast<std::uint32_t>(directions); ++dir) {
       const StepKey key{ctx.instance, part, index, dir, s};
       for (;;) {
-        const auto it = inbox_.find(key);
-        if (it != inbox_.end() && it->second.pieces == pieces) {
-          done = std::max(done, it->second.ready_ps);
-          inbox_.erase(it);
+        const auto it = std::find_if(inbox_.begin(), inbox_.end(), [&key](const Inbox& b) { return b.key == key; });
+        if (it != inbox_.end() && it->pieces == pieces) {
+          done = std::max(done, it->ready_ps);
+          *it = inbox_.back();  // the order of the entries does not matter
+          inbox_.pop_back();
           break;
         }
         sc_core::wait(step_arrived_[part % kMaxParts]);
@@ -117,13 +118,20 @@ void CollectiveUnit::arrival(tlm::tlm_generic_payload& payload, sc_core::sc_time
   const UnitRequest& job = job_of(payload);
   const RingDelivery& d = *job.delivery;
   const Picos at = job.tail_ps;
-    Inbox& box = inbox_[StepKey{d.instance, d.part, d.pass, d.dir, d.step}];
   Picos taken = at;
   if (d.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(job.bytes, d.element_bytes), at, job.label, job.step));
   else hbm_access(tlm::TLM_WRITE_COMMAND, job.bytes, job.label, job.step, at);  // a gathered piece lands in HBM
+  Inbox& box = inbox(StepKey{d.instance, d.part, d.pass, d.dir, d.step});
   box.ready_ps = std::max(box.ready_ps, taken);
   part_reporters_[d.part % part_reporters_.size()].flow(job.first_link_unit, job.first_link_start_ps, at, job.label);
   if (++box.pieces == d.pieces) step_arrived_[d.part % kMaxParts].notify(sc_core::SC_ZERO_TIME);
+}
+
+CollectiveUnit::Inbox& CollectiveUnit::inbox(const StepKey& key) {
+  for (Inbox& b : inbox_)
+    if (b.key == key) return b;
+  inbox_.push_back(Inbox{key});
+  return inbox_.back();
 }
 
 Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label,

@@ -13,7 +13,7 @@
 #include <tlm_utils/simple_target_socket.h>
 
 #include <map>
-#include <tuple>
+#include <vector>
 #include <memory>
 
 #include "hw/collective.hpp"
@@ -50,8 +50,15 @@ class CollectiveUnit : public sc_core::sc_module {
   };
 
   // What has arrived of one ring step in one direction, and when it will have been taken in.
-  using StepKey = std::tuple<std::uint64_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>;
+  struct StepKey {
+    std::uint64_t instance;
+    std::uint32_t part, pass, dir, step;
+    bool operator==(const StepKey& o) const {
+      return instance == o.instance && part == o.part && pass == o.pass && dir == o.dir && step == o.step;
+    }
+  };
   struct Inbox {
+    StepKey key;
     Picos ready_ps = 0;
     std::uint32_t pieces = 0;
   };
@@ -72,7 +79,11 @@ class CollectiveUnit : public sc_core::sc_module {
   std::uint32_t chip_;
   const HwConfig& hw_;
   const Torus& torus_;
-  std::map<StepKey, Inbox> inbox_;
+  // The steps that have begun to arrive: a few at a time (the parts, the two directions, a
+  // neighbour running a step ahead), so a short array searched in order beats a tree whose nodes
+  // are allocated and freed for every step and are cache misses on a large slice.
+  std::vector<Inbox> inbox_;
+  Inbox& inbox(const StepKey& key);
   sc_core::sc_event step_arrived_[kMaxParts];
   std::vector<Reporter> part_reporters_;
   std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
