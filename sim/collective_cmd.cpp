@@ -55,7 +55,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
     program.ops.push_back(op);
   }
 
-  Recorder recorder(1, nullptr);
+  Recorder recorder(1, nullptr, /*keep_spans=*/false);  // reads totals only
   System& system = elaborate(hw, program, InfeedSpec{}, &recorder);
   simulate(system, "collective");
   const Picos end = system.step_end_ps()[0];
