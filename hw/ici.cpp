@@ -6,9 +6,9 @@ namespace tpusim {
 
 IciLink::IciLink(sc_core::sc_module_name name, const IciConfig& config, LinkId id, EventSink* sink,
                  UnitInfo info)
-    : sc_module(name), in("in"), out("out"), bw_gbps_(config.link_bw_gbps), hop_ps_(ns_to_ps(config.hop_latency_ns)),
-      reporter_(sink, std::move(info)), id_(id) {
-  in.register_b_transport(this, &IciLink::b_transport);
+    : sc_module(name), in("in"), out("out"), id_(id), reporter_(sink, std::move(info)), bw_gbps_(config.link_bw_gbps),
+      hop_ps_(ns_to_ps(config.hop_latency_ns)) {
+  in.bind(*this);
 }
 
 void IciLink::end_of_elaboration() { far_router_ = out.operator->(); }
@@ -39,24 +39,25 @@ void IciLink::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
 
 IciRouter::IciRouter(sc_core::sc_module_name name, std::uint32_t chip, const Torus& torus,
                      std::vector<LinkId> outgoing)
-    : sc_module(name), in("in"), out("out", outgoing.size()), local("local"), chip_(chip), torus_(torus),
-      outgoing_(std::move(outgoing)) {
-  in.register_b_transport(this, &IciRouter::b_transport);
+    : sc_module(name), in("in"), out("out", outgoing.size()), local("local"), outgoing_(std::move(outgoing)),
+      torus_(torus), chip_(chip) {
+  in.bind(*this);
 }
 
 void IciRouter::end_of_elaboration() {
+  local_target_ = local.operator->();
   for (std::size_t i = 0; i < outgoing_.size(); ++i) next_by_direction_[direction(outgoing_[i])] = out[i].operator->();
 }
 
-void IciRouter::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+void IciRouter::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
   UnitRequest& job = job_of(payload);
   if (job.dest_chip == chip_) {
-    if (job.delivery) local->b_transport(payload, delay);  // the collective unit takes the piece
+    if (job.delivery) local_target_->b_transport(payload, delay);  // the collective unit takes the piece
     delay = ps_time(job.tail_ps - now_ps());
     payload.set_response_status(tlm::TLM_OK_RESPONSE);
     return;
   }
-  tlm::tlm_fw_transport_if<>* next = next_by_direction_[direction(torus_.first_hop(chip_, job.dest_chip))];
+  tlm::tlm_blocking_transport_if<>* next = next_by_direction_[direction(torus_.first_hop(chip_, job.dest_chip))];
   sc_assert(next != nullptr);
   next->b_transport(payload, delay);
 }
