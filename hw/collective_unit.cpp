@@ -9,9 +9,9 @@ namespace tpusim {
 CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw,
                                const Torus& torus, EventSink* sink)
     : sc_module(name), socket("socket"), ici_socket("ici_socket"), hbm_socket("hbm_socket"),
-      vpu_socket("vpu_socket"), arrivals("arrivals"), chip_(chip), hw_(hw), torus_(torus) {
-  socket.register_b_transport(this, &CollectiveUnit::b_transport);
-  arrivals.register_b_transport(this, &CollectiveUnit::arrival);
+      vpu_socket("vpu_socket"), arrivals("arrivals"), hw_(hw), torus_(torus), chip_(chip) {
+  socket.register_b_transport(this, &CollectiveUnit::from_core);
+  arrivals.bind(*this);
   // One track per concurrent part (torus_all_axes runs one per axis).
   for (std::uint32_t part = 0; part < std::max<std::uint32_t>(1, torus.axes()); ++part) {
     UnitInfo info;
@@ -24,7 +24,13 @@ CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip,
   }
 }
 
-void CollectiveUnit::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+void CollectiveUnit::end_of_elaboration() {
+  router_ = ici_socket.operator->();
+  hbm_ = hbm_socket.operator->();
+  vpu_ = vpu_socket.operator->();
+}
+
+void CollectiveUnit::from_core(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
   if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
   delay = sc_core::SC_ZERO_TIME;
   UnitRequest& job = job_of(payload);
@@ -114,7 +120,7 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
   }
 }
 
-void CollectiveUnit::arrival(tlm::tlm_generic_payload& payload, sc_core::sc_time&) {
+void CollectiveUnit::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time&) {
   const UnitRequest& job = job_of(payload);
   const RingDelivery& d = *job.delivery;
   const Picos at = job.tail_ps;
@@ -146,7 +152,7 @@ Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, cons
   r.job().label = label;
   r.job().step = step;
   sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
-  hbm_socket->b_transport(r.payload(), delay);
+  hbm_->b_transport(r.payload(), delay);
   return now_ps() + delay.value();
 }
 
@@ -158,7 +164,7 @@ Picos CollectiveUnit::vpu_add(std::uint64_t elements, Picos at, const std::strin
   r.job().label = label;
   r.job().step = step;
   sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
-  vpu_socket->b_transport(r.payload(), delay);
+  vpu_->b_transport(r.payload(), delay);
   return r.job().served.end;
 }
 
@@ -173,7 +179,7 @@ void CollectiveUnit::send(std::uint32_t to_chip, std::uint64_t bytes, const Ring
   r.job().label = label;
   r.job().step = step;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  ici_socket->b_transport(r.payload(), delay);
+  router_->b_transport(r.payload(), delay);
 }
 
 }  // namespace tpusim

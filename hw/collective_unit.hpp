@@ -10,7 +10,6 @@
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_initiator_socket.h>
-#include <tlm_utils/simple_target_socket.h>
 
 #include <map>
 #include <vector>
@@ -22,13 +21,16 @@
 
 namespace tpusim {
 
-class CollectiveUnit : public sc_core::sc_module {
+// Ring pieces arrive through `arrivals`, bound to the unit itself (BlockingTarget: its b_transport
+// is the arrival); what an arrival touches is declared last, next to the interface's virtual-base
+// pointers at the end of the object (see hw/ici.hpp).
+class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
  public:
   tlm_utils::multi_passthrough_target_socket<CollectiveUnit> socket;  // from the chip's cores
   tlm_utils::simple_initiator_socket<CollectiveUnit> ici_socket;
   tlm_utils::simple_initiator_socket<CollectiveUnit> hbm_socket;
   tlm_utils::simple_initiator_socket<CollectiveUnit> vpu_socket;
-  tlm_utils::simple_target_socket<CollectiveUnit> arrivals;  // ring pieces from the router
+  tlm::tlm_target_socket<> arrivals;  // ring pieces from the router
 
   CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw, const Torus& torus,
                  EventSink* sink);
@@ -64,9 +66,11 @@ class CollectiveUnit : public sc_core::sc_module {
   };
   static constexpr std::uint32_t kMaxParts = 3;  // torus_all_axes runs one part per axis
 
-  void b_transport(int core, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void end_of_elaboration() override;
+  // A core arrives with a collective to run.
+  void from_core(int core, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
   // A piece arrives (at the tail time it carries): book its addition or its HBM write for then.
-  void arrival(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
   void run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
   // Reserve HBM and the vector unit for `at` (not before now) and return when they will be done.
   Picos hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label, std::uint32_t step,
@@ -75,26 +79,30 @@ class CollectiveUnit : public sc_core::sc_module {
   // Reserves the route for a ring piece; the receiving unit books its own work on arrival.
   void send(std::uint32_t to_chip, std::uint64_t bytes, const RingDelivery& delivery, const std::string* label,
             std::uint32_t step);
-
-  std::uint32_t chip_;
-  const HwConfig& hw_;
-  const Torus& torus_;
-  // The steps that have begun to arrive: a few at a time (the parts, the two directions, a
-  // neighbour running a step ahead), so a short array searched in order beats a tree whose nodes
-  // are allocated and freed for every step and are cache misses on a large slice.
-  std::vector<Inbox> inbox_;
   Inbox& inbox(const StepKey& key);
-  sc_core::sc_event step_arrived_[kMaxParts];
-  std::vector<Reporter> part_reporters_;
-  std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
-  std::uint64_t next_address_ = 0;
-  // One payload serves every request: HBM, the vector unit and the router answer without
-  // yielding, so no two requests are ever in flight at once (constructing a payload allocates).
-  Request request_;
   Request& fresh_request() {
     request_.job() = UnitRequest{};
     return request_;
   }
+
+  const HwConfig& hw_;
+  const Torus& torus_;
+  std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
+  sc_core::sc_event step_arrived_[kMaxParts];
+  std::vector<Reporter> part_reporters_;
+  std::uint32_t chip_;
+  std::uint64_t next_address_ = 0;
+  // The targets of `ici_socket`, `hbm_socket` and `vpu_socket`, resolved once bound.
+  tlm::tlm_blocking_transport_if<>* router_ = nullptr;
+  tlm::tlm_blocking_transport_if<>* hbm_ = nullptr;
+  tlm::tlm_blocking_transport_if<>* vpu_ = nullptr;
+  // The steps that have begun to arrive: a few at a time (the parts, the two directions, a
+  // neighbour running a step ahead), so a short array searched in order beats a tree whose nodes
+  // are allocated and freed for every step and are cache misses on a large slice.
+  std::vector<Inbox> inbox_;
+  // One payload serves every request: HBM, the vector unit and the router answer without
+  // yielding, so no two requests are ever in flight at once (constructing a payload allocates).
+  Request request_;
 };
 
 }  // namespace tpusim
