@@ -20,7 +20,7 @@ CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip,
     info.chip = chip;
     info.index = part;
     info.label = fmt::format("collective.part{}", part);
-    part_reporters_.emplace_back(sink, info);
+    part_reporters_.at(part_count_++) = Reporter(sink, info);  // at most 3 axes
   }
 }
 
@@ -129,7 +129,7 @@ void CollectiveUnit::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_
   else hbm_access(tlm::TLM_WRITE_COMMAND, job.bytes, job.label, job.step, at);  // a gathered piece lands in HBM
   Inbox& box = inbox(StepKey{d.instance, d.part, d.pass, d.dir, d.step});
   box.ready_ps = std::max(box.ready_ps, taken);
-  part_reporters_[d.part % part_reporters_.size()].flow(job.first_link_unit, job.first_link_start_ps, at, job.label);
+  part_reporters_[d.part % part_count_].flow(job.first_link_unit, job.first_link_start_ps, at, job.label);
   if (++box.pieces == d.pieces) step_arrived_[d.part % kMaxParts].notify(sc_core::SC_ZERO_TIME);
 }
 
