@@ -11,19 +11,20 @@ namespace tpusim {
 CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw,
                                const Torus& torus, EventSink* sink)
     : sc_module(name), socket("socket"), ici_socket("ici_socket"), hbm_socket("hbm_socket"),
-      vpu_socket("vpu_socket"), arrivals("arrivals"), chip_(chip), hw_(hw), torus_(torus), sink_(sink) {
-  socket.register_b_transport(this, &CollectiveUnit::b_transport);
-  arrivals.register_b_transport(this, &CollectiveUnit::arrival);
-  take_lane();  // lane 0, so that a chip's first collective track is there from the start
+      vpu_socket("vpu_socket"), arrivals("arrivals"), hw_(hw), torus_(torus), sink_(sink), chip_(chip) {
+  socket.register_b_transport(this, &CollectiveUnit::from_core);
+  arrivals.bind(*this);
+  part_count_ = std::max<std::uint32_t>(1, torus.axes());  // one part per axis at most
+  take_lane(0);  // lane 0, so that a chip's first collective tracks are there from the start
   lanes_[0].busy = false;
 }
 
-std::uint32_t CollectiveUnit::take_lane() {
+std::uint32_t CollectiveUnit::take_lane(std::uint64_t instance) {
   std::uint32_t lane = 0;
   while (lane < lanes_.size() && lanes_[lane].busy) ++lane;
   if (lane == lanes_.size()) {
     Lane fresh;
-    for (std::uint32_t part = 0; part < std::max<std::uint32_t>(1, torus_.axes()); ++part) {
+    for (std::uint32_t part = 0; part < part_count_; ++part) {
       UnitInfo info;
       const std::string name = lane == 0 ? fmt::format("part{}", part) : fmt::format("lane{}.part{}", lane, part);
       info.path = fmt::format("chip{}.collective.{}", chip_, name);
@@ -31,15 +32,22 @@ std::uint32_t CollectiveUnit::take_lane() {
       info.chip = chip_;
       info.index = lane * kMaxParts + part;
       info.label = "collective." + name;
-      fresh.parts.emplace_back(sink_, info);
+      fresh.parts[part] = Reporter(sink_, info);
     }
-    lanes_.push_back(std::move(fresh));
+    lanes_.push_back(fresh);
   }
   lanes_[lane].busy = true;
+  lanes_[lane].instance = instance;
   return lane;
 }
 
-void CollectiveUnit::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+void CollectiveUnit::end_of_elaboration() {
+  router_ = ici_socket.operator->();
+  hbm_ = hbm_socket.operator->();
+  vpu_ = vpu_socket.operator->();
+}
+
+void CollectiveUnit::from_core(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
   if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
   delay = sc_core::SC_ZERO_TIME;
   UnitRequest& job = job_of(payload);
@@ -73,8 +81,7 @@ void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, con
                          std::uint32_t step) {
   const CollectiveSchedule schedule = plan_collective(torus_, chip_, spec);
   const Context ctx{spec, instance, label, step};
-  const std::uint32_t lane = take_lane();
-  if (auto it = running_.find(instance); it != running_.end()) it->second.lane = lane;
+  const std::uint32_t lane = take_lane(instance);
   auto run_part = [this, &ctx, &schedule, lane](std::uint32_t part) {
     const Picos start = now_ps();
     const auto& passes = schedule.parts[part].passes;
@@ -123,10 +130,11 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
     for (std::uint32_t dir = 0; dir < static_cast<std::uint32_t>(directions); ++dir) {
       const StepKey key{ctx.instance, part, index, dir, s};
       for (;;) {
-        const auto it = inbox_.find(key);
-        if (it != inbox_.end() && it->second.pieces == pieces) {
-          done = std::max(done, it->second.ready_ps);
-          inbox_.erase(it);
+        const auto it = std::find_if(inbox_.begin(), inbox_.end(), [&key](const Inbox& b) { return b.key == key; });
+        if (it != inbox_.end() && it->pieces == pieces) {
+          done = std::max(done, it->ready_ps);
+          *it = inbox_.back();  // the order of the entries does not matter
+          inbox_.pop_back();
           break;
         }
         sc_core::wait(step_arrived_[part % kMaxParts]);
@@ -137,21 +145,29 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
   }
 }
 
-void CollectiveUnit::arrival(tlm::tlm_generic_payload& payload, sc_core::sc_time&) {
+void CollectiveUnit::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time&) {
   const UnitRequest& job = job_of(payload);
   const RingDelivery& d = *job.delivery;
   const Picos at = job.tail_ps;
   counts_.arrived_bytes += job.bytes;
-  Inbox& box = inbox_[StepKey{d.instance, d.part, d.pass, d.dir, d.step}];
   Picos taken = at;
   if (d.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(job.bytes, d.element_bytes), at, job.label, job.step));
   else hbm_access(tlm::TLM_WRITE_COMMAND, job.bytes, job.label, job.step, at);  // a gathered piece lands in HBM
+  Inbox& box = inbox(StepKey{d.instance, d.part, d.pass, d.dir, d.step});
   box.ready_ps = std::max(box.ready_ps, taken);
-  // Pieces may arrive before this chip has joined the instance: then on lane 0's track.
-  const auto running = running_.find(d.instance);
-  const Lane& lane = lanes_[running == running_.end() ? 0 : running->second.lane];
-  lane.parts[d.part % lane.parts.size()].flow(job.first_link_unit, job.first_link_start_ps, at, job.label);
+  // On the lane of the instance; a piece may arrive before this chip has joined it: lane 0.
+  const Lane* lane = &lanes_[0];
+  for (const Lane& l : lanes_)
+    if (l.busy && l.instance == d.instance) lane = &l;
+  lane->parts[d.part % part_count_].flow(job.first_link_unit, job.first_link_start_ps, at, job.label);
   if (++box.pieces == d.pieces) step_arrived_[d.part % kMaxParts].notify(sc_core::SC_ZERO_TIME);
+}
+
+CollectiveUnit::Inbox& CollectiveUnit::inbox(const StepKey& key) {
+  for (Inbox& b : inbox_)
+    if (b.key == key) return b;
+  inbox_.push_back(Inbox{key});
+  return inbox_.back();
 }
 
 Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label,
@@ -167,7 +183,7 @@ Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, cons
   r.job().label = label;
   r.job().step = step;
   sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
-  hbm_socket->b_transport(r.payload(), delay);
+  hbm_->b_transport(r.payload(), delay);
   return now_ps() + delay.value();
 }
 
@@ -179,7 +195,7 @@ Picos CollectiveUnit::vpu_add(std::uint64_t elements, Picos at, const std::strin
   r.job().label = label;
   r.job().step = step;
   sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
-  vpu_socket->b_transport(r.payload(), delay);
+  vpu_->b_transport(r.payload(), delay);
   return r.job().served.end;
 }
 
@@ -196,7 +212,7 @@ void CollectiveUnit::send(std::uint32_t to_chip, std::uint32_t hops, std::uint64
   r.job().label = label;
   r.job().step = step;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  ici_socket->b_transport(r.payload(), delay);
+  router_->b_transport(r.payload(), delay);
 }
 
 std::vector<CollectiveUnit::Pending> CollectiveUnit::pending() const {

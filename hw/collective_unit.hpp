@@ -10,10 +10,10 @@
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_initiator_socket.h>
-#include <tlm_utils/simple_target_socket.h>
 
+#include <array>
 #include <map>
-#include <tuple>
+#include <vector>
 #include <memory>
 
 #include "hw/collective.hpp"
@@ -22,13 +22,16 @@
 
 namespace tpusim {
 
-class CollectiveUnit : public sc_core::sc_module {
+// Ring pieces arrive through `arrivals`, bound to the unit itself (BlockingTarget: its b_transport
+// is the arrival); what an arrival touches is declared last, next to the interface's virtual-base
+// pointers at the end of the object (see hw/ici.hpp).
+class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
  public:
   tlm_utils::multi_passthrough_target_socket<CollectiveUnit> socket;  // from the chip's cores
   tlm_utils::simple_initiator_socket<CollectiveUnit> ici_socket;
   tlm_utils::simple_initiator_socket<CollectiveUnit> hbm_socket;
   tlm_utils::simple_initiator_socket<CollectiveUnit> vpu_socket;
-  tlm_utils::simple_target_socket<CollectiveUnit> arrivals;  // ring pieces from the router
+  tlm::tlm_target_socket<> arrivals;  // ring pieces from the router
 
   CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw, const Torus& torus,
                  EventSink* sink);
@@ -46,13 +49,13 @@ class CollectiveUnit : public sc_core::sc_module {
     std::uint64_t arrived_bytes = 0;
   };
   const Counts& counts() const { return counts_; }
-  // Instances this chip has joined and not completed, and ring pieces not yet taken in.
+  // Instances this chip has joined and not completed, and ring steps whose pieces are not all
+  // taken in, for the stuck-simulation report and the end-of-run checks.
   struct Pending {
     std::uint64_t instance = 0;
     const CollectiveSpec* spec = nullptr;
     const std::string* label = nullptr;
     std::uint32_t step = 0;
-    std::uint32_t lane = 0;  // the tracks it reports on
   };
   std::vector<Pending> pending() const;
   std::size_t undelivered_steps() const { return inbox_.size(); }
@@ -71,16 +74,25 @@ class CollectiveUnit : public sc_core::sc_module {
   };
 
   // What has arrived of one ring step in one direction, and when it will have been taken in.
-  using StepKey = std::tuple<std::uint64_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t>;
+  struct StepKey {
+    std::uint64_t instance;
+    std::uint32_t part, pass, dir, step;
+    bool operator==(const StepKey& o) const {
+      return instance == o.instance && part == o.part && pass == o.pass && dir == o.dir && step == o.step;
+    }
+  };
   struct Inbox {
+    StepKey key;
     Picos ready_ps = 0;
     std::uint32_t pieces = 0;
   };
   static constexpr std::uint32_t kMaxParts = 3;  // torus_all_axes runs one part per axis
 
-  void b_transport(int core, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void end_of_elaboration() override;
+  // A core arrives with a collective to run.
+  void from_core(int core, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
   // A piece arrives (at the tail time it carries): book its addition or its HBM write for then.
-  void arrival(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
   void run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
   // Reserve HBM and the vector unit for `at` (not before now) and return when they will be done.
   Picos hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label, std::uint32_t step,
@@ -89,32 +101,44 @@ class CollectiveUnit : public sc_core::sc_module {
   // Reserves the route for a ring piece; the receiving unit books its own work on arrival.
   void send(std::uint32_t to_chip, std::uint32_t hops, std::uint64_t bytes, const RingDelivery& delivery,
             const std::string* label, std::uint32_t step);
-
-  std::uint32_t chip_;
-  const HwConfig& hw_;
-  const Torus& torus_;
-  std::map<StepKey, Inbox> inbox_;
-  sc_core::sc_event step_arrived_[kMaxParts];
-  // Tracks of the instances running at once (a trace track must not hold overlapping slices):
-  // lane 0's are registered at elaboration, more the first time that many instances overlap.
-  struct Lane {
-    std::vector<Reporter> parts;  // one per concurrent part (torus_all_axes runs one per axis)
-    bool busy = false;
-  };
-  std::uint32_t take_lane();
-  EventSink* sink_;
-  std::vector<Lane> lanes_;
-  std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
-  std::map<std::uint64_t, Pending> running_;
-  Counts counts_;
-  std::uint64_t next_address_ = 0;
-  // One payload serves every request: HBM, the vector unit and the router answer without
-  // yielding, so no two requests are ever in flight at once (constructing a payload allocates).
-  Request request_;
+  Inbox& inbox(const StepKey& key);
   Request& fresh_request() {
     request_.job() = UnitRequest{};
     return request_;
   }
+
+  const HwConfig& hw_;
+  const Torus& torus_;
+  std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
+  std::map<std::uint64_t, Pending> running_;
+  Counts counts_;
+  sc_core::sc_event step_arrived_[kMaxParts];
+  // The tracks of the instances running at once (a trace track must not hold overlapping
+  // slices): lane 0's are registered at elaboration, more the first time that many overlap.
+  // Reporters inline rather than in a vector: every arrival reports its flow, and a vector's
+  // elements would be one more cache miss per piece on a large slice.
+  struct Lane {
+    std::array<Reporter, kMaxParts> parts;
+    std::uint64_t instance = 0;
+    bool busy = false;
+  };
+  std::uint32_t take_lane(std::uint64_t instance);
+  EventSink* sink_;
+  std::vector<Lane> lanes_;
+  std::uint32_t part_count_ = 0;
+  std::uint32_t chip_;
+  std::uint64_t next_address_ = 0;
+  // The targets of `ici_socket`, `hbm_socket` and `vpu_socket`, resolved once bound.
+  tlm::tlm_blocking_transport_if<>* router_ = nullptr;
+  tlm::tlm_blocking_transport_if<>* hbm_ = nullptr;
+  tlm::tlm_blocking_transport_if<>* vpu_ = nullptr;
+  // The steps that have begun to arrive: a few at a time (the parts, the two directions, a
+  // neighbour running a step ahead), so a short array searched in order beats a tree whose nodes
+  // are allocated and freed for every step and are cache misses on a large slice.
+  std::vector<Inbox> inbox_;
+  // One payload serves every request: HBM, the vector unit and the router answer without
+  // yielding, so no two requests are ever in flight at once (constructing a payload allocates).
+  Request request_;
 };
 
 }  // namespace tpusim

@@ -5,8 +5,6 @@
 //   sc_time delay = SC_ZERO_TIME; mxu_socket->b_transport(r.payload(), delay);  // delay: until done
 #pragma once
 
-#include <tlm_utils/multi_passthrough_target_socket.h>
-
 #include "hw/hw_config.hpp"
 #include "hw/sc_support.hpp"
 #include "hw/systolic_timing.hpp"
@@ -14,21 +12,24 @@
 namespace tpusim {
 
 // A unit whose service time is a number of its own clock cycles.
+// It serves b_transport itself (BlockingTarget) and keeps its state last, next to the interface's
+// virtual-base pointers at the end of the object (see hw/ici.hpp): the chips' collective units
+// call every chip's vector unit once per ring piece.
 template <typename Derived>
-class CycleUnit : public sc_core::sc_module {
+class CycleUnit : public sc_core::sc_module, public BlockingTarget {
  public:
-  tlm_utils::multi_passthrough_target_socket<CycleUnit> socket;
+  tlm::tlm_target_socket<32, tlm::tlm_base_protocol_types, 0> socket;  // any number of initiators
 
   CycleUnit(sc_core::sc_module_name name, Clock clock, EventSink* sink, UnitInfo info)
       : sc_module(name), socket("socket"), clock_(clock), reporter_(sink, std::move(info)) {
-    socket.register_b_transport(this, &CycleUnit::b_transport);
+    socket.bind(*this);
   }
   std::uint64_t busy_cycles() const { return busy_cycles_; }
   // The useful FLOPs its requests carried (UnitRequest::flops), for the end-of-run checks.
   double flops() const { return flops_; }
 
  private:
-  void b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override {
     UnitRequest& job = job_of(payload);
     const std::uint64_t cycles = static_cast<Derived*>(this)->service_cycles(job);
     const Picos now = now_ps();

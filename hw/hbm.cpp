@@ -7,12 +7,12 @@
 namespace tpusim {
 
 Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t chip, EventSink* sink)
-    : sc_module(name), socket("socket"), config_(config) {
+    : sc_module(name), socket("socket"), config_(config), channel_count_(config.channels) {
   const HbmStreamProfile& profile = hbm_stream_profile(config);
   read_bw_gbps_ = config.bw_gbps / config.channels * profile.read_efficiency;
   write_bw_gbps_ = config.bw_gbps / config.channels * profile.write_efficiency;
   latency_ps_ = ns_to_ps(config.latency_ns) + profile.first_access_ps;
-  socket.register_b_transport(this, &Hbm::b_transport);
+  socket.bind(*this);
   // One unit for all channels: an access spreads over every channel, and per-channel reports
   // would cost more than the access itself.
   UnitInfo info;
@@ -24,7 +24,7 @@ Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t ch
   reporter_ = Reporter(sink, info);
 }
 
-void Hbm::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
+void Hbm::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
   UnitRequest& job = job_of(payload);
   // job.bytes carries lengths beyond the generic payload's 32 bits.
   const std::uint64_t length = job.bytes ? job.bytes : payload.get_data_length();
@@ -44,7 +44,7 @@ void Hbm::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   }
   Interval whole{earliest, earliest};
   if (length > 0)
-    whole = channels_.reserve(now, earliest, transfer_ps(ceil_div<std::uint64_t>(length, config_.channels), bw_gbps));
+    whole = channels_.reserve(now, earliest, transfer_ps(ceil_div<std::uint64_t>(length, channel_count_), bw_gbps));
   (payload.is_read() ? bytes_read_ : bytes_written_) += length;
   job.served = whole;
   if (length > 0) reporter_.busy(whole, job, length, 0, std::max<Picos>(1, whole.end - whole.start));

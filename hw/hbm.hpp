@@ -13,8 +13,6 @@
 // 0.4% of the bytes of a BERT-large step, and their latency dwarfs the difference.
 #pragma once
 
-#include <tlm_utils/multi_passthrough_target_socket.h>
-
 #include <map>
 #include <utility>
 
@@ -23,9 +21,11 @@
 
 namespace tpusim {
 
-class Hbm : public sc_core::sc_module {
+// Serves b_transport itself (BlockingTarget); what an access touches is declared last, next to
+// the interface's virtual-base pointers at the end of the object (see hw/ici.hpp).
+class Hbm : public sc_core::sc_module, public BlockingTarget {
  public:
-  tlm_utils::multi_passthrough_target_socket<Hbm> socket;
+  tlm::tlm_target_socket<32, tlm::tlm_base_protocol_types, 0> socket;  // any number of initiators
 
   Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t chip, EventSink* sink);
 
@@ -33,17 +33,18 @@ class Hbm : public sc_core::sc_module {
   std::uint64_t bytes_written() const { return bytes_written_; }
 
  private:
-  void b_transport(int initiator, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
 
   HbmConfig config_;
-  double read_bw_gbps_;   // per channel, sustained
-  double write_bw_gbps_;
-  Picos latency_ps_;
-  Occupancy channels_;  // every channel's bookings, identical
   // Per-channel rate of gathers and scatters by (piece length, write): the burst-group model
   // is asked once per kind, not per transfer.
   std::map<std::pair<std::uint64_t, bool>, double> gather_bw_gbps_;
   Reporter reporter_;
+  std::uint32_t channel_count_;
+  double read_bw_gbps_;   // per channel, sustained
+  double write_bw_gbps_;
+  Picos latency_ps_;
+  Occupancy channels_;  // every channel's bookings, identical
   std::uint64_t bytes_read_ = 0;
   std::uint64_t bytes_written_ = 0;
 };

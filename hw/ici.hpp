@@ -5,10 +5,9 @@
 // link. Links are full-duplex: the two directions between two chips are separate modules.
 #pragma once
 
-#include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_initiator_socket.h>
-#include <tlm_utils/simple_target_socket.h>
 
+#include <array>
 #include <vector>
 
 #include "hw/hw_config.hpp"
@@ -17,9 +16,12 @@
 
 namespace tpusim {
 
-class IciLink : public sc_core::sc_module {
+// The link and the router serve b_transport themselves (BlockingTarget) and keep what a transfer
+// touches last in the object, next to the interface's virtual-base pointers at its end: a 16x16x16
+// slice has 4096 routers and 24576 links, so every other line a hop touched was a cache miss.
+class IciLink : public sc_core::sc_module, public BlockingTarget {
  public:
-  tlm_utils::simple_target_socket<IciLink> in;
+  tlm::tlm_target_socket<> in;  // bound to the link itself
   tlm_utils::simple_initiator_socket<IciLink> out;  // to the far-end chip's router
 
   IciLink(sc_core::sc_module_name name, const IciConfig& config, LinkId id, EventSink* sink,
@@ -28,18 +30,24 @@ class IciLink : public sc_core::sc_module {
   std::uint64_t bytes() const { return bytes_; }
 
  private:
-  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
+  void end_of_elaboration() override;
 
-  IciConfig config_;
   LinkId id_;
   Reporter reporter_;
-  Occupancy occupancy_;
+  tlm::tlm_blocking_transport_if<>* far_router_ = nullptr;  // `out`'s target, resolved once bound
+  double bw_gbps_;
+  Picos hop_ps_;
+  // Transfers start in order and never before the previous one's end (cut-through, in order),
+  // so the end of the last reservation is the link's whole occupancy.
+  Picos busy_until_ps_ = 0;
   std::uint64_t bytes_ = 0;
 };
 
-class IciRouter : public sc_core::sc_module {
+class IciRouter : public sc_core::sc_module, public BlockingTarget {
  public:
-  tlm_utils::multi_passthrough_target_socket<IciRouter> in;  // local cores and incoming links
+  // From this chip's collective unit and the incoming links (any number), bound to the router.
+  tlm::tlm_target_socket<32, tlm::tlm_base_protocol_types, 0> in;
   sc_core::sc_vector<tlm_utils::simple_initiator_socket<IciRouter>> out;  // one per outgoing link
   tlm_utils::simple_initiator_socket<IciRouter> local;  // to this chip's collective unit
 
@@ -47,11 +55,17 @@ class IciRouter : public sc_core::sc_module {
             std::vector<LinkId> outgoing);
 
  private:
-  void b_transport(int from, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
+  void end_of_elaboration() override;
+  static std::size_t direction(const LinkId& id) { return 2u * id.axis + (id.positive ? 0u : 1u); }
 
-  std::uint32_t chip_;
-  const Torus& torus_;
   std::vector<LinkId> outgoing_;
+  const Torus& torus_;
+  std::uint32_t chip_;
+  // The targets of `local` and of the outgoing link by direction (axis, sign), resolved once bound:
+  // looking the link up in `outgoing_` and through `out` cost several cache misses per hop.
+  tlm::tlm_blocking_transport_if<>* local_target_ = nullptr;
+  std::array<tlm::tlm_blocking_transport_if<>*, 6> next_by_direction_{};
 };
 
 }  // namespace tpusim

@@ -93,6 +93,20 @@ class Request {
   UnitRequest request_;
 };
 
+// The forward interface of a module that serves b_transport only and binds its target socket to
+// itself (`in.bind(*this)`): a call through the socket then lands on the module, without the
+// convenience sockets' callback objects in between, each a cache miss when there are thousands of
+// modules (the ICI of a large slice).
+class BlockingTarget : public tlm::tlm_fw_transport_if<> {
+ public:
+  tlm::tlm_sync_enum nb_transport_fw(tlm::tlm_generic_payload&, tlm::tlm_phase&, sc_core::sc_time&) override {
+    SC_REPORT_FATAL("tpusim", "nb_transport_fw: this target serves b_transport only");
+    return tlm::TLM_COMPLETED;
+  }
+  bool get_direct_mem_ptr(tlm::tlm_generic_payload&, tlm::tlm_dmi&) override { return false; }
+  unsigned int transport_dbg(tlm::tlm_generic_payload&) override { return 0; }
+};
+
 inline UnitRequest& job_of(tlm::tlm_generic_payload& p) {
   auto* job = p.get_extension<UnitRequest>();
   sc_assert(job != nullptr);

@@ -59,7 +59,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
 
   check_memory(estimate_memory(hw, program, false), request.max_memory_bytes,
                "simulating the collective on " + torus.shape());
-  Recorder recorder(1, nullptr);
+  Recorder recorder(1, nullptr, /*keep_spans=*/false);  // reads totals only
   System& system = elaborate(hw, program, InfeedSpec{}, &recorder);
   simulate(system, "collective");
   const Picos end = system.step_end_ps()[0];

@@ -14,14 +14,15 @@ std::uint32_t Recorder::add_unit(UnitInfo info) {
   if (trace_) trace_->add_unit(id, info);
   units_.push_back(std::move(info));
   logs_.emplace_back();
-  totals_.emplace_back(steps_);
+  totals_.resize(totals_.size() + steps_);
   last_end_ps_.push_back(0);
-  keeps_.push_back(keeps_spans(units_.back().kind) || (units_.back().chip == 0 && units_.back().kind != UnitKind::Hbm));
+  keeps_.push_back(keep_spans_ &&
+                   (keeps_spans(units_.back().kind) || (units_.back().chip == 0 && units_.back().kind != UnitKind::Hbm)));
   return id;
 }
 
 void Recorder::record(const Activity& a) {
-  StepTotals& t = totals_[a.unit][std::min(a.step, steps_ - 1)];
+  StepTotals& t = totals_[static_cast<std::size_t>(a.unit) * steps_ + std::min(a.step, steps_ - 1)];
   t.busy_ps += a.busy_ps ? a.busy_ps : a.end_ps - a.start_ps;
   t.bytes += a.bytes;
   last_end_ps_[a.unit] = std::max<Picos>(last_end_ps_[a.unit], a.end_ps);

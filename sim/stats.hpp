@@ -30,7 +30,11 @@ struct StepTotals {
 
 class Recorder : public EventSink {
  public:
-  Recorder(std::uint32_t steps, ChromeTraceWriter* trace) : steps_(steps), trace_(trace) {}
+  // `keep_spans` false: totals only, spans() stays empty for every unit. For callers that read
+  // nothing but totals (the collective command): on a large slice every vector unit's intervals
+  // would cost memory and, per ICI piece, cache misses, for nothing.
+  Recorder(std::uint32_t steps, ChromeTraceWriter* trace, bool keep_spans = true)
+      : steps_(steps), trace_(trace), keep_spans_(keep_spans) {}
   std::uint32_t add_unit(UnitInfo info) override;
   void record(const Activity& activity) override;
   void flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps,
@@ -45,7 +49,9 @@ class Recorder : public EventSink {
   const std::vector<UnitInfo>& units() const { return units_; }
   // Busy intervals, kept for the units core_breakdown() reads; empty for the others.
   const std::vector<Span>& spans(std::uint32_t unit) const { return logs_[unit]; }
-  const StepTotals& totals(std::uint32_t unit, std::uint32_t step) const { return totals_[unit][step]; }
+  const StepTotals& totals(std::uint32_t unit, std::uint32_t step) const {
+    return totals_[static_cast<std::size_t>(unit) * steps_ + step];
+  }
   // End of the unit's latest busy interval (0 if it never was busy).
   Picos last_end_ps(std::uint32_t unit) const { return last_end_ps_[unit]; }
   static bool keeps_spans(UnitKind kind);
@@ -53,10 +59,13 @@ class Recorder : public EventSink {
  private:
   std::uint32_t steps_;
   ChromeTraceWriter* trace_;
+  bool keep_spans_;
   std::vector<UnitInfo> units_;
   std::vector<std::vector<Span>> logs_;
   std::vector<bool> keeps_;  // per unit: whether logs_ holds its intervals
-  std::vector<std::vector<StepTotals>> totals_;
+  // [unit * steps_ + step], one array: every ICI hop records an activity, and on a large slice a
+  // per-unit array of its own costs a second cache miss each time.
+  std::vector<StepTotals> totals_;
   std::vector<Picos> last_end_ps_;
 };
 
