@@ -53,10 +53,6 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
 
   // Chunks stream back to back with a bounded number in flight, so the issue latency and the
   // HBM latency are paid once per transfer while other requesters interleave between chunks.
-  Request chunk;
-  chunk.job().label = job.label;
-  chunk.job().step = job.step;
-  chunk.job().run_bytes = job.run_bytes;
   std::deque<Picos> in_flight;
   Picos last_done = now_ps();
   for (std::uint64_t offset = 0; offset < job.bytes; offset += config_.chunk_bytes) {
@@ -65,9 +61,13 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
       in_flight.pop_front();
     }
     const std::uint64_t length = std::min(config_.chunk_bytes, job.bytes - offset);
-    chunk.set_access(payload.get_command(), payload.get_address() + offset, length);
+    chunk_.job() = UnitRequest{};
+    chunk_.job().label = job.label;
+    chunk_.job().step = job.step;
+    chunk_.job().run_bytes = job.run_bytes;
+    chunk_.set_access(payload.get_command(), payload.get_address() + offset, length);
     sc_core::sc_time hbm_delay = sc_core::SC_ZERO_TIME;
-    hbm_socket->b_transport(chunk.payload(), hbm_delay);
+    hbm_socket->b_transport(chunk_.payload(), hbm_delay);
     in_flight.push_back(now_ps() + hbm_delay.value());
     last_done = std::max(last_done, in_flight.back());
   }
@@ -211,12 +211,12 @@ void TensorCore::run(const Op& op) {
 }
 
 // ---------------------------------------------------------------------------------------------
-void TensorCore::dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
+void TensorCore::dma_transfer(Request& r, tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
                               const std::string* label) {
   if (bytes == 0) return;
   // Each core works in its own slice of the chip's HBM; consecutive tensors follow each other.
   const std::uint64_t region = hw_.hbm.capacity_bytes / hw_.chip.cores;
-  Request r;
+  r.job() = UnitRequest{};
   r.set_access(cmd, site_.core * region + next_address_ % region, bytes);
   next_address_ += round_up<std::uint64_t>(bytes, 4096);
   r.job().bytes = bytes;
@@ -234,7 +234,7 @@ Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double
   for (const MxuShare& s : plan.shares) total_work += static_cast<double>(s.rows * s.weight_tiles);
   for (std::size_t u = 0; u < plan.shares.size(); ++u) {
     const MxuShare& share = plan.shares[u];
-    Request r;
+    Request& r = fresh_unit_request();
     r.job().rows = share.rows;
     r.job().weight_tiles = share.weight_tiles;
     r.job().rows_per_cycle = rows_per_cycle;
@@ -250,7 +250,7 @@ Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double
 
 Picos TensorCore::vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label) {
   if (elements == 0 || ops_per_element <= 0) return now_ps();
-  Request r;
+  Request& r = fresh_unit_request();
   r.job().elements = elements;
   r.job().ops_per_element = ops_per_element;
   r.job().flops = static_cast<double>(elements) * ops_per_element;
@@ -301,10 +301,10 @@ void TensorCore::dma_stage(Pipeline& p, std::size_t stage) {
       while (store ? b >= p.computed : b >= p.computed + 2) sc_core::wait(p.changed);
       if (store) {
         wait_until_ps(p.ready[b]);
-        dma_transfer(tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, (*p.blocks)[b].store_run_bytes, &p.op->name);
+        dma_transfer(p.dma_requests[stage], tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, (*p.blocks)[b].store_run_bytes, &p.op->name);
         ++p.stored;
       } else {
-        dma_transfer(tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stage], (*p.blocks)[b].load_run_bytes,
+        dma_transfer(p.dma_requests[stage], tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stage], (*p.blocks)[b].load_run_bytes,
                      &p.op->name);
         ++p.loaded[stage];
       }
