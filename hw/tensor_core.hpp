@@ -42,6 +42,7 @@ class Dma : public sc_core::sc_module {
   // ever in flight at once (constructing a payload allocates, and a step issues millions).
   Request chunk_;
   std::vector<bool> engine_busy_;
+  std::vector<std::vector<Picos>> landed_;  // per engine: when each chunk of its transfer lands
   std::vector<Reporter> reporters_;
   sc_core::sc_event engine_freed_;
 };
@@ -132,7 +133,11 @@ class TensorCore : public sc_core::sc_module {
     std::array<std::size_t, 2> loaded{};
     std::size_t computed = 0, stored = 0;
     std::vector<Picos> ready;
-    sc_core::sc_event changed;
+    // One event per kind of progress, so that only the stages waiting for it wake: one event
+    // for all woke every stage at every step of every other.
+    sc_core::sc_event job_posted;      // a new op for the DMA stages
+    sc_core::sc_event block_computed;  // a block computed: a load buffer is free, a store can go
+    sc_core::sc_event block_moved;     // a load or a store finished: what the compute stage waits for
     Request dma_requests[3];  // one per DMA stage: a transfer yields, so each stage needs its own
   };
   // Load -> compute -> store with two buffers between stages, each stage its own process.
