@@ -23,7 +23,18 @@ void Recorder::record(const Activity& a) {
   StepTotals& t = totals_[a.unit][std::min(a.step, steps_ - 1)];
   t.busy_ps += a.busy_ps ? a.busy_ps : a.end_ps - a.start_ps;
   t.bytes += a.bytes;
-  if (keeps_[a.unit]) logs_[a.unit].push_back({a.start_ps, a.end_ps, a.bytes, a.step});
+  if (keeps_[a.unit]) {
+    // A unit kept busy back to back (an MXU streaming block after block) continues its last
+    // interval: what reads the intervals asks only which instants are busy, and one interval per
+    // request made these logs most of a large slice's memory.
+    std::vector<Span>& log = logs_[a.unit];
+    if (!log.empty() && log.back().end == a.start_ps && log.back().step == a.step) {
+      log.back().end = a.end_ps;
+      log.back().bytes += a.bytes;
+    } else {
+      log.push_back({a.start_ps, a.end_ps, a.bytes, a.step});
+    }
+  }
   if (trace_) trace_->slice(units_[a.unit], a);
 }
 
