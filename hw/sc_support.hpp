@@ -129,6 +129,11 @@ class Reporter {
     if (sink_) sink_->level(unit_, counter, value_unit, at_ps, value);
   }
   std::uint32_t unit() const { return unit_; }
+  // See EventSink::wants_activities and add_totals.
+  bool wants_activities() const { return sink_ && sink_->wants_activities(unit_); }
+  void add_totals(std::uint32_t step, std::uint64_t busy_ps, std::uint64_t bytes) const {
+    if (sink_) sink_->add_totals(unit_, step, busy_ps, bytes);
+  }
 
   void busy(const Interval& slot, const std::string* name, std::uint32_t step) const {
     UnitRequest job;
