@@ -22,6 +22,14 @@ Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t ch
   info.label = "hbm";
   info.traced = false;
   reporter_ = Reporter(sink, info);
+  itemize_ = reporter_.wants_activities();
+}
+
+void Hbm::flush_reports() {
+  for (std::uint32_t step = 0; step < unreported_.size(); ++step)
+    if (unreported_[step].busy_ps > 0) reporter_.add_totals(step, unreported_[step].busy_ps, unreported_[step].bytes,
+                                                                channels_.busy_until_ps());
+  unreported_.clear();
 }
 
 void Hbm::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
@@ -47,7 +55,16 @@ void Hbm::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay
     whole = channels_.reserve(now, earliest, transfer_ps(ceil_div<std::uint64_t>(length, channel_count_), bw_gbps));
   (payload.is_read() ? bytes_read_ : bytes_written_) += length;
   job.served = whole;
-  if (length > 0) reporter_.busy(whole, job, length, 0, std::max<Picos>(1, whole.end - whole.start));
+  if (length > 0 && whole.end > whole.start) {
+    const Picos busy_ps = std::max<Picos>(1, whole.end - whole.start);
+    if (itemize_) {
+      reporter_.busy(whole, job, length, 0, busy_ps);
+    } else {
+      if (job.step >= unreported_.size()) unreported_.resize(job.step + 1);
+      unreported_[job.step].busy_ps += busy_ps;
+      unreported_[job.step].bytes += length;
+    }
+  }
   delay = ps_time(whole.end + latency_ps_ - now);
   payload.set_response_status(tlm::TLM_OK_RESPONSE);
 }

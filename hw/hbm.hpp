@@ -15,6 +15,7 @@
 
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "hw/hw_config.hpp"
 #include "hw/sc_support.hpp"
@@ -30,6 +31,8 @@ class Hbm : public sc_core::sc_module, public BlockingTarget {
   Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t chip, EventSink* sink);
 
   std::uint64_t bytes_read() const { return bytes_read_; }
+  // Hands the per-step sums of unreported requests to the sink; call when the simulation ends.
+  void flush_reports();
   std::uint64_t bytes_written() const { return bytes_written_; }
 
  private:
@@ -40,6 +43,14 @@ class Hbm : public sc_core::sc_module, public BlockingTarget {
   // is asked once per kind, not per transfer.
   std::map<std::pair<std::uint64_t, bool>, double> gather_bw_gbps_;
   Reporter reporter_;
+  // A step issues tens of millions of chunk requests over a large slice: unless the sink wants
+  // them one by one (a trace's HBM counter), they are summed per step here and reported once.
+  bool itemize_ = true;
+  struct StepSums {
+    Picos busy_ps = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::vector<StepSums> unreported_;  // by step
   std::uint32_t channel_count_;
   double read_bw_gbps_;   // per channel, sustained
   double write_bw_gbps_;

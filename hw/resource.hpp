@@ -33,18 +33,38 @@ class Occupancy {
     Picos start = std::max(earliest_ps, now_ps);
     if (head_ == booked_.size() || booked_.back().end <= start) {  // the common case: after everything
       check_time_limit(start, duration_ps);
-      if (duration_ps > 0) booked_.push_back({start, start + duration_ps});
+      if (duration_ps > 0) {
+        if (head_ < booked_.size() && booked_.back().end == start) booked_.back().end = start + duration_ps;
+        else booked_.push_back({start, start + duration_ps});
+      }
       return {start, start + duration_ps};
     }
-    std::size_t i = head_;
+    // The first booking still going at `start` (ends are sorted as the bookings are disjoint).
+    std::size_t i = static_cast<std::size_t>(
+        std::partition_point(booked_.begin() + static_cast<std::ptrdiff_t>(head_), booked_.end(),
+                             [start](const Interval& b) { return b.end <= start; }) -
+        booked_.begin());
     for (; i < booked_.size(); ++i) {
-      if (booked_[i].end <= start) continue;
       if (booked_[i].start >= start + duration_ps) break;  // fits in the gap before booking i
       start = booked_[i].end;
     }
     check_time_limit(start, duration_ps);
     const Interval slot{start, start + duration_ps};
-    if (duration_ps > 0) booked_.insert(booked_.begin() + static_cast<std::ptrdiff_t>(i), slot);
+    if (duration_ps == 0) return slot;
+    // Bookings that touch are merged: only the free gaps matter, and a unit kept busy back to back
+    // (HBM under a stream of chunks) would otherwise make every later request walk them all.
+    const bool joins_previous = i > head_ && booked_[i - 1].end == slot.start;
+    const bool joins_next = i < booked_.size() && booked_[i].start == slot.end;
+    if (joins_previous && joins_next) {
+      booked_[i - 1].end = booked_[i].end;
+      booked_.erase(booked_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (joins_previous) {
+      booked_[i - 1].end = slot.end;
+    } else if (joins_next) {
+      booked_[i].start = slot.start;
+    } else {
+      booked_.insert(booked_.begin() + static_cast<std::ptrdiff_t>(i), slot);
+    }
     return slot;
   }
   // When the last reservation ends (or 0).

@@ -86,6 +86,7 @@ class Request {
     payload_.set_data_length(static_cast<unsigned>(std::min<std::uint64_t>(bytes, 0xffffffffu)));
     payload_.set_streaming_width(payload_.get_data_length());
     payload_.set_data_ptr(nullptr);  // timing-only: no data is moved
+    payload_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);  // a reused payload answers afresh
   }
 
  private:
@@ -143,6 +144,11 @@ class Reporter {
     if (sink_) sink_->level(unit_, counter, value_unit, at_ps, value);
   }
   std::uint32_t unit() const { return unit_; }
+  // See EventSink::wants_activities and add_totals.
+  bool wants_activities() const { return sink_ && sink_->wants_activities(unit_); }
+  void add_totals(std::uint32_t step, std::uint64_t busy_ps, std::uint64_t bytes, Picos last_end_ps) const {
+    if (sink_) sink_->add_totals(unit_, step, busy_ps, bytes, last_end_ps);
+  }
 
   void busy(const Interval& slot, const std::string* name, std::uint32_t step) const {
     UnitRequest job;

@@ -33,6 +33,10 @@ class System : public sc_core::sc_module {
          const InfeedSpec& infeed, EventSink* sink);
 
   const Torus& torus() const { return torus_; }
+  // Reports what units summed instead of reporting as they went (Hbm::flush_reports).
+  void flush_reports() {
+    for (auto& chip : chips_) chip.hbm.flush_reports();
+  }
   const sc_core::sc_vector<Chip>& chips() const { return chips_; }
   sc_core::sc_vector<Chip>& chips() { return chips_; }
   std::uint32_t host_count() const { return static_cast<std::uint32_t>(hosts_.size()); }

@@ -30,7 +30,7 @@ UnitInfo core_unit(const CoreSite& site, UnitKind kind, std::uint32_t index, con
 Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
          EventSink* sink)
     : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config), chip_(chip),
-      engine_busy_(config.engines, false) {
+      engine_busy_(config.engines, false), landed_(config.engines) {
   socket.register_b_transport(this, &Dma::b_transport);
   const CoreSite site{chip, core};
   for (std::uint32_t e = 0; e < config.engines; ++e)
@@ -51,30 +51,48 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   UnitRequest& job = job_of(payload);
   asked_bytes_ += job.bytes;
   const Picos start = now_ps();
-  sc_core::wait(ps_time(ns_to_ps(config_.issue_latency_ns)));
   const bool drop_last_chunk = injected_fault().hits(FaultKind::DmaDropChunk, chip_) && job.bytes > config_.chunk_bytes;
 
   // Chunks stream back to back with a bounded number in flight, so the issue latency and the
   // HBM latency are paid once per transfer while other requesters interleave between chunks.
-  Request chunk;
-  chunk.job().label = job.label;
-  chunk.job().step = job.step;
-  chunk.job().run_bytes = job.run_bytes;
-  std::deque<Picos> in_flight;
-  Picos last_done = now_ps();
+  // Chunk i + max_outstanding_chunks may go once chunk i has landed. Loosely timed: rather than
+  // waiting for that moment, a chunk is booked ahead with its issue time as the annotated delay,
+  // and the process only waits once `lookahead` chunks are booked ahead of the present. A booking
+  // thus precedes competitors that would have come in before its issue time by at most that many
+  // chunk times: chunks of concurrent transfers still interleave, in coarser runs. Waiting per
+  // chunk made these waits over half of all process switches of a large slice.
+  const std::uint32_t lookahead = config_.max_outstanding_chunks;
+  std::uint32_t ahead = 0;  // chunks booked for an issue time still to come since the last wait
+  // When each chunk lands, in issue order; [head, end) are in flight. Kept per engine across
+  // transfers: a deque here allocated twice per transfer.
+  std::vector<Picos>& landed = landed_[engine];
+  landed.clear();
+  std::size_t head = 0;
+  Picos issue = start + ns_to_ps(config_.issue_latency_ns);
+  Picos last_done = issue;
   for (std::uint64_t offset = 0; offset < job.bytes; offset += config_.chunk_bytes) {
-    if (in_flight.size() == config_.max_outstanding_chunks) {
-      wait_until_ps(in_flight.front());
-      in_flight.pop_front();
+    if (landed.size() - head == config_.max_outstanding_chunks) issue = std::max(issue, landed[head++]);
+    if (issue > now_ps()) {
+      if (ahead == lookahead) {
+        wait_until_ps(issue);
+        ahead = 0;
+      } else {
+        ++ahead;
+      }
     }
     const std::uint64_t length = std::min(config_.chunk_bytes, job.bytes - offset);
     if (drop_last_chunk && offset + length == job.bytes) break;
-    chunk.set_access(payload.get_command(), payload.get_address() + offset, length);
-    sc_core::sc_time hbm_delay = sc_core::SC_ZERO_TIME;
-    hbm_socket->b_transport(chunk.payload(), hbm_delay);
-    if (chunk.payload().is_response_ok()) moved_bytes_ += length;
-    in_flight.push_back(now_ps() + hbm_delay.value());
-    last_done = std::max(last_done, in_flight.back());
+    chunk_.job() = UnitRequest{};
+    chunk_.job().label = job.label;
+    chunk_.job().step = job.step;
+    chunk_.job().run_bytes = job.run_bytes;
+    chunk_.set_access(payload.get_command(), payload.get_address() + offset, length);
+    const Picos now = now_ps();
+    sc_core::sc_time hbm_delay = ps_time(std::max(issue, now) - now);
+    hbm_socket->b_transport(chunk_.payload(), hbm_delay);
+    if (chunk_.payload().is_response_ok()) moved_bytes_ += length;
+    landed.push_back(now + hbm_delay.value());
+    last_done = std::max(last_done, landed.back());
   }
   wait_until_ps(last_done);
   engine_busy_[engine] = false;
@@ -216,12 +234,12 @@ void TensorCore::run(const Op& op) {
 }
 
 // ---------------------------------------------------------------------------------------------
-void TensorCore::dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
+void TensorCore::dma_transfer(Request& r, tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
                               const std::string* label) {
   if (bytes == 0) return;
   // Each core works in its own slice of the chip's HBM; consecutive tensors follow each other.
   const std::uint64_t region = hw_.hbm.capacity_bytes / hw_.chip.cores;
-  Request r;
+  r.job() = UnitRequest{};
   r.set_access(cmd, site_.core * region + next_address_ % region, bytes);
   next_address_ += round_up<std::uint64_t>(bytes, 4096);
   r.job().bytes = bytes;
@@ -239,7 +257,7 @@ Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double
   for (const MxuShare& s : plan.shares) total_work += static_cast<double>(s.rows * s.weight_tiles);
   for (std::size_t u = 0; u < plan.shares.size(); ++u) {
     const MxuShare& share = plan.shares[u];
-    Request r;
+    Request& r = fresh_unit_request();
     r.job().rows = share.rows;
     r.job().weight_tiles = share.weight_tiles;
     r.job().rows_per_cycle = rows_per_cycle;
@@ -255,7 +273,7 @@ Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double
 
 Picos TensorCore::vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label) {
   if (elements == 0 || ops_per_element <= 0) return now_ps();
-  Request r;
+  Request& r = fresh_unit_request();
   r.job().elements = elements;
   r.job().ops_per_element = ops_per_element;
   r.job().flops = static_cast<double>(elements) * ops_per_element;
@@ -282,15 +300,15 @@ void TensorCore::run_blocks(Engine engine, std::vector<Block>& blocks, const Op&
   p.computed = p.stored = 0;
   p.ready.assign(n, 0);
   ++p.job;
-  p.changed.notify(sc_core::SC_ZERO_TIME);
+  p.job_posted.notify(sc_core::SC_ZERO_TIME);
   for (std::size_t b = 0; b < n; ++b) {
     while (b >= std::min(p.loaded[0], p.loaded[1]) || b >= p.stored + 2)  // inputs in, output buffer free
-      sc_core::wait(p.changed);
+      sc_core::wait(p.block_moved);
     p.ready[b] = blocks[b].compute();
     ++p.computed;
-    p.changed.notify(sc_core::SC_ZERO_TIME);
+    p.block_computed.notify(sc_core::SC_ZERO_TIME);
   }
-  while (p.stored < n) sc_core::wait(p.changed);
+  while (p.stored < n) sc_core::wait(p.block_moved);
   p.blocks = nullptr;
 }
 
@@ -298,22 +316,22 @@ void TensorCore::dma_stage(Pipeline& p, std::size_t stage) {
   const bool store = stage == 2;  // stages 0 and 1 load the two operand streams
   std::uint64_t done_job = 0;
   for (;;) {
-    while (p.blocks == nullptr || p.job == done_job) sc_core::wait(p.changed);
+    while (p.blocks == nullptr || p.job == done_job) sc_core::wait(p.job_posted);
     done_job = p.job;
     const std::size_t n = p.blocks->size();
     for (std::size_t b = 0; b < n; ++b) {
       // A load waits for a free input buffer, a store for the block's results.
-      while (store ? b >= p.computed : b >= p.computed + 2) sc_core::wait(p.changed);
+      while (store ? b >= p.computed : b >= p.computed + 2) sc_core::wait(p.block_computed);
       if (store) {
         wait_until_ps(p.ready[b]);
-        dma_transfer(tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, (*p.blocks)[b].store_run_bytes, &p.op->name);
+        dma_transfer(p.dma_requests[stage], tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, (*p.blocks)[b].store_run_bytes, &p.op->name);
         ++p.stored;
       } else {
-        dma_transfer(tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stage], (*p.blocks)[b].load_run_bytes,
+        dma_transfer(p.dma_requests[stage], tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stage], (*p.blocks)[b].load_run_bytes,
                      &p.op->name);
         ++p.loaded[stage];
       }
-      p.changed.notify(sc_core::SC_ZERO_TIME);
+      p.block_moved.notify(sc_core::SC_ZERO_TIME);
     }
   }
 }

@@ -44,7 +44,11 @@ class Dma : public sc_core::sc_module {
   std::uint32_t chip_;
   std::uint64_t asked_bytes_ = 0;
   std::uint64_t moved_bytes_ = 0;
+  // One payload serves every chunk: HBM answers without yielding, so no two chunk requests are
+  // ever in flight at once (constructing a payload allocates, and a step issues millions).
+  Request chunk_;
   std::vector<bool> engine_busy_;
+  std::vector<std::vector<Picos>> landed_;  // per engine: when each chunk of its transfer lands
   std::vector<Reporter> reporters_;
   sc_core::sc_event engine_freed_;
 };
@@ -138,12 +142,18 @@ class TensorCore : public sc_core::sc_module {
     std::array<std::size_t, 2> loaded{};
     std::size_t computed = 0, stored = 0;
     std::vector<Picos> ready;
-    sc_core::sc_event changed;
+    // One event per kind of progress, so that only the stages waiting for it wake: one event
+    // for all woke every stage at every step of every other.
+    sc_core::sc_event job_posted;      // a new op for the DMA stages
+    sc_core::sc_event block_computed;  // a block computed: a load buffer is free, a store can go
+    sc_core::sc_event block_moved;     // a load or a store finished: what the compute stage waits for
+    Request dma_requests[3];  // one per DMA stage: a transfer yields, so each stage needs its own
   };
   // Load -> compute -> store with two buffers between stages, each stage its own process.
   void run_blocks(Engine engine, std::vector<Block>& blocks, const Op& op);
   void dma_stage(Pipeline& p, std::size_t stage);  // 0, 1: the operand loads; 2: the result stores
-  void dma_transfer(tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes, const std::string* label);
+  void dma_transfer(Request& r, tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
+                    const std::string* label);
   // Hands each MXU its share of a block; returns when the last one is done.
   Picos mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label);
   Picos vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label);
@@ -172,6 +182,12 @@ class TensorCore : public sc_core::sc_module {
   std::uint64_t next_address_ = 0;
   std::vector<Picos> step_end_ps_;
   std::function<void(std::uint32_t)> step_observer_;
+  // One payload for the MXU and VPU requests, which are answered without yielding (see Dma::chunk_).
+  Request unit_request_;
+  Request& fresh_unit_request() {
+    unit_request_.job() = UnitRequest{};
+    return unit_request_;
+  }
 };
 
 }  // namespace tpusim

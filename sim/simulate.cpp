@@ -51,7 +51,10 @@ bool simulate(System& system, const std::string& what) {
   try {
     sc_core::sc_start(sc_core::SC_ZERO_TIME);  // initialization and the first delta cycles
     while (sc_core::sc_pending_activity()) {
-      if (interrupt_signal() != 0) return false;
+      if (interrupt_signal() != 0) {
+        system.flush_reports();
+        return false;
+      }
       const auto wall_start = std::chrono::steady_clock::now();
       // A slice reaches at least the next event: one that stopped short of it would not move.
       sc_core::sc_start(std::max(ps_time(slice_ps), sc_core::sc_time_to_pending_activity()),
@@ -63,6 +66,7 @@ bool simulate(System& system, const std::string& what) {
   } catch (const std::exception& e) {
     throw SimError(fmt::format("{} failed: {}", what, first_line_of_report(e.what())));
   }
+  system.flush_reports();
   if (!system.finished())
     throw SimError(fmt::format("{} stuck: nothing left to happen and work unfinished:{}", what, describe_stuck(system)));
   return true;

@@ -5,6 +5,7 @@
 // the ICI traffic of the other chips.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ class Recorder : public EventSink {
       : steps_(steps), trace_(trace), keep_spans_(keep_spans) {}
   std::uint32_t add_unit(UnitInfo info) override;
   void record(const Activity& activity) override;
+  bool wants_activities(std::uint32_t unit) const override {
+    return keeps_[unit] || (trace_ && trace_->wants_activities(unit));
+  }
+  void add_totals(std::uint32_t unit, std::uint32_t step, std::uint64_t busy_ps, std::uint64_t bytes,
+                  std::uint64_t last_end_ps) override {
+    StepTotals& t = totals_[static_cast<std::size_t>(unit) * steps_ + std::min(step, steps_ - 1)];
+    t.busy_ps += busy_ps;
+    t.bytes += bytes;
+    last_end_ps_[unit] = std::max<Picos>(last_end_ps_[unit], last_end_ps);
+  }
   void flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps,
             const std::string* name) override {
     if (trace_) trace_->flow(from_unit, from_ps, to_unit, to_ps, name);

@@ -40,6 +40,11 @@ class ChromeTraceWriter {
 
   void add_unit(std::uint32_t unit, const UnitInfo& info);
   void slice(const UnitInfo& info, const Activity& activity);
+  // Whether slice() would use the unit's activities (a track of its own or a bandwidth counter).
+  bool wants_activities(std::uint32_t unit) const {
+    return (unit < admitted_.size() && admitted_[unit]) ||
+           (unit < counter_of_unit_.size() && counter_of_unit_[unit] != nullptr);
+  }
   // An arrow from a point on one unit's track to a point on another's (flow start and end).
   void flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps, const std::string* name);
   // A counter track of the unit's process; samples at one time collapse into the last one.

@@ -44,6 +44,19 @@ class EventSink {
   // Called during elaboration; the returned id is what activities refer to.
   virtual std::uint32_t add_unit(UnitInfo info) = 0;
   virtual void record(const Activity& activity) = 0;
+  // Whether `unit`'s activities are wanted one by one (a trace track or counter, kept intervals).
+  // When not, a unit with very many fine-grained requests (HBM chunks) may sum them per step
+  // and hand over the sums through add_totals() instead.
+  virtual bool wants_activities(std::uint32_t unit) const {
+    (void)unit;
+    return true;
+  }
+  // Busy time and bytes of `unit` in `step` that were not reported as activities; the latest
+  // of them ended at `last_end_ps`.
+  virtual void add_totals(std::uint32_t unit, std::uint32_t step, std::uint64_t busy_ps, std::uint64_t bytes,
+                          std::uint64_t last_end_ps) {
+    (void)unit, (void)step, (void)busy_ps, (void)bytes, (void)last_end_ps;
+  }
   // Data that left `from_unit` at `from_ps` and was taken in by `to_unit` at `to_ps` (a
   // collective's piece crossing chips): drawn as an arrow between the two tracks.
   virtual void flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps,
