@@ -33,7 +33,12 @@ class CycleUnit : public sc_core::sc_module, public BlockingTarget {
     UnitRequest& job = job_of(payload);
     const std::uint64_t cycles = static_cast<Derived*>(this)->service_cycles(job);
     const Picos now = now_ps();
-    job.served = occupancy_.reserve(now, now + delay.value(), clock_.cycles_to_ps(cycles));
+    // Blocks of one matmul repeat one cycle count: convert once (cycles_to_ps rounds in long double).
+    if (cycles != memo_cycles_) {
+      memo_cycles_ = cycles;
+      memo_ps_ = clock_.cycles_to_ps(cycles);
+    }
+    job.served = occupancy_.reserve(now, now + delay.value(), memo_ps_);
     busy_cycles_ += cycles;
     flops_ += job.flops;
     static_cast<Derived*>(this)->account(job);
@@ -47,6 +52,8 @@ class CycleUnit : public sc_core::sc_module, public BlockingTarget {
   Occupancy occupancy_;
   std::uint64_t busy_cycles_ = 0;
   double flops_ = 0;
+  std::uint64_t memo_cycles_ = 0;
+  Picos memo_ps_ = 0;
 };
 
 class Mxu : public CycleUnit<Mxu> {

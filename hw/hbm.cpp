@@ -51,8 +51,16 @@ void Hbm::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay
     bw_gbps = it->second;
   }
   Interval whole{earliest, earliest};
-  if (length > 0)
-    whole = channels_.reserve(now, earliest, transfer_ps(ceil_div<std::uint64_t>(length, channel_count_), bw_gbps));
+  if (length > 0) {
+    // DMA chunks repeat one length at one rate: convert once (transfer_ps rounds in long double).
+    const std::uint64_t channel_bytes = ceil_div<std::uint64_t>(length, channel_count_);
+    if (channel_bytes != memo_bytes_ || bw_gbps != memo_bw_gbps_) {
+      memo_bytes_ = channel_bytes;
+      memo_bw_gbps_ = bw_gbps;
+      memo_ps_ = transfer_ps(channel_bytes, bw_gbps);
+    }
+    whole = channels_.reserve(now, earliest, memo_ps_);
+  }
   (payload.is_read() ? bytes_read_ : bytes_written_) += length;
   job.served = whole;
   if (length > 0 && whole.end > whole.start) {

@@ -56,6 +56,9 @@ class Hbm : public sc_core::sc_module, public BlockingTarget {
   double write_bw_gbps_;
   Picos latency_ps_;
   Occupancy channels_;  // every channel's bookings, identical
+  std::uint64_t memo_bytes_ = 0;  // the last conversion of a channel's share to time
+  double memo_bw_gbps_ = 0;
+  Picos memo_ps_ = 0;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t bytes_written_ = 0;
 };

@@ -34,9 +34,17 @@ inline Picos transfer_ps(std::uint64_t bytes, double bw_gbps) {
 
 // Simulated time stays below 2^62 ps (about 53 days) so that sums of times never wrap.
 constexpr Picos kTimeLimitPs = Picos{1} << 62;
+[[noreturn]] inline void throw_time_limit() {
+  throw std::overflow_error("simulated time would pass 2^62 ps (about 53 days); check rates and sizes");
+}
 inline void check_time_limit(Picos start_ps, long double duration_ps) {
   if (duration_ps < 0 || static_cast<long double>(start_ps) + duration_ps >= static_cast<long double>(kTimeLimitPs))
-    throw std::overflow_error("simulated time would pass 2^62 ps (about 53 days); check rates and sizes");
+    throw_time_limit();
+}
+// The same test in integers, for the units that book millions of slots: x87 long double
+// arithmetic was a visible share of a large slice's run time.
+inline void check_time_limit(Picos start_ps, Picos duration_ps) {
+  if (duration_ps >= kTimeLimitPs || start_ps >= kTimeLimitPs - duration_ps) throw_time_limit();
 }
 
 inline Picos ns_to_ps(double ns) { return static_cast<Picos>(std::llround(ns * 1000.0)); }
