@@ -22,11 +22,11 @@ namespace {
 // Measured with /usr/bin/time on collective and training runs of 4 to 4096 chips (see
 // docs/reliability.md): resident bytes per module and per kept interval.
 constexpr double kBaseBytes = 12.0 * (1 << 20);  // the process, SystemC, the presets
-constexpr double kChipBytes = 20e3;              // router, HBM, collective unit, sockets
-constexpr double kLinkBytes = 11e3;
-constexpr double kCoreBytes = 40e3;              // MXUs, VPU, DMA, sockets, reporters
-constexpr double kThreadBytes = 4e3;             // the touched part of a coroutine stack
-constexpr double kIntervalBytes = 40;            // a Span, with its vector's spare capacity
+constexpr double kChipBytes = 15e3;              // router, HBM, collective unit, sockets
+constexpr double kLinkBytes = 9.5e3;
+constexpr double kCoreBytes = 26e3;              // MXUs, VPU, DMA, sockets, reporters
+constexpr double kThreadBytes = 5e3;             // the touched part of a coroutine stack
+constexpr double kIntervalBytes = 22;            // a Span with its vector's spare capacity, less merged ones
 constexpr double kCounterSampleBytes = 16;       // per counter and 10 us, averaged: idle links have none
 
 std::string size_text(double bytes) {
