@@ -357,16 +357,25 @@ void TensorCore::run_matmul(const Op& op) {
   // gradient multiplies zeros too).
   const double products = 2.0 * static_cast<double>(mm.batch) * static_cast<double>(mm.m * mm.k * mm.n);
   const double useful_fraction = products > 0 ? op.model_flops / products : 0.0;
+  // Blocks come in a few shapes (full ones and the edges): plan each shape once. A deque keeps
+  // the plans where the blocks' closures point while more are added.
+  std::deque<std::pair<std::array<std::uint64_t, 4>, MatmulPlan>> plans;
+  auto plan_for = [&](const MatmulBlock& mb) -> const MatmulPlan& {
+    const std::array<std::uint64_t, 4> shape{mb.m, mb.k, mb.n, mb.batch};
+    for (const auto& [known, plan] : plans)
+      if (known == shape) return plan;
+    // The products of a batched block stream one after another: as many more weight tiles.
+    plans.emplace_back(shape, plan_matmul(array, mb.m, mb.k, mb.n, mm.passes * static_cast<std::uint32_t>(mb.batch),
+                                          hw_.core.mxu.per_core));
+    return plans.back().second;
+  };
   std::vector<Block> blocks;
   blocks.reserve(tiling.blocks.size());
   for (const MatmulBlock& mb : tiling.blocks) {
     Block block;
     block.load_bytes = mb.load_bytes;
     block.store_bytes = mb.store_bytes;
-    block.compute = [this, &op, &mm, array, mb, rows_per_cycle, useful_fraction]() {
-      // The products of a batched block stream one after another: as many more weight tiles.
-      const MatmulPlan plan = plan_matmul(array, mb.m, mb.k, mb.n, mm.passes * static_cast<std::uint32_t>(mb.batch),
-                                          hw_.core.mxu.per_core);
+    block.compute = [this, &op, &mm, &mb, &plan = plan_for(mb), rows_per_cycle, useful_fraction]() {
       const Picos mxu_done = mxu_work(
           plan, rows_per_cycle, useful_fraction * 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n), &op.name);
       wait_until_ps(mxu_done);
