@@ -103,6 +103,7 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   op.matmul.block_n = r.block_n;
   program.ops.push_back(op);
 
+  check_injected_fault(hw);
   check_memory(estimate_memory(hw, program, false), r.max_memory_bytes, "simulating the matmul");
   Recorder recorder(1, nullptr);
   System& system = elaborate(hw, program, InfeedSpec{}, &recorder);

@@ -227,6 +227,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     return summary;
   }
 
+  check_injected_fault(hw);
   check_memory(estimate_memory(hw, step.program, options.trace.level >= TraceLevel::Ops), options.max_memory_bytes,
                "simulating " + config.workload.name + " on " + topology_string(hw.slice_dims));
   std::unique_ptr<ChromeTraceWriter> trace;

@@ -120,6 +120,10 @@ BOOST_AUTO_TEST_CASE(an_unknown_fault_is_an_input_error) {
   const CommandResult r = run_tpusim("collective --bytes 1024", "TPUSIM_INJECT_FAULT=dma-drop-chunk");
   BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(contains(r.err, "expected dma-drop-chunk:CHIP or skip-collective:CHIP"), r.err);
+  const CommandResult outside =
+      run_tpusim("collective --bytes 1024 --hw tpu_v4 --topology 2x2x1", "TPUSIM_INJECT_FAULT=skip-collective:4");
+  BOOST_TEST(outside.exit_code == 2);
+  BOOST_TEST(contains(outside.err, "TPUSIM_INJECT_FAULT: chip 4 is not in the 2x2x1 slice (chips 0-3)"), outside.err);
 }
 
 BOOST_AUTO_TEST_CASE(a_run_over_the_memory_limit_is_refused_before_it_starts) {
