@@ -145,7 +145,7 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
                     ps_to_s(transfer_ps(pass.shard_bytes, hw.ici.link_bw_gbps));
       if (pass.reduce) {
         // Both directions' last pieces arrive together and queue on the one vector unit.
-        const std::uint64_t piece = spec.chunk_bytes > 0 ? std::min(spec.chunk_bytes, pass.shard_bytes) : pass.shard_bytes;
+        const std::uint64_t piece = ring_piece_bytes(pass, spec.chunk_bytes);
         const std::uint64_t elements = ceil_div<std::uint64_t>(piece, dtype_bytes(spec.dtype));
         const std::uint64_t one = vector_cycles(vpu, elements, 1.0);
         step += ps_to_s(clock.cycles_to_ps(pass.bidirectional ? 2 * one : one));

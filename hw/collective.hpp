@@ -7,6 +7,7 @@
 //   CollectiveSchedule s = plan_collective(torus, chip, spec);  // this chip's ring passes
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,6 +29,12 @@ struct RingPass {
   bool bidirectional = false;       // a second ring runs the other way with the other half of the data
   std::string label;                // "RS x", "AG y", "RS ring"
 };
+
+// A ring step's shard goes in pieces of `chunk_bytes` (0: one piece), the last possibly shorter,
+// so that adding one piece overlaps receiving the next.
+inline std::uint64_t ring_piece_bytes(const RingPass& pass, std::uint64_t chunk_bytes) {
+  return chunk_bytes > 0 ? std::min(chunk_bytes, pass.shard_bytes) : pass.shard_bytes;
+}
 
 // A sequence of passes; the parts of a schedule run concurrently, each on its own share of data.
 struct SchedulePart {

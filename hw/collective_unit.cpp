@@ -15,27 +15,29 @@ CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip,
   socket.register_b_transport(this, &CollectiveUnit::from_core);
   arrivals.bind(*this);
   part_count_ = std::max<std::uint32_t>(1, torus.axes());  // one part per axis at most
-  take_lane(0);  // lane 0, so that a chip's first collective tracks are there from the start
-  lanes_[0].busy = false;
+  add_lane();  // lane 0, so that a chip's first collective tracks are there from the start
+}
+
+void CollectiveUnit::add_lane() {
+  const auto lane = static_cast<std::uint32_t>(lanes_.size());
+  Lane fresh;
+  for (std::uint32_t part = 0; part < part_count_; ++part) {
+    UnitInfo info;
+    const std::string name = lane == 0 ? fmt::format("part{}", part) : fmt::format("lane{}.part{}", lane, part);
+    info.path = fmt::format("chip{}.collective.{}", chip_, name);
+    info.kind = UnitKind::Collective;
+    info.chip = chip_;
+    info.index = lane * kMaxParts + part;
+    info.label = "collective." + name;
+    fresh.parts[part] = Reporter(sink_, info);
+  }
+  lanes_.push_back(fresh);
 }
 
 std::uint32_t CollectiveUnit::take_lane(std::uint64_t instance) {
   std::uint32_t lane = 0;
   while (lane < lanes_.size() && lanes_[lane].busy) ++lane;
-  if (lane == lanes_.size()) {
-    Lane fresh;
-    for (std::uint32_t part = 0; part < part_count_; ++part) {
-      UnitInfo info;
-      const std::string name = lane == 0 ? fmt::format("part{}", part) : fmt::format("lane{}.part{}", lane, part);
-      info.path = fmt::format("chip{}.collective.{}", chip_, name);
-      info.kind = UnitKind::Collective;
-      info.chip = chip_;
-      info.index = lane * kMaxParts + part;
-      info.label = "collective." + name;
-      fresh.parts[part] = Reporter(sink_, info);
-    }
-    lanes_.push_back(fresh);
-  }
+  if (lane == lanes_.size()) add_lane();
   lanes_[lane].busy = true;
   lanes_[lane].instance = instance;
   return lane;
@@ -55,7 +57,7 @@ void CollectiveUnit::from_core(int, tlm::tlm_generic_payload& payload, sc_core::
   auto& slot = joining_[job.instance];
   if (!slot) slot = std::make_shared<Joining>();
   const std::shared_ptr<Joining> joining = slot;  // keeps the event alive for every waiter
-  if (joining->arrived == 0) running_[job.instance] = Pending{job.instance, &spec, job.label, job.step};
+  if (joining->arrived == 0) joining->what = Pending{job.instance, &spec, job.label, job.step};
   if (++joining->arrived < hw_.chip.cores) {
     while (!joining->done) sc_core::wait(joining->released);
   } else {
@@ -68,7 +70,6 @@ void CollectiveUnit::from_core(int, tlm::tlm_generic_payload& payload, sc_core::
       wait_until_ps(hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx.label, ctx.step));
     }
     if (!injected_fault().hits(FaultKind::SkipCollective, chip_)) run(spec, job.instance, job.label, job.step);
-    running_.erase(job.instance);
     ++counts_.completed;
     joining->done = true;
     joining->released.notify(sc_core::SC_ZERO_TIME);
@@ -108,8 +109,7 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
   const std::uint32_t next = pass.ring[(pass.position + 1) % p];
   const std::uint32_t prev = pass.ring[(pass.position + p - 1) % p];
   const int directions = pass.bidirectional ? 2 : 1;
-  // A step's shard goes in pieces of chunk_bytes so that adding piece j overlaps receiving j+1.
-  const std::uint64_t piece = ctx.spec.chunk_bytes > 0 ? std::min(ctx.spec.chunk_bytes, pass.shard_bytes) : pass.shard_bytes;
+  const std::uint64_t piece = ring_piece_bytes(pass, ctx.spec.chunk_bytes);
   const std::uint64_t pieces = ceil_div<std::uint64_t>(pass.shard_bytes, piece);
   auto piece_bytes = [&](std::uint64_t j) { return j + 1 < pieces ? piece : pass.shard_bytes - piece * (pieces - 1); };
   const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
@@ -176,7 +176,7 @@ Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, cons
   counts_.hbm_bytes += bytes;
   // Above the cores' regions, which start at the bottom of HBM.
   const std::uint64_t region = hw_.hbm.capacity_bytes / 8;
-  Request& r = fresh_request();
+  Request& r = request_.reset();
   r.set_access(cmd, hw_.hbm.capacity_bytes - region + next_address_ % region, bytes);
   next_address_ += round_up<std::uint64_t>(bytes, 4096);
   r.job().bytes = bytes;
@@ -188,7 +188,7 @@ Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, cons
 }
 
 Picos CollectiveUnit::vpu_add(std::uint64_t elements, Picos at, const std::string* label, std::uint32_t step) {
-  Request& r = fresh_request();
+  Request& r = request_.reset();
   r.job().elements = elements;
   r.job().ops_per_element = 1;
   r.job().flops = static_cast<double>(elements);
@@ -203,7 +203,7 @@ void CollectiveUnit::send(std::uint32_t to_chip, std::uint32_t hops, std::uint64
                           const std::string* label, std::uint32_t step) {
   counts_.sent_bytes += bytes;
   counts_.sent_link_bytes += bytes * hops;
-  Request& r = fresh_request();
+  Request& r = request_.reset();
   r.set_access(tlm::TLM_WRITE_COMMAND, 0, bytes);
   r.job().bytes = bytes;
   r.job().dest_chip = to_chip;
@@ -217,7 +217,7 @@ void CollectiveUnit::send(std::uint32_t to_chip, std::uint32_t hops, std::uint64
 
 std::vector<CollectiveUnit::Pending> CollectiveUnit::pending() const {
   std::vector<Pending> out;
-  for (const auto& entry : running_) out.push_back(entry.second);
+  for (const auto& entry : joining_) out.push_back(entry.second->what);
   return out;
 }
 

@@ -61,7 +61,9 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   std::size_t undelivered_steps() const { return inbox_.size(); }
 
  private:
+  // An instance this chip's cores have begun to join, until it completes here.
   struct Joining {
+    Pending what;
     std::uint32_t arrived = 0;
     bool done = false;
     sc_core::sc_event released;
@@ -102,15 +104,10 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   void send(std::uint32_t to_chip, std::uint32_t hops, std::uint64_t bytes, const RingDelivery& delivery,
             const std::string* label, std::uint32_t step);
   Inbox& inbox(const StepKey& key);
-  Request& fresh_request() {
-    request_.job() = UnitRequest{};
-    return request_;
-  }
 
   const HwConfig& hw_;
   const Torus& torus_;
   std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
-  std::map<std::uint64_t, Pending> running_;
   Counts counts_;
   sc_core::sc_event step_arrived_[kMaxParts];
   // The tracks of the instances running at once (a trace track must not hold overlapping
@@ -122,6 +119,7 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
     std::uint64_t instance = 0;
     bool busy = false;
   };
+  void add_lane();  // registers its tracks
   std::uint32_t take_lane(std::uint64_t instance);
   EventSink* sink_;
   std::vector<Lane> lanes_;
@@ -136,8 +134,8 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   // neighbour running a step ahead), so a short array searched in order beats a tree whose nodes
   // are allocated and freed for every step and are cache misses on a large slice.
   std::vector<Inbox> inbox_;
-  // One payload serves every request: HBM, the vector unit and the router answer without
-  // yielding, so no two requests are ever in flight at once (constructing a payload allocates).
+  // One payload serves every request (Request::reset): HBM, the vector unit and the router
+  // answer without yielding, so no two requests are ever in flight at once.
   Request request_;
 };
 

@@ -31,9 +31,9 @@ class Hbm : public sc_core::sc_module, public BlockingTarget {
   Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t chip, EventSink* sink);
 
   std::uint64_t bytes_read() const { return bytes_read_; }
+  std::uint64_t bytes_written() const { return bytes_written_; }
   // Hands the per-step sums of unreported requests to the sink; call when the simulation ends.
   void flush_reports();
-  std::uint64_t bytes_written() const { return bytes_written_; }
 
  private:
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;

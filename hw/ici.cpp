@@ -24,7 +24,7 @@ void IciLink::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
   slot.start = std::max(job.head_ps, busy_until_ps_);
   slot.end = std::max(slot.start + serialize, job.tail_ps);
   sc_assert(slot.start >= now_ps());
-  check_time_limit(slot.start, static_cast<long double>(slot.end - slot.start));
+  check_time_limit(slot.start, slot.end - slot.start);
   if (slot.end > slot.start) busy_until_ps_ = slot.end;
   reporter_.busy(slot, job, job.bytes);
   if (job.first_link_unit == ~0u) {

@@ -71,6 +71,8 @@ struct UnitRequest : tlm::tlm_extension<UnitRequest> {
 };
 
 // A generic payload that owns its UnitRequest, for initiators that issue one request at a time.
+// An initiator whose targets answer without yielding keeps one and reuses it (constructing a
+// payload allocates, and a step issues millions of requests): reset() makes it a new request.
 class Request {
  public:
   Request() { payload_.set_extension(&request_); }
@@ -80,13 +82,17 @@ class Request {
 
   UnitRequest& job() { return request_; }
   tlm::tlm_generic_payload& payload() { return payload_; }
+  Request& reset() {
+    request_ = UnitRequest{};
+    payload_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    return *this;
+  }
   void set_access(tlm::tlm_command cmd, std::uint64_t address, std::uint64_t bytes) {
     payload_.set_command(cmd);
     payload_.set_address(address);
     payload_.set_data_length(static_cast<unsigned>(std::min<std::uint64_t>(bytes, 0xffffffffu)));
     payload_.set_streaming_width(payload_.get_data_length());
     payload_.set_data_ptr(nullptr);  // timing-only: no data is moved
-    payload_.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);  // a reused payload answers afresh
   }
 
  private:

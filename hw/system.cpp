@@ -3,27 +3,12 @@
 #include <fmt/format.h>
 
 namespace tpusim {
-namespace {
-
-std::vector<LinkId> outgoing_links(const Torus& torus, std::uint32_t chip) {
-  std::vector<LinkId> links;
-  for (std::uint8_t axis = 0; axis < torus.axes(); ++axis)
-    for (bool positive : {true, false}) {
-      const LinkId id{chip, axis, positive};
-      // On an axis of two chips without wraparound both directions reach the same neighbour
-      // through one physical link pair; keep one direction each way.
-      if (torus.link_exists(id)) links.push_back(id);
-    }
-  return links;
-}
-
-}  // namespace
 
 Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
            const Program& program, Host& host, EventSink* sink)
     : sc_module(name),
       hbm("hbm", hw.hbm, index, sink),
-      router("router", index, torus, outgoing_links(torus, index)),
+      router("router", index, torus, torus.outgoing_links(index)),
       cores("core"),
       collective("collective", index, hw, torus, sink),
       links("link") {
@@ -31,7 +16,7 @@ Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw
     const CoreSite site{index, static_cast<std::uint32_t>(c)};
     return new TensorCore(nm, hw, site, program, host, sink);
   });
-  const auto outgoing = outgoing_links(torus, index);
+  const auto outgoing = torus.outgoing_links(index);
   links.init(outgoing.size(), [&](const char* nm, std::size_t i) {
     const LinkId id = outgoing[i];
     UnitInfo info;

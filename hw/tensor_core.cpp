@@ -82,7 +82,7 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
     }
     const std::uint64_t length = std::min(config_.chunk_bytes, job.bytes - offset);
     if (drop_last_chunk && offset + length == job.bytes) break;
-    chunk_.job() = UnitRequest{};
+    chunk_.reset();
     chunk_.job().label = job.label;
     chunk_.job().step = job.step;
     chunk_.job().run_bytes = job.run_bytes;
@@ -239,8 +239,7 @@ void TensorCore::dma_transfer(Request& r, tlm::tlm_command cmd, std::uint64_t by
   if (bytes == 0) return;
   // Each core works in its own slice of the chip's HBM; consecutive tensors follow each other.
   const std::uint64_t region = hw_.hbm.capacity_bytes / hw_.chip.cores;
-  r.job() = UnitRequest{};
-  r.set_access(cmd, site_.core * region + next_address_ % region, bytes);
+  r.reset().set_access(cmd, site_.core * region + next_address_ % region, bytes);
   next_address_ += round_up<std::uint64_t>(bytes, 4096);
   r.job().bytes = bytes;
   r.job().run_bytes = run_bytes;
@@ -257,7 +256,7 @@ Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double
   for (const MxuShare& s : plan.shares) total_work += static_cast<double>(s.rows * s.weight_tiles);
   for (std::size_t u = 0; u < plan.shares.size(); ++u) {
     const MxuShare& share = plan.shares[u];
-    Request& r = fresh_unit_request();
+    Request& r = unit_request_.reset();
     r.job().rows = share.rows;
     r.job().weight_tiles = share.weight_tiles;
     r.job().rows_per_cycle = rows_per_cycle;
@@ -273,7 +272,7 @@ Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double
 
 Picos TensorCore::vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label) {
   if (elements == 0 || ops_per_element <= 0) return now_ps();
-  Request& r = fresh_unit_request();
+  Request& r = unit_request_.reset();
   r.job().elements = elements;
   r.job().ops_per_element = ops_per_element;
   r.job().flops = static_cast<double>(elements) * ops_per_element;
@@ -392,9 +391,7 @@ void TensorCore::run_matmul(const Op& op) {
 
 void TensorCore::run_vector(const Op& op) {
   const VectorWork& v = op.vector;
-  const std::uint64_t traffic = v.hbm_read_bytes + v.hbm_write_bytes;
-  const std::uint64_t budget = hw_.core.vmem_bytes / 4;
-  const std::uint64_t count = std::max<std::uint64_t>(1, ceil_div<std::uint64_t>(2 * traffic, budget));
+  const std::uint64_t count = vector_blocks(v, hw_);
   std::vector<Block> blocks(count);
   auto share = [count](std::uint64_t total, std::uint64_t b) {
     return total / count + (b < total % count ? 1 : 0);

@@ -44,8 +44,8 @@ class Dma : public sc_core::sc_module {
   std::uint32_t chip_;
   std::uint64_t asked_bytes_ = 0;
   std::uint64_t moved_bytes_ = 0;
-  // One payload serves every chunk: HBM answers without yielding, so no two chunk requests are
-  // ever in flight at once (constructing a payload allocates, and a step issues millions).
+  // One payload serves every chunk (Request::reset): HBM answers without yielding, so no two
+  // chunk requests are ever in flight at once.
   Request chunk_;
   std::vector<bool> engine_busy_;
   std::vector<std::vector<Picos>> landed_;  // per engine: when each chunk of its transfer lands
@@ -98,6 +98,12 @@ class TensorCore : public sc_core::sc_module {
   const sc_core::sc_vector<Mxu>& mxus() const { return mxus_; }
   // The share of vector memory a matmul's blocks may take (the rest serves the vector engine).
   static std::uint64_t matmul_vmem_budget_bytes(const HwConfig& hw) { return hw.core.vmem_bytes / 4 * 3; }
+  // Blocks a vector op streams in: double-buffered in and out, within the vector engine's quarter
+  // of vector memory.
+  static std::uint64_t vector_blocks(const VectorWork& v, const HwConfig& hw) {
+    return std::max<std::uint64_t>(1, ceil_div<std::uint64_t>(2 * (v.hbm_read_bytes + v.hbm_write_bytes),
+                                                              hw.core.vmem_bytes / 4));
+  }
 
   bool finished() const { return finished_; }
   // Called at the end of every step of this core (System hands it to one core for progress).
@@ -182,12 +188,8 @@ class TensorCore : public sc_core::sc_module {
   std::uint64_t next_address_ = 0;
   std::vector<Picos> step_end_ps_;
   std::function<void(std::uint32_t)> step_observer_;
-  // One payload for the MXU and VPU requests, which are answered without yielding (see Dma::chunk_).
+  // One payload for the MXU and VPU requests, which are answered without yielding (Request::reset).
   Request unit_request_;
-  Request& fresh_unit_request() {
-    unit_request_.job() = UnitRequest{};
-    return unit_request_;
-  }
 };
 
 }  // namespace tpusim

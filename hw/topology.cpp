@@ -83,6 +83,16 @@ std::vector<LinkId> Torus::route(std::uint32_t from, std::uint32_t to) const {
   return hops;
 }
 
+std::vector<LinkId> Torus::outgoing_links(std::uint32_t chip) const {
+  std::vector<LinkId> links;
+  for (std::uint8_t axis = 0; axis < axes(); ++axis)
+    for (bool positive : {true, false}) {
+      const LinkId id{chip, axis, positive};
+      if (link_exists(id)) links.push_back(id);
+    }
+  return links;
+}
+
 LinkId Torus::first_hop(std::uint32_t from, std::uint32_t to) const {
   const Coords cur = coords(from), dst = coords(to);
   for (std::uint8_t a = 0; a < dims_.size(); ++a) {

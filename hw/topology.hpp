@@ -51,6 +51,10 @@ class Torus {
   std::vector<LinkId> route(std::uint32_t from, std::uint32_t to) const;
   // The first link of route(from, to), without building the route; from != to.
   LinkId first_hop(std::uint32_t from, std::uint32_t to) const;
+  // The links that leave `chip`, axis by axis, + before - (on an axis of two chips without
+  // wraparound both directions reach the same neighbour through one physical link pair: one
+  // direction each way).
+  std::vector<LinkId> outgoing_links(std::uint32_t chip) const;
   // Every chip once, consecutive chips one hop apart (a boustrophedon walk); the closing hop
   // from the last chip back to the first may be longer when the torus lacks wraparound.
   std::vector<std::uint32_t> ring_order() const;

@@ -41,9 +41,7 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, bool 
   const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
   const double chips = torus.chip_count(), cores = chips * hw.chip.cores;
   double links = 0;  // directed, over the slice
-  for (std::uint32_t c = 0; c < torus.chip_count(); ++c)
-    for (std::uint8_t a = 0; a < torus.axes(); ++a)
-      for (bool positive : {true, false}) links += torus.link_exists(LinkId{c, a, positive}) ? 1 : 0;
+  for (std::uint32_t c = 0; c < torus.chip_count(); ++c) links += static_cast<double>(torus.outgoing_links(c).size());
 
   // Per core and step: the intervals the statistics keep (op engines, MXUs, VPU).
   std::set<std::pair<OpKind, std::uint32_t>> engines;
@@ -51,7 +49,6 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, bool 
   double intervals = 1;  // the step
   double transfers = 0;  // DMA transfers, kept for chip 0 only
   double mxu_flops = 0, dma_bytes = 0;
-  const std::uint64_t vector_budget = hw.core.vmem_bytes / 4;
   for (const Op& op : program.ops) {
     engines.insert({op.kind, op.stream});
     intervals += 1;
@@ -65,11 +62,10 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, bool 
       }
     } else if (op.kind == OpKind::Vector) {
       any_vector = true;
-      const std::uint64_t traffic = op.vector.hbm_read_bytes + op.vector.hbm_write_bytes;
-      const double blocks = static_cast<double>(std::max<std::uint64_t>(1, (2 * traffic + vector_budget - 1) / vector_budget));
+      const double blocks = static_cast<double>(TensorCore::vector_blocks(op.vector, hw));
       intervals += blocks;
       transfers += 2 * blocks;
-      dma_bytes += static_cast<double>(traffic);
+      dma_bytes += static_cast<double>(op.vector.hbm_read_bytes + op.vector.hbm_write_bytes);
     } else if (op.kind == OpKind::Collective) {
       // Every reduced piece that arrives is an addition on core 0's vector unit.
       const CollectiveSchedule schedule = plan_collective(torus, 0, op.collective);
@@ -77,8 +73,7 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, bool 
         intervals += 1;
         for (const RingPass& pass : part.passes) {
           if (!pass.reduce || pass.shard_bytes == 0) continue;
-          const std::uint64_t piece = op.collective.chunk_bytes > 0 ? std::min(op.collective.chunk_bytes, pass.shard_bytes)
-                                                                    : pass.shard_bytes;
+          const std::uint64_t piece = ring_piece_bytes(pass, op.collective.chunk_bytes);
           intervals += static_cast<double>((pass.ring.size() - 1) * (pass.bidirectional ? 2 : 1) *
                                            ((pass.shard_bytes + piece - 1) / piece)) / hw.chip.cores;
         }

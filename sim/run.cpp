@@ -259,10 +259,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   };
   std::vector<Picos> ends = system.step_end_ps();
   nlohmann::ordered_json checks;  // a run cut short has nothing complete to check
-  if (completed)
+  if (completed) {
     checks = check_invariants({&system, &step.program, &hw, &recorder, ends.back(),
                                static_cast<double>(step.per_core_batch) * step.model.training_flops_per_sample()});
-  if (!completed) {
+  } else {
     // Interrupted: what the finished steps say, marked partial, every output still valid.
     ends.resize(system.steps_completed());
     summary["status"] = "interrupted";

@@ -48,12 +48,13 @@ bool simulate(System& system, const std::string& what) {
   // slicing differs from run to run; results do not depend on it (the kernel resumes where it
   // stopped), and runs with fixed slices of 1 ps to 123 us gave byte-identical outputs.
   Picos slice_ps = 1000 * 1000;  // 1 us
+  bool interrupted = false;
   try {
     sc_core::sc_start(sc_core::SC_ZERO_TIME);  // initialization and the first delta cycles
     while (sc_core::sc_pending_activity()) {
       if (interrupt_signal() != 0) {
-        system.flush_reports();
-        return false;
+        interrupted = true;
+        break;
       }
       const auto wall_start = std::chrono::steady_clock::now();
       // A slice reaches at least the next event: one that stopped short of it would not move.
@@ -67,6 +68,7 @@ bool simulate(System& system, const std::string& what) {
     throw SimError(fmt::format("{} failed: {}", what, first_line_of_report(e.what())));
   }
   system.flush_reports();
+  if (interrupted) return false;
   if (!system.finished())
     throw SimError(fmt::format("{} stuck: nothing left to happen and work unfinished:{}", what, describe_stuck(system)));
   return true;
