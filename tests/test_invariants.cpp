@@ -149,3 +149,17 @@ BOOST_AUTO_TEST_CASE(a_malformed_memory_size_names_the_option) {
   BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(contains(r.err, "--max-memory lots: expected a size such as 512M, 4G or 4GiB"), r.err);
 }
+
+BOOST_AUTO_TEST_CASE(a_sweep_passes_its_memory_limit_to_every_point) {
+  TempDir dir;
+  const CommandResult r = run_tpusim("sweep '" + example_workload() + "' --vary workload.training.steps=1,2 -j 1 " +
+                                     "--max-memory 1M -o '" + dir.path("sweep") + "'");
+  BOOST_TEST(r.exit_code == 1);  // every point refused
+  const json sweep = json::parse(read_file(dir.path("sweep/sweep.json")));
+  BOOST_REQUIRE(sweep["rows"].size() == 2u);
+  for (const auto& row : sweep["rows"]) {
+    BOOST_TEST(row["status"] == "input_error");
+    BOOST_TEST(contains(row["reason"].get<std::string>(), "more than 1.0 MiB (the --max-memory limit)"));
+  }
+  BOOST_TEST(run_tpusim("sweep '" + example_workload() + "' --max-memory lots -o '" + dir.path("bad") + "'").exit_code == 2);
+}
