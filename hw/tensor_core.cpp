@@ -30,7 +30,7 @@ UnitInfo core_unit(const CoreSite& site, UnitKind kind, std::uint32_t index, con
 Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
          EventSink* sink)
     : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config), chip_(chip),
-      engine_busy_(config.engines, false), landed_(config.engines) {
+      engine_free_ps_(config.engines, 0), landed_(config.engines) {
   socket.register_b_transport(this, &Dma::b_transport);
   const CoreSite site{chip, core};
   for (std::uint32_t e = 0; e < config.engines; ++e)
@@ -40,14 +40,19 @@ Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t ch
 void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
   if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
   delay = sc_core::SC_ZERO_TIME;
-  std::size_t engine = engine_busy_.size();
+  // An engine is held until its transfer's last chunk lands, a time known once that chunk is
+  // booked (until then, kHeld).
+  std::size_t engine = 0;
   for (;;) {
-    engine = static_cast<std::size_t>(std::find(engine_busy_.begin(), engine_busy_.end(), false) -
-                                      engine_busy_.begin());
-    if (engine < engine_busy_.size()) break;
-    sc_core::wait(engine_freed_);
+    engine = static_cast<std::size_t>(std::min_element(engine_free_ps_.begin(), engine_free_ps_.end()) -
+                                      engine_free_ps_.begin());
+    const Picos free_ps = engine_free_ps_[engine];
+    if (free_ps <= now_ps()) break;
+    // Another engine's free time may become known, and come sooner, while this one waits.
+    if (free_ps == kHeld) sc_core::wait(engine_freed_);
+    else sc_core::wait(ps_time(free_ps - now_ps()), engine_freed_);
   }
-  engine_busy_[engine] = true;
+  engine_free_ps_[engine] = kHeld;
   UnitRequest& job = job_of(payload);
   asked_bytes_ += job.bytes;
   const Picos start = now_ps();
@@ -94,11 +99,16 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
     landed.push_back(now + hbm_delay.value());
     last_done = std::max(last_done, landed.back());
   }
-  wait_until_ps(last_done);
-  engine_busy_[engine] = false;
+  // The last chunk is booked: nothing is left to decide, so the transfer returns now with the
+  // time until it lands as its annotated delay, and the engine is free from then on. Waiting here
+  // for the landing was a fifth of all process switches of a large slice.
+  const Picos now = now_ps();
+  last_done = std::max(last_done, now);
+  engine_free_ps_[engine] = last_done;
   engine_freed_.notify(sc_core::SC_ZERO_TIME);
-  job.served = {start, now_ps()};
+  job.served = {start, last_done};
   reporters_[engine].busy(job.served, job, job.bytes);
+  delay = ps_time(last_done - now);
   payload.set_response_status(tlm::TLM_OK_RESPONSE);
 }
 
@@ -234,9 +244,9 @@ void TensorCore::run(const Op& op) {
 }
 
 // ---------------------------------------------------------------------------------------------
-void TensorCore::dma_transfer(Request& r, tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
-                              const std::string* label) {
-  if (bytes == 0) return;
+Picos TensorCore::dma_transfer(Request& r, tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
+                               const std::string* label, Picos start_ps) {
+  if (bytes == 0) return std::max(start_ps, now_ps());
   // Each core works in its own slice of the chip's HBM; consecutive tensors follow each other.
   const std::uint64_t region = hw_.hbm.capacity_bytes / hw_.chip.cores;
   r.reset().set_access(cmd, site_.core * region + next_address_ % region, bytes);
@@ -245,13 +255,15 @@ void TensorCore::dma_transfer(Request& r, tlm::tlm_command cmd, std::uint64_t by
   r.job().run_bytes = run_bytes;
   r.job().label = label;
   r.job().step = step_;
-  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  sc_core::sc_time delay = ps_time(start_ps > now_ps() ? start_ps - now_ps() : 0);
   dma_socket_->b_transport(r.payload(), delay);
-  if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
+  return now_ps() + delay.value();
 }
 
-Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label) {
-  Picos end = now_ps();
+Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label,
+                           Picos start_ps) {
+  const Picos now = now_ps();
+  Picos end = std::max(start_ps, now);
   double total_work = 0;
   for (const MxuShare& s : plan.shares) total_work += static_cast<double>(s.rows * s.weight_tiles);
   for (std::size_t u = 0; u < plan.shares.size(); ++u) {
@@ -263,7 +275,7 @@ Picos TensorCore::mxu_work(const MatmulPlan& plan, double rows_per_cycle, double
     r.job().flops = flops * static_cast<double>(share.rows * share.weight_tiles) / total_work;
     r.job().label = label;
     r.job().step = step_;
-    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    sc_core::sc_time delay = ps_time(start_ps > now ? start_ps - now : 0);
     mxu_sockets_[u]->b_transport(r.payload(), delay);
     end = std::max(end, r.job().served.end);
   }
@@ -297,17 +309,24 @@ void TensorCore::run_blocks(Engine engine, std::vector<Block>& blocks, const Op&
   p.op = &op;
   p.loaded = {0, 0};
   p.computed = p.stored = 0;
-  p.ready.assign(n, 0);
+  for (auto& landed : p.landed_ps) landed.assign(n, 0);
+  p.computed_ps.assign(n, {});
+  p.stored_ps.assign(n, 0);
   ++p.job;
   p.job_posted.notify(sc_core::SC_ZERO_TIME);
+  Picos previous_ps = now_ps();  // when the compute of the previous block let go of the units
   for (std::size_t b = 0; b < n; ++b) {
-    while (b >= std::min(p.loaded[0], p.loaded[1]) || b >= p.stored + 2)  // inputs in, output buffer free
-      sc_core::wait(p.block_moved);
-    p.ready[b] = blocks[b].compute();
+    // Inputs in, and the output buffer free (the store of the block two before it done).
+    while (b >= std::min(p.loaded[0], p.loaded[1]) || b >= p.stored + 2) sc_core::wait(p.block_moved);
+    Picos start_ps = std::max({previous_ps, p.landed_ps[0][b], p.landed_ps[1][b]});
+    if (b >= 2) start_ps = std::max(start_ps, p.stored_ps[b - 2]);
+    p.computed_ps[b] = blocks[b].compute(start_ps);
+    previous_ps = p.computed_ps[b].inputs_free_ps;
     ++p.computed;
     p.block_computed.notify(sc_core::SC_ZERO_TIME);
   }
   while (p.stored < n) sc_core::wait(p.block_moved);
+  wait_until_ps(p.stored_ps[n - 1]);  // stores land in order
   p.blocks = nullptr;
 }
 
@@ -318,17 +337,27 @@ void TensorCore::dma_stage(Pipeline& p, std::size_t stage) {
     while (p.blocks == nullptr || p.job == done_job) sc_core::wait(p.job_posted);
     done_job = p.job;
     const std::size_t n = p.blocks->size();
+    Picos previous_ps = 0;  // when this stage's previous transfer lands: a stage moves one at a time
     for (std::size_t b = 0; b < n; ++b) {
-      // A load waits for a free input buffer, a store for the block's results.
+      const Block& block = (*p.blocks)[b];
+      // A load waits for a free input buffer (the compute of the block two before it), a store
+      // for the block's results.
       while (store ? b >= p.computed : b >= p.computed + 2) sc_core::wait(p.block_computed);
       if (store) {
-        wait_until_ps(p.ready[b]);
-        dma_transfer(p.dma_requests[stage], tlm::TLM_WRITE_COMMAND, (*p.blocks)[b].store_bytes, (*p.blocks)[b].store_run_bytes, &p.op->name);
+        const Picos start_ps = std::max(previous_ps, p.computed_ps[b].results_ps);
+        previous_ps = p.stored_ps[b] = dma_transfer(p.dma_requests[stage], tlm::TLM_WRITE_COMMAND, block.store_bytes,
+                                                    block.store_run_bytes, &p.op->name, start_ps);
         ++p.stored;
       } else {
-        dma_transfer(p.dma_requests[stage], tlm::TLM_READ_COMMAND, (*p.blocks)[b].load_bytes[stage], (*p.blocks)[b].load_run_bytes,
-                     &p.op->name);
+        const Picos start_ps = b >= 2 ? std::max(previous_ps, p.computed_ps[b - 2].inputs_free_ps) : previous_ps;
+        previous_ps = p.landed_ps[stage][b] = dma_transfer(p.dma_requests[stage], tlm::TLM_READ_COMMAND,
+                                                           block.load_bytes[stage], block.load_run_bytes, &p.op->name,
+                                                           start_ps);
+        // The compute stage needs both operands: a load booked ahead of the other stream's cannot
+        // let it go on, and waking it for nothing was a fifth of all switches.
+        const bool was_behind = p.loaded[stage] < p.loaded[1 - stage];
         ++p.loaded[stage];
+        if (!was_behind) continue;
       }
       p.block_moved.notify(sc_core::SC_ZERO_TIME);
     }
@@ -374,12 +403,16 @@ void TensorCore::run_matmul(const Op& op) {
     Block block;
     block.load_bytes = mb.load_bytes;
     block.store_bytes = mb.store_bytes;
-    block.compute = [this, &op, &mm, &mb, &plan = plan_for(mb), rows_per_cycle, useful_fraction]() {
-      const Picos mxu_done = mxu_work(
-          plan, rows_per_cycle, useful_fraction * 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n), &op.name);
+    block.compute = [this, &op, &mm, &mb, &plan = plan_for(mb), rows_per_cycle, useful_fraction](Picos start_ps) {
+      const Picos mxu_done = mxu_work(plan, rows_per_cycle,
+                                      useful_fraction * 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n),
+                                      &op.name, start_ps);
+      if (!mb.last_k || mm.epilogue_vpu_ops_per_element <= 0) return BlockTimes{mxu_done, mxu_done};
+      // The vector unit is shared (vector ops, the collective unit's reductions): it is asked
+      // when the epilogue can start, not ahead of time.
       wait_until_ps(mxu_done);
-      if (!mb.last_k) return mxu_done;
-      return std::max(mxu_done, vpu_ops(mb.batch * mb.m * mb.n, mm.epilogue_vpu_ops_per_element, &op.name));
+      return BlockTimes{mxu_done,
+                        std::max(mxu_done, vpu_ops(mb.batch * mb.m * mb.n, mm.epilogue_vpu_ops_per_element, &op.name))};
     };
     blocks.push_back(std::move(block));
   }
@@ -404,10 +437,11 @@ void TensorCore::run_vector(const Op& op) {
     blocks[b].store_run_bytes = v.hbm_write_run_bytes;
     largest = std::max(largest, blocks[b].load_bytes[0] + blocks[b].store_bytes);
     const std::uint64_t elements = share(v.elements, b);
-    blocks[b].compute = [this, &op, elements, ops = v.vpu_ops_per_element]() {
+    blocks[b].compute = [this, &op, elements, ops = v.vpu_ops_per_element](Picos start_ps) {
+      // The vector unit is shared: it is asked at the start, not ahead of it.
+      wait_until_ps(start_ps);
       const Picos done = vpu_ops(elements, ops, &op.name);
-      wait_until_ps(done);
-      return done;
+      return BlockTimes{done, done};
     };
   }
   vmem_.reserve(2 * largest, op.name);

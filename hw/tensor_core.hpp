@@ -24,8 +24,10 @@ namespace tpusim {
 
 class Host;
 
-// DMA between HBM and vector memory. A transfer takes a free engine, is split into chunks with
-// a bounded number in flight, and returns when its last chunk has landed. b_transport blocks.
+// DMA between HBM and vector memory. A transfer takes a free engine and is split into chunks
+// with a bounded number in flight. b_transport blocks while it books the chunks and returns once
+// the last is booked, with the time until it lands as the annotated delay; the engine stays
+// taken until then.
 class Dma : public sc_core::sc_module {
  public:
   tlm_utils::multi_passthrough_target_socket<Dma> socket;
@@ -47,7 +49,8 @@ class Dma : public sc_core::sc_module {
   // One payload serves every chunk (Request::reset): HBM answers without yielding, so no two
   // chunk requests are ever in flight at once.
   Request chunk_;
-  std::vector<bool> engine_busy_;
+  static constexpr Picos kHeld = ~Picos{0};
+  std::vector<Picos> engine_free_ps_;  // per engine: when it is free (kHeld: its transfer is booking)
   std::vector<std::vector<Picos>> landed_;  // per engine: when each chunk of its transfer lands
   std::vector<Reporter> reporters_;
   sc_core::sc_event engine_freed_;
@@ -122,6 +125,11 @@ class TensorCore : public sc_core::sc_module {
     sc_core::sc_event work;
     bool started = false;
   };
+  // When a block's compute frees its input buffers and when its results are ready to store.
+  struct BlockTimes {
+    Picos inputs_free_ps = 0;
+    Picos results_ps = 0;
+  };
   // One block of a streamed op: bytes in (two operand streams, each with its own DMA), compute,
   // bytes out.
   struct Block {
@@ -129,7 +137,8 @@ class TensorCore : public sc_core::sc_module {
     std::uint64_t store_bytes = 0;
     std::uint64_t load_run_bytes = 0;  // a gather's pieces (0: contiguous)
     std::uint64_t store_run_bytes = 0;  // a scatter's pieces
-    std::function<Picos()> compute;  // reserves the compute units, returns when results are ready
+    // Reserves the compute units for a start no earlier than `start_ps` (the present or later).
+    std::function<BlockTimes(Picos start_ps)> compute;
   };
 
   void sequencer();
@@ -139,29 +148,39 @@ class TensorCore : public sc_core::sc_module {
   void run_vector(const Op& op);
   void run_collective(const Op& op);
   void run_infeed(const Op& op);
-  // The DMA and compute stages of one engine's current op.
+  // The DMA and compute stages of one engine's current op. Stages are loosely timed: each books
+  // its work as soon as the times it depends on are known, and records when that work will be
+  // done, so a stage waits for what another has not yet booked, not for it to happen.
   struct Pipeline {
     bool started = false;
     std::uint64_t job = 0;
     std::vector<Block>* blocks = nullptr;
     const Op* op = nullptr;
+    // Blocks booked per stage, and when each booked block's transfer or compute is done.
     std::array<std::size_t, 2> loaded{};
     std::size_t computed = 0, stored = 0;
-    std::vector<Picos> ready;
+    std::array<std::vector<Picos>, 2> landed_ps;
+    std::vector<BlockTimes> computed_ps;
+    std::vector<Picos> stored_ps;
     // One event per kind of progress, so that only the stages waiting for it wake: one event
     // for all woke every stage at every step of every other.
     sc_core::sc_event job_posted;      // a new op for the DMA stages
-    sc_core::sc_event block_computed;  // a block computed: a load buffer is free, a store can go
-    sc_core::sc_event block_moved;     // a load or a store finished: what the compute stage waits for
+    sc_core::sc_event block_computed;  // a block's compute booked: its buffers' times are known
+    sc_core::sc_event block_moved;     // a load or store booked: what the compute stage waits for
     Request dma_requests[3];  // one per DMA stage: a transfer yields, so each stage needs its own
   };
   // Load -> compute -> store with two buffers between stages, each stage its own process.
   void run_blocks(Engine engine, std::vector<Block>& blocks, const Op& op);
   void dma_stage(Pipeline& p, std::size_t stage);  // 0, 1: the operand loads; 2: the result stores
-  void dma_transfer(Request& r, tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
-                    const std::string* label);
-  // Hands each MXU its share of a block; returns when the last one is done.
-  Picos mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label);
+  // Moves `bytes` starting no earlier than `start_ps`; returns when they will have landed (the
+  // start itself for nothing to move), without waiting for it.
+  Picos dma_transfer(Request& r, tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
+                     const std::string* label, Picos start_ps);
+  // Hands each MXU its share of a block, starting no earlier than `start_ps`; returns when the
+  // last one is done. The MXUs serve this core's matmul engine alone, so booking them ahead of
+  // time takes nothing from anyone.
+  Picos mxu_work(const MatmulPlan& plan, double rows_per_cycle, double flops, const std::string* label,
+                 Picos start_ps);
   Picos vpu_ops(std::uint64_t elements, double ops_per_element, const std::string* label);
 
   const HwConfig& hw_;
