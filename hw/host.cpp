@@ -15,6 +15,8 @@ Host::Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::u
   producer.chip = kHostChip;
   producer.index = index;
   producer.label = "input_pipeline";
+  producer.first_served_chip = chips_.front();  // a host serves consecutive chips (System)
+  producer.served_chips = static_cast<std::uint32_t>(chips_.size());
   producer_reporter_ = Reporter(sink, producer);
   for (std::uint32_t s = 0; s < steps; ++s) batch_names_.push_back(fmt::format("batch {}", s));
   for (std::size_t i = 0; i < chips_.size(); ++i) {
@@ -24,6 +26,8 @@ Host::Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::u
     pcie.chip = kHostChip;
     pcie.index = index;
     pcie.label = fmt::format("pcie -> chip{}", chips_[i]);
+    pcie.first_served_chip = chips_[i];
+    pcie.served_chips = 1;
     pcie_reporters_.emplace_back(sink, pcie);
   }
   SC_THREAD(produce);

@@ -58,7 +58,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   }
 
   check_injected_fault(hw);
-  check_memory(estimate_memory(hw, program, false), request.max_memory_bytes,
+  check_memory(estimate_memory(hw, program, 0), request.max_memory_bytes,
                "simulating the collective on " + torus.shape());
   Recorder recorder(1, nullptr, /*keep_spans=*/false);  // reads totals only
   System& system = elaborate(hw, program, InfeedSpec{}, &recorder);

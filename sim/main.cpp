@@ -78,6 +78,33 @@ int list_params(const std::string& hw_name, bool as_json) {
   return 0;
 }
 
+// "--trace-chips": "all", or chips and inclusive ranges ("0-3,8"), each inside the slice.
+std::vector<std::pair<std::uint32_t, std::uint32_t>> parse_chip_list(const std::string& text, std::uint32_t chip_count) {
+  if (text == "all") return {};
+  const auto bad = [&](const std::string& why) {
+    return InputError(fmt::format("--trace-chips {}: {} (expected all, or chips and ranges such as 0-3,8 of chips 0-{})",
+                                  text, why, chip_count - 1));
+  };
+  if (text.back() == ',') throw bad("an empty item");  // getline would not yield it
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> ranges;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    const auto number = [&](const std::string& digits) {
+      if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+        throw bad(fmt::format("\"{}\" is not a chip or a range of chips", item));
+      return static_cast<std::uint32_t>(std::stoul(digits));
+    };
+    const std::size_t dash = item.find('-');
+    const std::uint32_t first = number(item.substr(0, dash));
+    const std::uint32_t last = dash == std::string::npos ? first : number(item.substr(dash + 1));
+    if (last < first) throw bad(fmt::format("range {} runs backwards", item));
+    if (last >= chip_count) throw bad(fmt::format("chip {} is outside the slice", last));
+    ranges.emplace_back(first, last);
+  }
+  if (ranges.empty()) throw bad("no chips");
+  return ranges;
+}
+
 int cli_main(int argc, char** argv) {
   CLI::App app{"tpusim: a cycle-approximate simulator of data-parallel training on TPU slices"};
   app.require_subcommand(1);
@@ -94,7 +121,10 @@ int cli_main(int argc, char** argv) {
   run->add_option("--trace", trace_level, "Trace detail: none, steps (a slice per step), ops (+ op engines, collectives, links) or tiles (+ every MXU, VPU and DMA transaction)")
       ->check(CLI::IsMember({"none", "steps", "ops", "tiles"}))
       ->capture_default_str();
-  std::string trace_units, trace_window;
+  std::string trace_units, trace_window, trace_chips;
+  run->add_option("--trace-chips", trace_chips,
+                  fmt::format("Only these chips' tracks, e.g. 0-3,8 or all (default: all on slices of up to {} chips, "
+                              "chips 0-{} of larger ones)", kDefaultTracedChips, kDefaultTracedChips - 1));
   run->add_option("--trace-units", trace_units, "Only these kinds of track, comma-separated: op, collective, mxu, vpu, dma, ici, pcie, host, steps");
   run->add_option("--trace-window", trace_window, "Only slices overlapping START:END, in microseconds of simulated time");
   run->add_flag("--trace-gzip", run_options.trace_gzip, "Write trace.json.gz instead of trace.json");
@@ -372,6 +402,8 @@ int cli_main(int argc, char** argv) {
       run_options.trace.begin_ps = static_cast<std::uint64_t>(from * 1e6);
       run_options.trace.end_ps = static_cast<std::uint64_t>(to * 1e6);
     }
+    const std::uint32_t chip_count = static_cast<std::uint32_t>(config.hw.chip_count());
+    run_options.trace.chips = trace_chips.empty() ? default_traced_chips(chip_count) : parse_chip_list(trace_chips, chip_count);
     const auto summary = run_simulation(config, run_options);
     std::cout << format_summary(summary);
     const std::string trace_name = run_options.trace_gzip ? "trace.json.gz" : "trace.json";
@@ -380,6 +412,9 @@ int cli_main(int argc, char** argv) {
     };
     std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json, report.html{}{})\n",
                              run_options.out_dir, if_written("timeline.json"), if_written(trace_name));
+    if (!run_options.trace.chips.empty() && !if_written(trace_name).empty())
+      std::cout << fmt::format("  trace          chips {} of {} (--trace-chips all for every chip)\n",
+                               chip_list_string(run_options.trace.chips), chip_count);
     if (const int sig = interrupt_signal(); sig != 0) {
       // The simulation's threads were abandoned mid-step, their stacks never unwind: leave
       // without the exit-time teardown (and LeakSanitizer's count) that would walk them.

@@ -37,7 +37,7 @@ std::string size_text(double bytes) {
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, bool traced) {
+MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::uint32_t traced_chips) {
   const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
   const double chips = torus.chip_count(), cores = chips * hw.chip.cores;
   double links = 0;  // directed, over the slice
@@ -87,14 +87,15 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, bool 
                                                cores * (kCoreBytes + threads * kThreadBytes));
   e.intervals_bytes =
       static_cast<std::uint64_t>((cores * intervals + hw.chip.cores * transfers) * program.steps * kIntervalBytes);
-  if (traced) {
+  if (traced_chips > 0) {
     // A step lasts at least its matmuls at peak or its HBM traffic at full bandwidth; real steps
     // run about twice that. One sample per counter (HBM and PCIe per chip, each link) per 10 us.
     const double core_peak = hw.peak_bf16_flops_per_chip() / hw.chip.cores;
     const double core_hbm_bytes_per_s = hw.hbm.bw_gbps * 1e9 / hw.chip.cores;
     const double step_s = 2 * std::max(mxu_flops / core_peak, dma_bytes / core_hbm_bytes_per_s);
     const double samples = std::ceil(step_s * program.steps / 10e-6);
-    e.trace_bytes = static_cast<std::uint64_t>((2 * chips + links) * samples * kCounterSampleBytes);
+    const double share = std::min(1.0, traced_chips / chips);
+    e.trace_bytes = static_cast<std::uint64_t>((2 * chips + links) * share * samples * kCounterSampleBytes);
   }
   return e;
 }

@@ -22,7 +22,8 @@ struct MemoryEstimate {
   std::uint64_t total_bytes() const { return modules_bytes + intervals_bytes + trace_bytes; }
 };
 
-MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, bool traced);
+// `traced_chips`: how many chips the trace covers (0: no trace, or one without bandwidth counters).
+MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::uint32_t traced_chips);
 
 // Physical memory, or the control group's limit when that is lower; 0 if neither is readable.
 std::uint64_t machine_memory_bytes();

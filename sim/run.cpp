@@ -228,7 +228,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   }
 
   check_injected_fault(hw);
-  check_memory(estimate_memory(hw, step.program, options.trace.level >= TraceLevel::Ops), options.max_memory_bytes,
+  const std::uint32_t traced_chips =
+      options.trace.level >= TraceLevel::Ops ? options.trace.chip_count(static_cast<std::uint32_t>(hw.chip_count())) : 0;
+  check_memory(estimate_memory(hw, step.program, traced_chips), options.max_memory_bytes,
                "simulating " + config.workload.name + " on " + topology_string(hw.slice_dims));
   std::unique_ptr<ChromeTraceWriter> trace;
   if (options.trace.level != TraceLevel::None)
@@ -255,6 +257,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                     {"hw", hw.name},
                     {"topology", topology_string(hw.slice_dims)},
                     {"steps", config.workload.steps},
+                    {"chips", chip_list_string(options.trace.chips)},
                     {"partial", !completed}});
   };
   std::vector<Picos> ends = system.step_end_ps();

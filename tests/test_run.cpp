@@ -269,6 +269,47 @@ BOOST_AUTO_TEST_CASE(trace_levels_filters_and_compression) {
   BOOST_TEST(bad.err.find("unknown kind \"mxus\"") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(trace_chips_keep_the_chosen_chips_and_large_slices_default_to_sixteen) {
+  // Chip processes (pid = chip + 1) with slices or counters, and host processes, in a trace.
+  auto processes_in = [](const std::string& path) {
+    std::set<std::int64_t> chips, hosts;
+    const json trace = json::parse(read_file(path));
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] != "X" && e["ph"] != "C") continue;
+      const std::int64_t pid = e["pid"].get<std::int64_t>();
+      (pid >= 1000000 ? hosts : chips).insert(pid >= 1000000 ? pid - 1000000 : pid - 1);
+    }
+    return std::make_pair(chips, hosts);
+  };
+  const auto chosen = run_example("--trace-chips 1,3");
+  BOOST_TEST((processes_in(chosen->out() + "/trace.json").first == std::set<std::int64_t>{1, 3}));
+  BOOST_TEST(chosen->result.out.find("trace          chips 1,3 of 4") != std::string::npos);
+  // The same simulation whatever is traced.
+  const auto all = run_example("");
+  BOOST_TEST(chosen->summary == all->summary);
+  BOOST_TEST(all->result.out.find("trace          chips") == std::string::npos);  // every chip: nothing to say
+
+  // 32 chips of 4 per host: chips 0-15 and the four hosts that serve them, unless asked for all.
+  const std::string large = "--topology 4x8 --set workload.training.steps=1 --set workload.training.global_batch=4096";
+  const auto by_default = run_example(large);
+  const auto [chips, hosts] = processes_in(by_default->out() + "/trace.json");
+  BOOST_TEST(chips.size() == 16u);
+  BOOST_TEST(*chips.rbegin() == 15);
+  BOOST_TEST((hosts == std::set<std::int64_t>{0, 1, 2, 3}));
+  BOOST_TEST(by_default->result.out.find("trace          chips 0-15 of 32 (--trace-chips all for every chip)") != std::string::npos);
+  BOOST_TEST(json::parse(read_file(by_default->out() + "/trace.json"))["otherData"]["chips"] == "0-15");
+  const auto every = run_example(large + " --trace-chips all");
+  BOOST_TEST(processes_in(every->out() + "/trace.json").first.size() == 32u);
+
+  for (const char* bad : {"4", "2-1", "x", "1-2-3", "0,"}) {
+    const std::string out = chosen->dir.path(std::string("bad") + bad);
+    const CommandResult r = run_tpusim("run '" + example_workload() + "' -o '" + out + "' --trace-chips '" + bad + "'");
+    BOOST_TEST(r.exit_code == 2, bad);
+    BOOST_TEST(r.err.find(std::string("--trace-chips ") + bad + ":") != std::string::npos, r.err);
+    BOOST_TEST(!fs::exists(out), bad);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bandwidth_counters_stay_within_the_hardware) {
   const auto run = run_example("--trace ops");
   const json trace = json::parse(read_file(run->out() + "/trace.json"));

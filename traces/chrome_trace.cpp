@@ -38,8 +38,39 @@ TraceLevel level_of(UnitKind kind) {
   }
 }
 
+std::vector<std::pair<std::uint32_t, std::uint32_t>> default_traced_chips(std::uint32_t chip_count) {
+  if (chip_count <= kDefaultTracedChips) return {};
+  return {{0, kDefaultTracedChips - 1}};
+}
+
+std::string chip_list_string(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& chips) {
+  if (chips.empty()) return "all";
+  std::string text;
+  for (const auto& [first, last] : chips) {
+    if (!text.empty()) text += ",";
+    text += first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
+  }
+  return text;
+}
+
+bool TraceFilter::admits_any_chip(std::uint32_t first, std::uint32_t last) const {
+  return chips.empty() ||
+         std::any_of(chips.begin(), chips.end(), [&](const auto& r) { return r.first <= last && first <= r.second; });
+}
+
+bool TraceFilter::admits_chips(const UnitInfo& unit) const {
+  if (unit.chip != kHostChip) return admits_any_chip(unit.chip, unit.chip);
+  return unit.served_chips == 0 || admits_any_chip(unit.first_served_chip, unit.first_served_chip + unit.served_chips - 1);
+}
+
+std::uint32_t TraceFilter::chip_count(std::uint32_t slice_chips) const {
+  std::uint32_t count = 0;
+  for (std::uint32_t chip = 0; chip < slice_chips; ++chip) count += admits_any_chip(chip, chip) ? 1 : 0;
+  return count;
+}
+
 bool TraceFilter::admits(const UnitInfo& unit) const {
-  if (!unit.traced || level_of(unit.kind) > level) return false;
+  if (!unit.traced || level_of(unit.kind) > level || !admits_chips(unit)) return false;
   return kinds.empty() || std::find(kinds.begin(), kinds.end(), unit.kind) != kinds.end();
 }
 
@@ -93,7 +124,8 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
                                                                : "";
   if (counter_of_unit_.size() <= unit) counter_of_unit_.resize(unit + 1, nullptr);
   const std::uint32_t pid = pid_of_unit_[unit];
-  if (!counter.empty() && filter_.level >= TraceLevel::Ops) counter_of_unit_[unit] = &counter_bytes_[{pid, counter}];
+  if (!counter.empty() && filter_.level >= TraceLevel::Ops && filter_.admits_chips(info))
+    counter_of_unit_[unit] = &counter_bytes_[{pid, counter}];
   if (!admitted_[unit]) return;
   auto [it, first] = next_tid_.try_emplace(pid, 1);
   if (first) {

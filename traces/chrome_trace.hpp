@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,9 +25,24 @@ struct TraceFilter {
   std::vector<UnitKind> kinds;              // empty: every kind the level includes
   std::uint64_t begin_ps = 0, end_ps = ~std::uint64_t{0};  // slices overlapping this window
   std::uint64_t counter_interval_ps = 10'000'000;          // bandwidth counters: one sample per 10 us
+  // Chips whose tracks and counters go in, as inclusive ranges; empty: every chip. A host's
+  // tracks go in when they work for one of them.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> chips;
+  bool admits_any_chip(std::uint32_t first, std::uint32_t last) const;  // of chips first..last
+  bool admits_chips(const UnitInfo& unit) const;  // the unit's chip, or a chip a host unit serves
+  // How many of a slice's chips go in.
+  std::uint32_t chip_count(std::uint32_t slice_chips) const;
   bool admits(const UnitInfo& unit) const;
   bool admits(const Activity& a) const { return a.end_ps > begin_ps && a.start_ps < end_ps; }
 };
+// A trace of every chip of a large slice is too large to open (BERT-large on 256 chips at `ops`:
+// 1.5 GB), and in data parallelism the chips run the same program: by default a trace covers
+// every chip of slices up to this size and this many chips of larger ones.
+constexpr std::uint32_t kDefaultTracedChips = 16;
+std::vector<std::pair<std::uint32_t, std::uint32_t>> default_traced_chips(std::uint32_t chip_count);
+// "0-15", "0-3,8"; "all" for no ranges.
+std::string chip_list_string(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& chips);
+
 // The level a unit's slices first appear at.
 TraceLevel level_of(UnitKind kind);
 

@@ -18,6 +18,9 @@ struct UnitInfo {
   double freq_mhz = 0;     // 0 for units without a clock of their own
   std::string label;       // track name in the trace, e.g. "core1.mxu2"
   bool traced = true;      // false: statistics only (units too fine-grained for a readable trace)
+  // A host's unit: the chips it works for, [first_served_chip, first_served_chip + served_chips).
+  std::uint32_t first_served_chip = 0;
+  std::uint32_t served_chips = 0;
 };
 
 constexpr std::uint32_t kHostChip = 0xffffffffu;
