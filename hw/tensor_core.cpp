@@ -30,7 +30,8 @@ UnitInfo core_unit(const CoreSite& site, UnitKind kind, std::uint32_t index, con
 Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
          EventSink* sink)
     : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config), chip_(chip),
-      engine_free_ps_(config.engines, 0), landed_(config.engines) {
+      issue_latency_ps_(ns_to_ps(config.issue_latency_ns)), engine_free_ps_(config.engines, 0),
+      landed_(config.engines) {
   socket.register_b_transport(this, &Dma::b_transport);
   const CoreSite site{chip, core};
   for (std::uint32_t e = 0; e < config.engines; ++e)
@@ -73,13 +74,20 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   std::vector<Picos>& landed = landed_[engine];
   landed.clear();
   std::size_t head = 0;
-  Picos issue = start + ns_to_ps(config_.issue_latency_ns);
+  Picos issue = start + issue_latency_ps_;
   Picos last_done = issue;
+  // Every chunk of the transfer carries its label, step and piece size; only the access changes.
+  chunk_.reset();
+  chunk_.job().label = job.label;
+  chunk_.job().step = job.step;
+  chunk_.job().run_bytes = job.run_bytes;
+  Picos now = start;  // the process only yields where it refreshes this
   for (std::uint64_t offset = 0; offset < job.bytes; offset += config_.chunk_bytes) {
     if (landed.size() - head == config_.max_outstanding_chunks) issue = std::max(issue, landed[head++]);
-    if (issue > now_ps()) {
+    if (issue > now) {
       if (ahead == lookahead) {
         wait_until_ps(issue);
+        now = now_ps();
         ahead = 0;
       } else {
         ++ahead;
@@ -87,14 +95,11 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
     }
     const std::uint64_t length = std::min(config_.chunk_bytes, job.bytes - offset);
     if (drop_last_chunk && offset + length == job.bytes) break;
-    chunk_.reset();
-    chunk_.job().label = job.label;
-    chunk_.job().step = job.step;
-    chunk_.job().run_bytes = job.run_bytes;
     chunk_.set_access(payload.get_command(), payload.get_address() + offset, length);
-    const Picos now = now_ps();
+    chunk_.payload().set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     sc_core::sc_time hbm_delay = ps_time(std::max(issue, now) - now);
     hbm_socket->b_transport(chunk_.payload(), hbm_delay);
+    now = now_ps();  // a target may take time before it answers (this project's HBM does not)
     if (chunk_.payload().is_response_ok()) moved_bytes_ += length;
     landed.push_back(now + hbm_delay.value());
     last_done = std::max(last_done, landed.back());
@@ -102,7 +107,6 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   // The last chunk is booked: nothing is left to decide, so the transfer returns now with the
   // time until it lands as its annotated delay, and the engine is free from then on. Waiting here
   // for the landing was a fifth of all process switches of a large slice.
-  const Picos now = now_ps();
   last_done = std::max(last_done, now);
   engine_free_ps_[engine] = last_done;
   engine_freed_.notify(sc_core::SC_ZERO_TIME);

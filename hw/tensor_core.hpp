@@ -44,6 +44,7 @@ class Dma : public sc_core::sc_module {
 
   DmaConfig config_;
   std::uint32_t chip_;
+  Picos issue_latency_ps_;
   std::uint64_t asked_bytes_ = 0;
   std::uint64_t moved_bytes_ = 0;
   // One payload serves every chunk (Request::reset): HBM answers without yielding, so no two
