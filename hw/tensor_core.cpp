@@ -76,11 +76,6 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
   std::size_t head = 0;
   Picos issue = start + issue_latency_ps_;
   Picos last_done = issue;
-  // Every chunk of the transfer carries its label, step and piece size; only the access changes.
-  chunk_.reset();
-  chunk_.job().label = job.label;
-  chunk_.job().step = job.step;
-  chunk_.job().run_bytes = job.run_bytes;
   Picos now = start;  // the process only yields where it refreshes this
   for (std::uint64_t offset = 0; offset < job.bytes; offset += config_.chunk_bytes) {
     if (landed.size() - head == config_.max_outstanding_chunks) issue = std::max(issue, landed[head++]);
@@ -95,8 +90,14 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
     }
     const std::uint64_t length = std::min(config_.chunk_bytes, job.bytes - offset);
     if (drop_last_chunk && offset + length == job.bytes) break;
+    // chunk_ is shared with the transfers of the other engines, which run while this one waits:
+    // everything HBM reads is set again for each chunk (a whole reset per chunk cost more than
+    // the booking).
     chunk_.set_access(payload.get_command(), payload.get_address() + offset, length);
     chunk_.payload().set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    chunk_.job().label = job.label;
+    chunk_.job().step = job.step;
+    chunk_.job().run_bytes = job.run_bytes;
     sc_core::sc_time hbm_delay = ps_time(std::max(issue, now) - now);
     hbm_socket->b_transport(chunk_.payload(), hbm_delay);
     now = now_ps();  // a target may take time before it answers (this project's HBM does not)

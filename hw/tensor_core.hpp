@@ -47,8 +47,9 @@ class Dma : public sc_core::sc_module {
   Picos issue_latency_ps_;
   std::uint64_t asked_bytes_ = 0;
   std::uint64_t moved_bytes_ = 0;
-  // One payload serves every chunk (Request::reset): HBM answers without yielding, so no two
-  // chunk requests are ever in flight at once.
+  // One payload serves every chunk of every engine: HBM answers without yielding, so no two
+  // chunk requests are ever in flight at once. Only `bytes` (0: the access's length) and what
+  // each chunk sets are read; HBM writes `served`.
   Request chunk_;
   static constexpr Picos kHeld = ~Picos{0};
   std::vector<Picos> engine_free_ps_;  // per engine: when it is free (kHeld: its transfer is booking)
