@@ -565,6 +565,8 @@ Config load_config(const ConfigRequest& request) {
   Config config;
   config.hw_doc = load_hw_document(request.hw);
   const std::string hw_origin = looks_like_file(request.hw) ? request.hw : "hw/presets/" + request.hw + ".json";
+  if (looks_like_file(request.hw)) config.input_files.push_back(request.hw);
+  if (!request.workload_path.empty()) config.input_files.push_back(request.workload_path);
   if (!request.workload_path.empty()) {
     config.workload_doc = read_json_file(request.workload_path);
     if (!config.workload_doc.is_object())

@@ -26,6 +26,7 @@ struct Config {
   HwConfig hw;
   Workload workload;
   std::string origin;  // where the documents came from, to prefix later input errors
+  std::vector<std::string> input_files;  // the files read (workload, hardware file): never inside an output directory
 };
 
 // Throws InputError with a one-line message naming the file or option and the JSON path.

@@ -20,6 +20,7 @@
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
 #include "sim/invariants.hpp"
+#include "sim/output_dir.hpp"
 #include "sim/resources.hpp"
 #include "sim/stats.hpp"
 #include "workloads/lower.hpp"
@@ -31,38 +32,33 @@ using ojson = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
 // A staging directory beside the destination; renamed into place only when complete, removed
-// on any failure, so no half-written output ever carries the final name.
+// on any failure, so no half-written output ever carries the final name. It carries tpusim's
+// marker from the start, so the staging folder of a killed run is recognised and cleaned up.
 class StagedOutput {
  public:
-  StagedOutput(const std::string& dir, bool force) : force_(force) {
-    if (dir.empty()) throw InputError("-o: the output directory must not be empty");
+  StagedOutput(const std::string& dir, bool force, const std::vector<std::string>& inputs) {
+    final_ = checked_output_path(dir, inputs);
     std::error_code ec;
-    final_ = fs::weakly_canonical(fs::absolute(dir), ec);
-    if (ec || !final_.has_parent_path() || final_ == final_.root_path())
-      throw InputError(fmt::format("-o {}: not usable as an output directory", dir));
-    // Replacing the working directory or one of its parents would delete what the user works in.
-    const fs::path cwd = fs::weakly_canonical(fs::current_path(), ec);
-    const auto [diverge, _] = std::mismatch(final_.begin(), final_.end(), cwd.begin(), cwd.end());
-    if (diverge == final_.end())
-      throw InputError(fmt::format("-o {}: is the working directory or one of its parents; choose a new directory", dir));
-    if (fs::exists(final_, ec) && !force)
-      throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", dir));
-    if (fs::exists(final_, ec) && !fs::is_directory(final_, ec))
+    if (!empty_or_missing(final_)) {
+      if (!force) throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", dir));
+      check_replaceable(final_, dir);
+    } else if (fs::exists(final_, ec) && !fs::is_directory(final_, ec)) {
       throw InputError(fmt::format("-o {}: exists and is not a directory", dir));
+    }
     const fs::path parent = final_.parent_path();
     fs::create_directories(parent, ec);
+    remove_stale_staging(parent);
     staging_ = parent / fmt::format(".{}.tmp-{}", final_.filename().string(), ::getpid());
     fs::remove_all(staging_, ec);
     if (!fs::create_directory(staging_, ec) || ec)
       throw InputError(fmt::format("-o {}: cannot create the output directory ({})", dir,
                                    ec ? ec.message() : "permission denied"));
-    std::ofstream probe(staging_ / ".probe");
-    if (!probe) {
+    try {
+      write_output_marker(staging_, "run", {});
+    } catch (const SimError&) {
       fs::remove_all(staging_, ec);
       throw InputError(fmt::format("-o {}: the output directory is not writable", dir));
     }
-    probe.close();
-    fs::remove(staging_ / ".probe", ec);
   }
   ~StagedOutput() {
     if (!committed_) {
@@ -70,18 +66,25 @@ class StagedOutput {
       fs::remove_all(staging_, ec);
     }
   }
-  std::string file(const std::string& name) const { return (staging_ / name).string(); }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream out(file(name), std::ios::binary);
+  std::string file(const std::string& name) {
+    written_.push_back(name);
+    return (staging_ / name).string();
+  }
+  void write(const std::string& name, const std::string& text) {
+    const std::string path = file(name);
+    std::ofstream out(path, std::ios::binary);
     out << text;
     out.close();
-    if (!out) throw SimError(fmt::format("writing {} failed", file(name)));
+    if (!out) throw SimError(fmt::format("writing {} failed", path));
   }
   void commit() {
+    std::sort(written_.begin(), written_.end());
+    written_.erase(std::unique(written_.begin(), written_.end()), written_.end());
+    write_output_marker(staging_, "run", written_);
     // The old outputs move aside first and go only once the new ones are in place.
     std::error_code ec;
     const fs::path old = final_.parent_path() / fmt::format(".{}.old-{}", final_.filename().string(), ::getpid());
-    const bool replacing = force_ && fs::exists(final_, ec);
+    const bool replacing = fs::exists(final_, ec);
     if (replacing) {
       fs::rename(final_, old, ec);
       if (ec) throw SimError(fmt::format("cannot replace {}: {}", final_.string(), ec.message()));
@@ -98,7 +101,7 @@ class StagedOutput {
  private:
   fs::path final_;
   fs::path staging_;
-  bool force_;
+  std::vector<std::string> written_;
   bool committed_ = false;
 };
 
@@ -173,7 +176,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   } catch (const std::invalid_argument& e) {
     throw InputError(fmt::format("{}: {}", config.origin, e.what()));
   }
-  StagedOutput out(options.out_dir, options.force);
+  StagedOutput out(options.out_dir, options.force, config.input_files);
   // Every output but the trace, written last and moved into place together.
   auto publish = [&](const ojson& summary, const ojson& timeline = nullptr) {
     out.write("summary.json", summary.dump(2) + "\n");

@@ -1,12 +1,14 @@
 #include "sim/sweep.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,7 @@
 #include "sim/csv.hpp"
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
+#include "sim/output_dir.hpp"
 #include "sim/params.hpp"
 #include "traces/report.hpp"
 
@@ -203,6 +206,69 @@ std::pair<unsigned, unsigned> parse_shard(const std::string& text) {
   return {k, n};
 }
 
+namespace {
+
+constexpr const char* kSweepLock = ".tpusim-lock";
+
+// Holds an exclusive lock on DIR/.tpusim-lock while a sweep writes into DIR, so that a second
+// sweep (or merge) into the same directory is refused instead of interleaving with it.
+class DirectoryLock {
+ public:
+  DirectoryLock(const fs::path& dir, const std::string& shown) {
+    fd_ = ::open((dir / kSweepLock).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw InputError(fmt::format("-o {}: cannot create the output directory ({})", shown, std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw InputError(fmt::format("-o {}: another tpusim sweep or merge is writing into this directory", shown));
+    }
+  }
+  ~DirectoryLock() { ::close(fd_); }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// FNV-1a of a file's bytes: a resumed sweep must simulate the same workload it started with.
+std::string file_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c; in.get(c);) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+// Everything that decides the points' results; --resume refuses when any of it differs.
+ojson sweep_arguments(const SweepRequest& r) {
+  ojson axes = ojson::array();
+  for (const auto& a : r.axes) axes.push_back({{"key", a.key}, {"values", a.values}});
+  return {{"workload", r.workload_path},
+          {"workload_fnv1a64", file_digest(r.workload_path)},
+          {"hw", r.fixed_hw},
+          {"topology", r.fixed_topology},
+          {"sets", r.sets},
+          {"axes", axes},
+          {"trace", r.trace},
+          {"max_memory", r.max_memory},
+          {"shard", fmt::format("{}/{}", r.shard_index, r.shard_count)}};
+}
+
+void check_same_arguments(const fs::path& dir, const ojson& arguments, const std::string& shown) {
+  std::ifstream in(dir / "sweep.json", std::ios::binary);
+  if (!in) return;  // interrupted before its first point finished: nothing to keep
+  const ojson before = ojson::parse(in, nullptr, false);
+  if (before.is_discarded() || !before.is_object() || !before.contains("arguments")) return;
+  for (const auto& [key, value] : arguments.items()) {
+    const ojson old = before["arguments"].contains(key) ? before["arguments"][key] : ojson();
+    if (old != value)
+      throw InputError(fmt::format("--resume: the sweep in -o {} ran with {} {}, this one with {}; resume it with the "
+                                   "same arguments, or pass --force instead of --resume to start over",
+                                   shown, key, old.dump(), value.dump()));
+  }
+}
+
+}  // namespace
+
 SweepAxis parse_vary(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
@@ -246,11 +312,29 @@ int run_sweep(const SweepRequest& r) {
     }
   }
 
-  const fs::path dir = fs::weakly_canonical(fs::absolute(r.out_dir));
+  std::vector<std::string> inputs = {r.workload_path};
+  for (const Point& p : points)
+    if (p.hw.find('/') != std::string::npos || p.hw.find(".json") != std::string::npos) inputs.push_back(p.hw);
+  const fs::path dir = checked_output_path(r.out_dir, inputs);
   std::error_code ec;
-  if (fs::exists(dir, ec) && !r.resume && !r.force)
-    throw InputError(fmt::format("-o {}: the directory exists; pass --resume to continue it or --force to replace it", r.out_dir));
-  if (r.force && !r.resume) fs::remove_all(dir, ec);
+  const bool existed = !empty_or_missing(dir);
+  if (existed && r.resume && output_kind(dir) != "sweep")
+    throw InputError(fmt::format("-o {}: --resume continues a sweep, and this directory is not a sweep's output", r.out_dir));
+  if (existed && !r.resume) {
+    if (!r.force)
+      throw InputError(fmt::format("-o {}: the directory exists; pass --resume to continue it or --force to replace it", r.out_dir));
+    check_replaceable(dir, r.out_dir);
+  }
+  fs::create_directories(dir, ec);
+  const DirectoryLock lock(dir, r.out_dir);
+  const ojson arguments = sweep_arguments(r);
+  if (existed && r.resume) check_same_arguments(dir, arguments, r.out_dir);
+  if (existed && !r.resume)
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.path().filename() != kSweepLock) fs::remove_all(entry.path(), ec);
+  std::vector<std::string> written = {"sweep.json", "sweep.csv", "report.html", "points", kSweepLock};
+  for (const Point& p : points) written.push_back("points/" + p.id + ".log");
+  write_output_marker(dir, "sweep", written);
   fs::create_directories(dir / "points", ec);
   if (ec || !fs::is_directory(dir / "points")) throw InputError(fmt::format("-o {}: cannot create the output directory", r.out_dir));
 
@@ -264,6 +348,7 @@ int run_sweep(const SweepRequest& r) {
       if (finished[i]) ready.push_back(rows[i]);
     ojson sweep = sweep_header(r.workload_path, r.axes, points.size());
     if (r.shard_count > 1) sweep["shard"] = fmt::format("{}/{}", r.shard_index, r.shard_count);
+    sweep["arguments"] = arguments;
     write_sweep_outputs(dir, sweep, ready);
   };
   auto finish = [&](const Point& p, const std::string& status, const std::string& reason, const ojson& summary, double secs) {
@@ -380,12 +465,15 @@ int run_sweep(const SweepRequest& r) {
 
 int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& out_dir, bool force) {
   if (shard_dirs.empty()) throw InputError("merge: give the output directories of the shards to join");
-  const fs::path out = fs::weakly_canonical(fs::absolute(out_dir));
+  // Reading from a shard while replacing it would delete what is merged: no shard may hold the
+  // output, nor the output a shard.
+  const fs::path out = checked_output_path(out_dir, shard_dirs);
   ojson first;
   std::map<std::size_t, std::pair<ojson, fs::path>> rows;  // point index -> row, the shard it came from
   for (const auto& d : shard_dirs) {
     const fs::path dir = fs::weakly_canonical(fs::absolute(d));
-    if (dir == out) throw InputError(fmt::format("merge: -o {} is also one of the shards", out_dir));
+    const auto [diverge, _] = std::mismatch(dir.begin(), dir.end(), out.begin(), out.end());
+    if (diverge == dir.end()) throw InputError(fmt::format("merge: -o {} is {}, or inside it: a shard being merged", out_dir, d));
     std::ifstream in(dir / "sweep.json");
     if (!in) throw InputError(fmt::format("merge: {}: no sweep.json (not the output directory of a sweep)", d));
     ojson sweep;
@@ -399,6 +487,14 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
     if (!sweep["rows"].is_array() || !sweep["points"].is_number_unsigned() || !sweep["axes"].is_array())
       throw InputError(fmt::format("merge: {}/sweep.json: \"rows\" and \"axes\" must be arrays, \"points\" a count", d));
     if (first.is_null()) first = sweep;
+    // The shards of one sweep differ only in which shard they are.
+    auto unsharded_arguments = [](ojson s) {
+      if (s.contains("arguments") && s["arguments"].is_object()) s["arguments"].erase("shard");
+      return s.value("arguments", ojson());
+    };
+    if (unsharded_arguments(sweep) != unsharded_arguments(first))
+      throw InputError(fmt::format("merge: {}/sweep.json: \"arguments\" differ from {}'s: not a shard of the same sweep", d,
+                                   shard_dirs.front()));
     for (const char* key : {"workload", "axes", "points"})
       if (sweep[key] != first[key])
         throw InputError(fmt::format("merge: {}/sweep.json: \"{}\" differs from {}'s: not a shard of the same sweep", d,
@@ -410,6 +506,9 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
           !(row["summary"].is_object() || row["summary"].is_null()))
         throw InputError(fmt::format("merge: {}/sweep.json: a row without \"index\", \"point\", \"status\", \"reason\", "
                                      "\"varied\" and \"summary\" (written by an older tpusim?)", d));
+      const std::string id = row["point"].get<std::string>();
+      if (id.empty() || id == "." || id == ".." || safe(id) != id)
+        throw InputError(fmt::format("merge: {}/sweep.json: point \"{}\" is not a point name tpusim writes", d, id));
       const auto index = row["index"].get<std::size_t>();
       const auto [it, fresh] = rows.emplace(index, std::make_pair(row, dir));
       if (!fresh)
@@ -419,9 +518,17 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   }
 
   std::error_code ec;
-  if (fs::exists(out, ec) && !force)
-    throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", out_dir));
-  fs::remove_all(out, ec);
+  const bool existed = !empty_or_missing(out);
+  if (existed && !force) throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", out_dir));
+  if (existed) check_replaceable(out, out_dir);
+  fs::create_directories(out, ec);
+  const DirectoryLock lock(out, out_dir);
+  if (existed)
+    for (const auto& entry : fs::directory_iterator(out, ec))
+      if (entry.path().filename() != kSweepLock) fs::remove_all(entry.path(), ec);
+  std::vector<std::string> written = {"sweep.json", "sweep.csv", "report.html", "points", kSweepLock};
+  for (const auto& [index, entry] : rows) written.push_back("points/" + entry.first["point"].get<std::string>() + ".log");
+  write_output_marker(out, "merge", written);
   fs::create_directories(out / "points", ec);
   if (ec || !fs::is_directory(out / "points")) throw InputError(fmt::format("-o {}: cannot create the output directory", out_dir));
 
@@ -440,6 +547,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   sweep.erase("shard");
   sweep.erase("finished");
   sweep.erase("rows");
+  if (sweep.contains("arguments") && sweep["arguments"].is_object()) sweep["arguments"]["shard"] = "1/1";
   write_sweep_outputs(out, sweep, ready);
 
   const std::size_t total = first["points"].get<std::size_t>();

@@ -117,20 +117,6 @@ BOOST_AUTO_TEST_CASE(simulated_time_beyond_the_limit_is_a_one_line_simulation_er
   BOOST_TEST(!fs::exists(dir.path("out")));
 }
 
-BOOST_AUTO_TEST_CASE(force_never_replaces_the_working_directory) {
-  TempDir dir;
-  dir.write("precious.txt", "mine");
-  const CommandResult r = run_tpusim("run '" + example_workload() + "' -o . --force --trace none");
-  // run_tpusim runs in the test's working directory; the same must hold for any directory:
-  const std::string cmd = "cd '" + dir.path("") + "' && '" + std::string(TPUSIM_BINARY) + "' run '" + example_workload() +
-                          "' -o . --force >/dev/null 2>&1";
-  const int status = std::system(cmd.c_str());
-  BOOST_TEST(WEXITSTATUS(status) == 2);
-  BOOST_TEST(read_file(dir.path("precious.txt")) == "mine");
-  BOOST_TEST(r.exit_code == 2);
-  BOOST_TEST(r.err.find("is the working directory or one of its parents") != std::string::npos);
-}
-
 BOOST_AUTO_TEST_CASE(missing_workload_file) {
   const CommandResult r = run_tpusim("run /nonexistent/workload.json -o /nonexistent/out");
   BOOST_TEST(r.exit_code == 2);

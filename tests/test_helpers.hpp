@@ -72,10 +72,10 @@ inline std::string without_coroutine_stack_warning(const std::string& err) {
 }
 
 // Runs `tpusim ARGS` (arguments already shell-quoted where needed), with `env` ("NAME=VALUE ...")
-// added to its environment.
-inline CommandResult run_tpusim(const std::string& args, const std::string& env = "") {
+// added to its environment, in the working directory `cwd` (empty: the test's own).
+inline CommandResult run_tpusim(const std::string& args, const std::string& env = "", const std::string& cwd = "") {
   TempDir capture;
-  const std::string command = env + " '" + TPUSIM_BINARY + "' " + args + " >'" + capture.path("out") +
+  const std::string command = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + env + " '" + TPUSIM_BINARY + "' " + args + " >'" + capture.path("out") +
                               "' 2>'" + capture.path("err") + "' </dev/null";
   const int status = std::system(command.c_str());
   CommandResult r;

@@ -1,0 +1,42 @@
+// Output directories: where tpusim may write one, and which existing directory `--force` may
+// replace. The contract is that --force never deletes anything tpusim did not write itself.
+//
+// Every output directory tpusim creates (run, sweep, merge) carries a marker file,
+// `.tpusim-output`, listing what tpusim wrote there (paths relative to the directory). A directory
+// may be replaced only when it carries the marker and holds nothing else: every entry is listed
+// in its marker, is an unfinished atomic write of a listed file (NAME.tmp), or is itself a
+// replaceable output directory (a sweep's points, a crashed run's staging folder).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tpusim {
+
+inline constexpr const char* kOutputMarker = ".tpusim-output";
+
+// The absolute, normalized path of an output directory given as `-o shown`. Throws InputError
+// (naming -o) when it is `/`, the working directory or one of its parents, the home directory
+// or one of its parents, or a directory holding one of `inputs` (files the command reads).
+std::filesystem::path checked_output_path(const std::string& shown, const std::vector<std::string>& inputs);
+
+// Throws InputError (naming -o shown) unless the existing directory may be replaced by --force:
+// an empty directory, or one that carries the marker and holds only what tpusim wrote.
+void check_replaceable(const std::filesystem::path& dir, const std::string& shown);
+
+// True when the directory has no entries (or does not exist).
+bool empty_or_missing(const std::filesystem::path& dir);
+
+// Writes (replaces) the marker of `dir`: `kind` is run, sweep or merge; `files` are the paths,
+// relative to dir, that tpusim writes or may write there.
+void write_output_marker(const std::filesystem::path& dir, const std::string& kind, const std::vector<std::string>& files);
+
+// The kind recorded in dir's marker, or "" when it has none (or it is unreadable).
+std::string output_kind(const std::filesystem::path& dir);
+
+// Removes, in `parent`, the staging folders (`.NAME.tmp-PID`, `.NAME.old-PID`) left by runs that
+// were killed: their process is gone and they carry the marker. Never fails.
+void remove_stale_staging(const std::filesystem::path& parent);
+
+}  // namespace tpusim
