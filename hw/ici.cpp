@@ -34,6 +34,7 @@ void IciLink::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
   bytes_ += job.bytes;
   job.head_ps = slot.start + hop_ps_;
   job.tail_ps = slot.end + hop_ps_;
+  if (readdress_) job.dest_chip = readdress_(job.dest_chip);
   far_router_->b_transport(payload, delay);
 }
 

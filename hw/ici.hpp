@@ -8,6 +8,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include <array>
+#include <functional>
 #include <vector>
 
 #include "hw/hw_config.hpp"
@@ -28,6 +29,9 @@ class IciLink : public sc_core::sc_module, public BlockingTarget {
           UnitInfo info);
   const LinkId& id() const { return id_; }
   std::uint64_t bytes() const { return bytes_; }
+  // The far end is not simulated and `out` leads to its representative: what the link carries
+  // is readdressed by the symmetry that maps one to the other (hw/symmetry.hpp).
+  void deliver_by_symmetry(std::function<std::uint32_t(std::uint32_t dest_chip)> map) { readdress_ = std::move(map); }
 
  private:
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
@@ -42,6 +46,7 @@ class IciLink : public sc_core::sc_module, public BlockingTarget {
   // so the end of the last reservation is the link's whole occupancy.
   Picos busy_until_ps_ = 0;
   std::uint64_t bytes_ = 0;
+  std::function<std::uint32_t(std::uint32_t)> readdress_;
 };
 
 class IciRouter : public sc_core::sc_module, public BlockingTarget {

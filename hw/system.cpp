@@ -11,7 +11,8 @@ Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw
       router("router", index, torus, torus.outgoing_links(index)),
       cores("core"),
       collective("collective", index, hw, torus, sink),
-      links("link") {
+      links("link"),
+      id_(index) {
   cores.init(hw.chip.cores, [&](const char* nm, std::size_t c) {
     const CoreSite site{index, static_cast<std::uint32_t>(c)};
     return new TensorCore(nm, hw, site, program, host, sink);
@@ -40,27 +41,54 @@ Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw
 }
 
 System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& program,
-               const InfeedSpec& infeed, EventSink* sink)
+               const InfeedSpec& infeed, EventSink* sink, bool representatives)
     : sc_module(name),
       hw_(hw),
       torus_(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici)),
+      simulated_(plan_simulated_slice(torus_, hw, program, representatives)),
+      index_of_chip_(torus_.chip_count(), -1),
       hosts_("host"),
       chips_("chip") {
+  const std::vector<std::uint32_t> ids = simulated_.chips(torus_);
+  for (std::size_t i = 0; i < ids.size(); ++i) index_of_chip_[ids[i]] = static_cast<std::int32_t>(i);
+  // A host serves consecutive chips; the simulated chips fill whole hosts (hw/symmetry.cpp).
   const std::uint32_t per_host = hw.host.chips_per_host;
-  const std::uint32_t host_count = ceil_div(torus_.chip_count(), per_host);
-  hosts_.init(host_count, [&](const char* nm, std::size_t h) {
-    std::vector<std::uint32_t> served;
-    for (std::uint32_t c = static_cast<std::uint32_t>(h) * per_host;
-         c < std::min(torus_.chip_count(), static_cast<std::uint32_t>(h + 1) * per_host); ++c)
-      served.push_back(c);
-    return new Host(nm, static_cast<std::uint32_t>(h), served, hw, infeed, program.steps, sink);
+  std::vector<std::vector<std::uint32_t>> served;
+  std::vector<std::uint32_t> host_ids;
+  for (std::uint32_t chip : ids) {
+    if (host_ids.empty() || host_ids.back() != chip / per_host) {
+      host_ids.push_back(chip / per_host);
+      served.emplace_back();
+    }
+    served.back().push_back(chip);
+  }
+  std::vector<std::uint32_t> host_of_index;
+  hosts_.init(host_ids.size(), [&](const char* nm, std::size_t h) {
+    return new Host(nm, host_ids[h], served[h], hw, infeed, program.steps, sink);
   });
-  chips_.init(torus_.chip_count(), [&](const char* nm, std::size_t c) {
-    return new Chip(nm, static_cast<std::uint32_t>(c), hw, torus_, program, hosts_[c / per_host], sink);
+  for (std::size_t h = 0; h < served.size(); ++h) host_of_index.insert(host_of_index.end(), served[h].size(), h);
+  chips_.init(ids.size(), [&](const char* nm, std::size_t i) {
+    return new Chip(nm, ids[i], hw, torus_, program, hosts_[host_of_index[i]], sink);
   });
   for (auto& chip : chips_)
-    for (auto& link : chip.links)
-      link.out.bind(chips_[static_cast<std::size_t>(torus_.far_end(link.id()))].router.in);
+    for (auto& link : chip.links) {
+      const auto far_end = static_cast<std::uint32_t>(torus_.far_end(link.id()));
+      if (simulated_.simulates(torus_, far_end)) {
+        link.out.bind(chips_[static_cast<std::size_t>(index_of_chip_[far_end])].router.in);
+      } else {
+        // The far end's representative receives what the far end would, addressed as it would be.
+        const std::uint32_t rep = simulated_.representative(torus_, far_end);
+        link.deliver_by_symmetry([this, far_end](std::uint32_t dest) {
+          return simulated_.map_destination(torus_, far_end, dest);
+        });
+        link.out.bind(chips_[static_cast<std::size_t>(index_of_chip_[rep])].router.in);
+      }
+    }
+}
+
+const Chip* System::chip_by_id(std::uint32_t chip) const {
+  if (chip >= index_of_chip_.size() || index_of_chip_[chip] < 0) return nullptr;
+  return &chips_[static_cast<std::size_t>(index_of_chip_[chip])];
 }
 
 bool System::finished() const {

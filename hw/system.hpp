@@ -10,6 +10,7 @@
 #include "hw/hbm.hpp"
 #include "hw/host.hpp"
 #include "hw/ici.hpp"
+#include "hw/symmetry.hpp"
 #include "hw/tensor_core.hpp"
 #include "hw/topology.hpp"
 
@@ -25,14 +26,23 @@ class Chip : public sc_core::sc_module {
 
   Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
        const Program& program, Host& host, EventSink* sink);
+  std::uint32_t id() const { return id_; }  // in the whole slice
+
+ private:
+  std::uint32_t id_;
 };
 
+// The simulated chips of the slice (every chip, or one representative per class of symmetric
+// chips: hw/symmetry.hpp), with their hosts. Chips keep their ids in the whole slice.
 class System : public sc_core::sc_module {
  public:
   System(sc_core::sc_module_name name, const HwConfig& hw, const Program& program,
-         const InfeedSpec& infeed, EventSink* sink);
+         const InfeedSpec& infeed, EventSink* sink, bool representatives = false);
 
   const Torus& torus() const { return torus_; }
+  const SimulatedSlice& simulated() const { return simulated_; }
+  // The simulated chip with id `chip` in the whole slice; nullptr when a representative stands for it.
+  const Chip* chip_by_id(std::uint32_t chip) const;
   // Reports what units summed instead of reporting as they went (Hbm::flush_reports).
   void flush_reports() {
     for (auto& chip : chips_) chip.hbm.flush_reports();
@@ -51,6 +61,8 @@ class System : public sc_core::sc_module {
  private:
   const HwConfig& hw_;
   Torus torus_;
+  SimulatedSlice simulated_;
+  std::vector<std::int32_t> index_of_chip_;  // by id in the slice: index in chips_, or -1
   sc_core::sc_vector<Host> hosts_;
   sc_core::sc_vector<Chip> chips_;
 };

@@ -60,15 +60,14 @@ std::int64_t Torus::far_end(const LinkId& link) const {
 namespace {
 
 // Direction and hop count along one axis: the direct way, or round the wraparound when shorter.
+// Halfway round an axis that wraps, the positive way: a choice that depends on the distance
+// alone, not on where the route starts, so translating a route along the axis keeps it a route
+// (hw/symmetry.hpp relies on it).
 std::pair<bool, std::int64_t> axis_move(std::int64_t from, std::int64_t to, std::int64_t d, bool wraps) {
+  if (!wraps) return {to > from, std::llabs(to - from)};
   const std::int64_t forward = (to - from + d) % d;
-  bool positive = to > from;
-  std::int64_t steps = std::llabs(to - from);
-  if (wraps && std::min(forward, d - forward) < steps) {
-    positive = forward <= d - forward;
-    steps = positive ? forward : d - forward;
-  }
-  return {positive, steps};
+  const bool positive = forward <= d - forward;
+  return {positive, positive ? forward : d - forward};
 }
 
 }  // namespace

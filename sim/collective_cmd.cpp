@@ -58,10 +58,11 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   }
 
   check_injected_fault(hw);
-  check_memory(estimate_memory(hw, program, 0), request.max_memory_bytes,
+  const SimulatedSlice simulated = plan_simulated_slice(torus, hw, program, request.representatives);
+  check_memory(estimate_memory(hw, program, 0, simulated), request.max_memory_bytes,
                "simulating the collective on " + torus.shape());
   Recorder recorder(1, nullptr, /*keep_spans=*/false);  // reads totals only
-  System& system = elaborate(hw, program, InfeedSpec{}, &recorder);
+  System& system = elaborate(hw, program, InfeedSpec{}, &recorder, request.representatives);
   simulate(system, "collective");
   const Picos end = system.step_end_ps()[0];
   check_invariants({&system, &program, &hw, &recorder, end});
@@ -89,8 +90,12 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   out["algbw_gbps"] = algbw;
   out["busbw_gbps"] = algbw * factor;
 
+  // A simulated link stands for `stands_for` links of the slice (hw/symmetry.hpp); the listing
+  // shows the simulated ones.
+  const std::uint64_t stands_for = system.simulated().multiplicity;
   ojson links = ojson::array();
-  double busiest = 0, busy_sum = 0;
+  double busiest = 0;
+  CountedSum busy_sum;
   std::uint64_t used = 0, link_bytes = 0;
   for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
     const UnitInfo& info = recorder.units()[u];
@@ -99,15 +104,20 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
     if (t.bytes == 0) continue;
     const double busy = static_cast<double>(t.busy_ps) / static_cast<double>(end);
     busiest = std::max(busiest, busy);
-    busy_sum += busy;
-    ++used;
-    link_bytes += t.bytes;
+    busy_sum.add(busy, stands_for);
+    used += stands_for;
+    link_bytes += t.bytes * stands_for;
     if (request.list_links) links.push_back({{"link", info.path}, {"busy_fraction", busy}, {"bytes", t.bytes}});
   }
   out["links_used"] = used;
   out["link_utilization_max"] = busiest;
-  out["link_utilization_mean"] = used ? busy_sum / static_cast<double>(used) : 0.0;
+  out["link_utilization_mean"] = used ? busy_sum.total() / static_cast<double>(used) : 0.0;
   out["ici_bytes"] = link_bytes;
+  out["simulation"] = simulation_json(system.simulated());
+  // Symmetric chips differ by the order in which shared units take requests of the same instant.
+  Picos first_end = end;
+  for (const Chip& chip : system.chips()) first_end = std::min(first_end, chip.cores[0].step_end_ps()[0]);
+  out["chip_end_spread_s"] = ps_to_s(end - first_end);
   if (request.list_links) out["links"] = links;
   return out;
 }

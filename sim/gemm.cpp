@@ -104,7 +104,9 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   program.ops.push_back(op);
 
   check_injected_fault(hw);
-  check_memory(estimate_memory(hw, program, 0), r.max_memory_bytes, "simulating the matmul");
+  const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
+  check_memory(estimate_memory(hw, program, 0, plan_simulated_slice(torus, hw, program, false)), r.max_memory_bytes,
+               "simulating the matmul");
   Recorder recorder(1, nullptr);
   System& system = elaborate(hw, program, InfeedSpec{}, &recorder);
   simulate(system, "gemm");

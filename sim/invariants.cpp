@@ -91,7 +91,9 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
                                    program_flops, model_flops));
 
   std::uint64_t dma_total = 0, hbm_total = 0, sent = 0, sent_link = 0, arrived = 0, completed = 0;
-  double useful_flops = 0, executed_flops = 0;
+  // Each simulated chip stands for `stands_for` chips of the slice (hw/symmetry.hpp).
+  const std::uint64_t stands_for = system.simulated().multiplicity;
+  CountedSum useful_flops, executed_flops;
   for (const Chip& chip : system.chips()) {
     std::uint64_t into_hbm = 0;
     for (const TensorCore& core : chip.cores) {
@@ -107,9 +109,9 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
       double core_flops = 0;
       for (const Mxu& mxu : core.mxus()) {
         core_flops += mxu.flops();
-        executed_flops += mxu.executed_flops();
+        executed_flops.add(mxu.executed_flops(), stands_for);
       }
-      useful_flops += core_flops;
+      useful_flops.add(core_flops, stands_for);
       if (!close(core_flops, static_cast<double>(steps) * model_flops))
         v.add("MXU FLOPs", fmt::format("{}: the MXUs were handed {:.6g} useful FLOPs over {} steps, the model counts {:.6g}",
                                        path, core_flops, steps, static_cast<double>(steps) * model_flops));
@@ -166,16 +168,16 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
   }
 
   if (!v.empty()) throw SimError("an end-of-run check failed (a bug in tpusim or in a user module):" + v.text());
-  const double cores = static_cast<double>(system.chips().size()) * hw.chip.cores;
-  return {{"dma_bytes", dma_total},
-          {"hbm_bytes", hbm_total},
-          {"ici_link_bytes", link_total},
+  const double cores = static_cast<double>(hw.core_count());
+  return {{"dma_bytes", dma_total * stands_for},
+          {"hbm_bytes", hbm_total * stands_for},
+          {"ici_link_bytes", link_total * stands_for},
           {"mxu_flops_model", static_cast<double>(steps) * model_flops * cores},
-          {"mxu_flops_useful", useful_flops},
-          {"mxu_flops_executed", executed_flops},
+          {"mxu_flops_useful", useful_flops.total()},
+          {"mxu_flops_executed", executed_flops.total()},
           {"busiest_unit", busiest},
           {"busiest_unit_fraction", busiest_fraction},
-          {"collectives_completed", completed}};
+          {"collectives_completed", completed * stands_for}};
 }
 
 void check_injected_fault(const HwConfig& hw) {
@@ -188,7 +190,9 @@ void check_injected_fault(const HwConfig& hw) {
 std::string describe_stuck(const System& system) {
   const Torus& torus = system.torus();
   auto chip_state = [&](std::uint32_t c) {
-    for (const TensorCore& core : system.chips()[c].cores)
+    const Chip* chip = system.chip_by_id(c);
+    if (!chip) chip = system.chip_by_id(system.simulated().representative(torus, c));
+    for (const TensorCore& core : chip->cores)
       if (!core.finished()) return fmt::format("waiting at {}", core.progress());
     return std::string("finished");
   };
@@ -207,11 +211,11 @@ std::string describe_stuck(const System& system) {
     std::vector<std::uint32_t> joined;
   };
   std::map<std::uint64_t, Instance> running;
-  for (std::uint32_t c = 0; c < system.chips().size(); ++c)
-    for (const auto& p : system.chips()[c].collective.pending()) {
+  for (const Chip& chip : system.chips())
+    for (const auto& p : chip.collective.pending()) {
       auto& instance = running[p.instance];
       instance.what = p;
-      instance.joined.push_back(c);
+      instance.joined.push_back(chip.id());
     }
   std::string out;
   std::size_t shown = 0;
@@ -229,7 +233,7 @@ std::string describe_stuck(const System& system) {
       bool member = true;
       for (std::uint32_t a = 0; a < torus.axes(); ++a)
         if (!(instance.what.spec->group_axes >> a & 1u) && at[a] != anchor[a]) member = false;
-      if (!member) continue;
+      if (!member || !system.simulated().simulates(torus, c)) continue;  // a representative stands for the rest
       ++group;
       if (!std::binary_search(instance.joined.begin(), instance.joined.end(), c)) missing.push_back(c);
     }
@@ -240,8 +244,8 @@ std::string describe_stuck(const System& system) {
   }
   if (running.empty()) {
     std::vector<std::uint32_t> unfinished;
-    for (std::uint32_t c = 0; c < system.chips().size(); ++c)
-      if (chip_state(c) != "finished") unfinished.push_back(c);
+    for (const Chip& chip : system.chips())
+      if (chip_state(chip.id()) != "finished") unfinished.push_back(chip.id());
     out += "\n  " + grouped(unfinished);
   }
   return out;

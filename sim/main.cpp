@@ -128,6 +128,10 @@ int cli_main(int argc, char** argv) {
   run->add_option("--trace-units", trace_units, "Only these kinds of track, comma-separated: op, collective, mxu, vpu, dma, ici, pcie, host, steps");
   run->add_option("--trace-window", trace_window, "Only slices overlapping START:END, in microseconds of simulated time");
   run->add_flag("--trace-gzip", run_options.trace_gzip, "Write trace.json.gz instead of trace.json");
+  const char* representatives_help =
+      "Simulate one representative per class of symmetric chips, not every chip: a pod in seconds, within the spread "
+      "of a full simulation's symmetric chips (see docs/model.md)";
+  run->add_flag("--representatives", run_options.representatives, representatives_help);
   std::string run_max_memory, gemm_max_memory, coll_max_memory;
   const char* max_memory_help = "Refuse to start when the estimated memory exceeds SIZE (e.g. 4G; default: this machine's memory)";
   run->add_option("--max-memory", run_max_memory, max_memory_help);
@@ -209,6 +213,7 @@ int cli_main(int argc, char** argv) {
       ->capture_default_str();
   coll_cmd->add_flag("--links", coll.list_links, "List every used link's utilization (with --json)");
   coll_cmd->add_flag("--json", coll_json, "Print one JSON object");
+  coll_cmd->add_flag("--representatives", coll.representatives, representatives_help);
   coll_cmd->add_option("--max-memory", coll_max_memory, max_memory_help);
 
   SweepRequest sweep;
@@ -404,6 +409,7 @@ int cli_main(int argc, char** argv) {
     }
     const std::uint32_t chip_count = static_cast<std::uint32_t>(config.hw.chip_count());
     run_options.trace.chips = trace_chips.empty() ? default_traced_chips(chip_count) : parse_chip_list(trace_chips, chip_count);
+    run_options.trace_chips_given = !trace_chips.empty();
     const auto summary = run_simulation(config, run_options);
     std::cout << format_summary(summary);
     const std::string trace_name = run_options.trace_gzip ? "trace.json.gz" : "trace.json";
@@ -412,7 +418,12 @@ int cli_main(int argc, char** argv) {
     };
     std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json, report.html{}{})\n",
                              run_options.out_dir, if_written("timeline.json"), if_written(trace_name));
-    if (!run_options.trace.chips.empty() && !if_written(trace_name).empty())
+    const nlohmann::ordered_json& simulation = summary.value("simulation", nlohmann::ordered_json::object());
+    if (simulation.value("mode", "") == "representatives")
+      std::cout << fmt::format("  simulated      {} of {} chips, each standing for {} symmetric ones (--representatives)\n",
+                               simulation["chips_simulated"].get<std::uint64_t>(), chip_count,
+                               simulation["each_stands_for"].get<std::uint64_t>());
+    else if (!run_options.trace.chips.empty() && !if_written(trace_name).empty())
       std::cout << fmt::format("  trace          chips {} of {} (--trace-chips all for every chip)\n",
                                chip_list_string(run_options.trace.chips), chip_count);
     if (const int sig = interrupt_signal(); sig != 0) {

@@ -37,11 +37,12 @@ std::string size_text(double bytes) {
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::uint32_t traced_chips) {
+MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::uint32_t traced_chips,
+                               const SimulatedSlice& simulated) {
   const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
-  const double chips = torus.chip_count(), cores = chips * hw.chip.cores;
-  double links = 0;  // directed, over the slice
-  for (std::uint32_t c = 0; c < torus.chip_count(); ++c) links += static_cast<double>(torus.outgoing_links(c).size());
+  const double chips = simulated.chip_count(), cores = chips * hw.chip.cores;
+  double links = 0;  // directed, leaving the simulated chips
+  for (std::uint32_t c : simulated.chips(torus)) links += static_cast<double>(torus.outgoing_links(c).size());
 
   // Per core and step: the intervals the statistics keep (op engines, MXUs, VPU).
   std::set<std::pair<OpKind, std::uint32_t>> engines;
@@ -81,8 +82,15 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
     }
   }
   const double threads = 1 + static_cast<double>(engines.size()) + 3.0 * (any_matmul + any_vector);
+  // A collective runs each part of its schedule (one per torus axis) on a thread of its own.
+  std::set<std::uint32_t> collective_streams;
+  for (const Op& op : program.ops)
+    if (op.kind == OpKind::Collective) collective_streams.insert(op.stream);
+  const double collective_threads = static_cast<double>(collective_streams.size()) * (torus.axes() > 1 ? torus.axes() : 0);
+  const double hosts = std::ceil(chips / std::max<std::uint32_t>(1, hw.host.chips_per_host));
 
   MemoryEstimate e;
+  e.threads = static_cast<std::uint64_t>(cores * threads + chips * collective_threads + hosts);
   e.modules_bytes = static_cast<std::uint64_t>(kBaseBytes + chips * kChipBytes + links * kLinkBytes +
                                                cores * (kCoreBytes + threads * kThreadBytes));
   e.intervals_bytes =
@@ -141,7 +149,24 @@ std::uint64_t parse_memory_size(const std::string& text, const std::string& opti
   return static_cast<std::uint64_t>(bytes);
 }
 
+std::uint64_t max_memory_mappings() {
+  std::ifstream in("/proc/sys/vm/max_map_count");
+  std::uint64_t limit = 0;
+  return (in >> limit) && limit > 0 ? limit : 65530;
+}
+
 void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, const std::string& what) {
+  // A stack takes two mappings (the stack and its guard page), and the libraries and the heap
+  // some more. Beyond the limit SystemC first goes on without guard pages, then fails (E518):
+  // ResNet-50 on a 2048-chip v4 slice (about 52,000 threads) failed after 7.6 s.
+  constexpr std::uint64_t kOtherMappings = 4096;
+  const std::uint64_t mappings = max_memory_mappings();
+  if (2 * estimate.threads + kOtherMappings > mappings)
+    throw InputError(fmt::format(
+        "{} would need about {} SystemC threads, each with a stack of its own, and this machine allows a process {} "
+        "memory mappings (vm.max_map_count), about {} threads; pass --representatives to simulate one chip per class "
+        "of symmetric chips, or simulate a smaller slice",
+        what, estimate.threads, mappings, mappings > kOtherMappings ? (mappings - kOtherMappings) / 2 : 0));
   const std::uint64_t machine = machine_memory_bytes();
   const bool by_flag = limit_bytes > 0 && (machine == 0 || limit_bytes <= machine);
   const std::uint64_t limit = by_flag ? limit_bytes : machine;

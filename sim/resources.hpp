@@ -12,6 +12,7 @@
 
 #include "hw/hw_config.hpp"
 #include "hw/program.hpp"
+#include "hw/symmetry.hpp"
 
 namespace tpusim {
 
@@ -20,10 +21,15 @@ struct MemoryEstimate {
   std::uint64_t intervals_bytes = 0;  // busy intervals kept for the statistics
   std::uint64_t trace_bytes = 0;      // the trace writer's bandwidth counters
   std::uint64_t total_bytes() const { return modules_bytes + intervals_bytes + trace_bytes; }
+  // SystemC threads alive at once at most: each has its own stack, a memory mapping (two with its
+  // guard page), and the kernel allows a process vm.max_map_count mappings.
+  std::uint64_t threads = 0;
 };
 
-// `traced_chips`: how many chips the trace covers (0: no trace, or one without bandwidth counters).
-MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::uint32_t traced_chips);
+// `traced_chips`: how many chips the trace covers (0: no trace, or one without bandwidth counters);
+// `simulated`: the chips that are simulated (hw/symmetry.hpp).
+MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::uint32_t traced_chips,
+                               const SimulatedSlice& simulated);
 
 // Physical memory, or the control group's limit when that is lower; 0 if neither is readable.
 std::uint64_t machine_memory_bytes();
@@ -32,8 +38,12 @@ std::uint64_t machine_memory_bytes();
 // InputError naming `option` for anything else.
 std::uint64_t parse_memory_size(const std::string& text, const std::string& option);
 
+// The kernel's limit on a process's memory mappings (vm.max_map_count; 65530 when unreadable).
+std::uint64_t max_memory_mappings();
+
 // Throws InputError with the estimate when it exceeds `limit_bytes` (the --max-memory limit; 0:
-// none) or the machine's memory.
+// none) or the machine's memory, or when its threads' stacks would need more memory mappings
+// than the kernel allows.
 void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, const std::string& what);
 
 }  // namespace tpusim

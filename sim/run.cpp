@@ -108,6 +108,7 @@ class StagedOutput {
 double seconds(Picos ps) { return ps_to_s(ps); }
 
 
+
 // Activations grow with the batch and nothing else does: the largest per-core batch whose
 // footprint fits is (capacity - fixed) / (activations per sample); 0 when the state alone does not fit.
 std::uint64_t largest_fitting_batch(const LoweredStep& step) {
@@ -231,9 +232,18 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   }
 
   check_injected_fault(hw);
+  const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
+  const SimulatedSlice simulated = plan_simulated_slice(torus, hw, step.program, options.representatives);
+  if (simulated.folded() && options.trace_chips_given)
+    for (const auto& [first, last] : options.trace.chips)
+      for (std::uint32_t c = first; c <= last; ++c)
+        if (!simulated.simulates(torus, c))
+          throw InputError(fmt::format("--trace-chips: chip {} is not simulated: the slice is symmetric and chip {} stands "
+                                       "for it; trace chip {}, or simulate every chip (without --representatives)",
+                                       c, simulated.representative(torus, c), simulated.representative(torus, c)));
   const std::uint32_t traced_chips =
-      options.trace.level >= TraceLevel::Ops ? options.trace.chip_count(static_cast<std::uint32_t>(hw.chip_count())) : 0;
-  check_memory(estimate_memory(hw, step.program, traced_chips), options.max_memory_bytes,
+      options.trace.level >= TraceLevel::Ops ? options.trace.chip_count(simulated.chip_count()) : 0;
+  check_memory(estimate_memory(hw, step.program, traced_chips, simulated), options.max_memory_bytes,
                "simulating " + config.workload.name + " on " + topology_string(hw.slice_dims));
   std::unique_ptr<ChromeTraceWriter> trace;
   if (options.trace.level != TraceLevel::None)
@@ -241,7 +251,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                                                 options.trace_gzip);
   Recorder recorder(config.workload.steps, trace.get());
 
-  System& system = elaborate(hw, step.program, step.infeed, &recorder);
+  System& system = elaborate(hw, step.program, step.infeed, &recorder, options.representatives);
   // Progress on stderr for long runs only, at most every two seconds.
   const auto wall_start = std::chrono::steady_clock::now();
   auto last_report = wall_start;
@@ -261,6 +271,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                     {"topology", topology_string(hw.slice_dims)},
                     {"steps", config.workload.steps},
                     {"chips", chip_list_string(options.trace.chips)},
+                    {"simulation", simulation_json(simulated)},
                     {"partial", !completed}});
   };
   std::vector<Picos> ends = system.step_end_ps();
@@ -298,22 +309,27 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["peak_flops_per_s"] = peak;
   summary["documented_peak_flops_per_s"] = hw.chip.documented_peak_bf16_tflops * 1e12 * chips;
 
-  // Time breakdown averaged over every core of the slice in the steady-state step.
-  double compute_s = 0, memory_s = 0, comm_s = 0, input_s = 0, idle_s = 0;  // summed over cores
+  // Time breakdown averaged over every core of the slice in the steady-state step. Sums are of
+  // integer picoseconds, exact whatever the order, so that a representative counted `stands_for`
+  // times gives the same figures as every chip it stands for.
+  const std::uint64_t stands_for = simulated.multiplicity;
+  Picos compute_ps = 0, memory_ps = 0, comm_ps = 0, input_ps = 0, idle_ps = 0;  // summed over cores
   for (const auto& core_units : units_by_core(recorder, static_cast<std::uint32_t>(hw.chip_count()), hw.chip.cores)) {
+    if (core_units.empty()) continue;  // a chip a representative stands for
     const Breakdown b = core_breakdown(recorder, core_units, window);
-    compute_s += seconds(b.compute);
-    memory_s += seconds(b.memory_bound);
-    comm_s += seconds(b.exposed_communication);
-    input_s += seconds(b.input_wait);
-    idle_s += seconds(b.idle);
+    compute_ps += b.compute * stands_for;
+    memory_ps += b.memory_bound * stands_for;
+    comm_ps += b.exposed_communication * stands_for;
+    input_ps += b.input_wait * stands_for;
+    idle_ps += b.idle * stands_for;
   }
   const double cores = static_cast<double>(hw.core_count());
-  summary["breakdown"] = {{"compute_s", compute_s / cores},
-                          {"memory_bound_s", memory_s / cores},
-                          {"exposed_communication_s", comm_s / cores},
+  const double input_s = seconds(input_ps);
+  summary["breakdown"] = {{"compute_s", seconds(compute_ps) / cores},
+                          {"memory_bound_s", seconds(memory_ps) / cores},
+                          {"exposed_communication_s", seconds(comm_ps) / cores},
                           {"input_wait_s", input_s / cores},
-                          {"idle_s", idle_s / cores}};
+                          {"idle_s", seconds(idle_ps) / cores}};
 
   struct KindUse {
     Picos busy = 0;
@@ -325,9 +341,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   const auto last = static_cast<std::uint32_t>(n - 1);
   for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
     KindUse& k = use[recorder.units()[u].kind];
-    k.busy += recorder.totals(u, last).busy_ps;
-    k.units += 1;
-    k.bytes += recorder.totals(u, last).bytes;
+    k.busy += recorder.totals(u, last).busy_ps * stands_for;
+    k.units += stands_for;
+    k.bytes += recorder.totals(u, last).bytes * stands_for;
   }
   auto fraction = [&](UnitKind kind) {
     const KindUse& k = use[kind];
@@ -344,6 +360,18 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   const double padding = mxu_padding_efficiency(step.program, hw);
   summary["mxu_padding_efficiency"] = padding;
   summary["checks"] = checks;
+  summary["simulation"] = simulation_json(simulated);
+  // Which core ends the steady-state step last and which first: in a synchronous step everyone
+  // waits for the slowest at the all-reduce, so the spread shows what holds the slice back.
+  std::string last_core, first_core;
+  Picos last_end = 0, first_end = ~Picos{0};
+  for (const Chip& chip : system.chips())
+    for (std::size_t k = 0; k < chip.cores.size(); ++k) {
+      const Picos end = chip.cores[k].step_end_ps()[n - 1];
+      if (end > last_end) std::tie(last_end, last_core) = std::make_pair(end, fmt::format("chip{}.core{}", chip.id(), k));
+      if (end < first_end) std::tie(first_end, first_core) = std::make_pair(end, fmt::format("chip{}.core{}", chip.id(), k));
+    }
+  summary["step_end_spread"] = {{"last_core", last_core}, {"first_core", first_core}, {"spread_s", seconds(last_end - first_end)}};
 
   if (padding < 0.5)
     warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "

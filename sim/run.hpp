@@ -17,6 +17,9 @@ struct RunOptions {
   TraceFilter trace;   // level None: no trace
   bool trace_gzip = false;
   std::uint64_t max_memory_bytes = 0;  // refuse runs estimated to need more; 0: the machine's memory
+  // Simulate one representative per class of symmetric chips (hw/symmetry.hpp), not every chip.
+  bool representatives = false;
+  bool trace_chips_given = false;  // trace.chips came from --trace-chips, not the default
 };
 
 // Simulates and writes DIR/summary.json, summary.csv, effective_config.json and trace.json.

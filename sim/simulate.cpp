@@ -36,10 +36,19 @@ void report_handler(const sc_core::sc_report& report, const sc_core::sc_actions&
 
 }  // namespace
 
-System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& infeed, EventSink* sink) {
+System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& infeed, EventSink* sink,
+                  bool representatives) {
   sc_core::sc_report_handler::set_handler(report_handler);
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
-  return *new System("slice", hw, program, infeed, sink);  // never destroyed, see the header
+  return *new System("slice", hw, program, infeed, sink, representatives);  // never destroyed, see the header
+}
+
+nlohmann::ordered_json simulation_json(const SimulatedSlice& s) {
+  nlohmann::ordered_json out = {{"mode", s.folded() ? "representatives" : "all_chips"},
+                                {"chips_simulated", s.chip_count()},
+                                {"each_stands_for", s.multiplicity}};
+  if (!s.folded()) out["all_chips_because"] = s.all_chips_because;
+  return out;
 }
 
 bool simulate(System& system, const std::string& what) {

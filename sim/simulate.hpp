@@ -6,12 +6,20 @@
 #include "hw/program.hpp"
 #include "hw/system.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace tpusim {
 
 // Elaborates the slice for `program` (at 1 ps resolution, SystemC reports routed to stderr).
 // SystemC allows one elaboration per process, and tearing down tens of thousands of modules
 // takes its object registry quadratic time, so the System lives until the process exits.
-System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& infeed, EventSink* sink);
+// `representatives`: simulate one chip per class of symmetric chips (hw/symmetry.hpp), not every chip.
+System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& infeed, EventSink* sink,
+                  bool representatives = false);
+
+// Which chips ran, for summaries: {"mode": "all_chips" | "representatives", "chips_simulated",
+// "each_stands_for", and "all_chips_because" when every chip ran}.
+nlohmann::ordered_json simulation_json(const SimulatedSlice& simulated);
 
 // Runs to the end, or until SIGINT or SIGTERM (then returns false, the slice part-way through
 // a step); throws SimError naming `what` when a process failed or a core is stuck.

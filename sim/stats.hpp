@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,23 @@ class Recorder : public EventSink {
   // per-unit array of its own costs a second cache miss each time.
   std::vector<StepTotals> totals_;
   std::vector<Picos> last_end_ps_;
+};
+
+// A sum of doubles that depends neither on the order of its terms nor on whether equal terms
+// come one by one or counted: each distinct value times its count, in value order. A slice
+// simulated with one representative per class of symmetric chips adds its figures with the class
+// size as the count, and gives the same bits as the whole slice adding every chip's.
+class CountedSum {
+ public:
+  void add(double value, std::uint64_t count = 1) { counts_[value] += count; }
+  double total() const {
+    double t = 0;
+    for (const auto& [value, count] : counts_) t += value * static_cast<double>(count);
+    return t;
+  }
+
+ private:
+  std::map<double, std::uint64_t> counts_;
 };
 
 struct Window {
