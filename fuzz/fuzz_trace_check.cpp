@@ -2,16 +2,20 @@
 // parser, and any JSON value gets a verdict (valid, or a list of problems) and a summary of its
 // well-formed events. Anything else is a finding.
 #include <cstdint>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "sim/json_input.hpp"
 #include "traces/trace_check.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   nlohmann::json trace;
   try {
-    trace = nlohmann::json::parse(data, data + size);
+    trace = tpusim::parse_bounded(std::string(reinterpret_cast<const char*>(data), size), "trace.json");
   } catch (const nlohmann::json::exception&) {  // syntax, or a number beyond a double
+    return 0;
+  } catch (const tpusim::JsonTooDeep&) {  // the command line's verdict: invalid
     return 0;
   }
   tpusim::check_trace(trace);

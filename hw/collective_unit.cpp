@@ -16,6 +16,47 @@ CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip,
   arrivals.bind(*this);
   part_count_ = std::max<std::uint32_t>(1, torus.axes());  // one part per axis at most
   add_lane();  // lane 0, so that a chip's first collective tracks are there from the start
+  SC_METHOD(book_in_order);
+  sensitive << work_posted_;
+  dont_initialize();
+}
+
+void CollectiveUnit::post(const RingWork& work) {
+  posted_.push_back(work);
+  work_posted_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void CollectiveUnit::book_in_order() {
+  // By what the work is for, never by who asked first; a sender's pieces of one step keep their
+  // order (stable sort).
+  auto rank = [](const RingWork& w) {
+    return std::make_tuple(w.key.instance, w.key.part, w.key.pass, w.key.step, w.key.dir, w.kind);
+  };
+  std::stable_sort(posted_.begin(), posted_.end(), [&](const RingWork& a, const RingWork& b) { return rank(a) < rank(b); });
+  std::uint32_t completed_parts = 0;  // bit p: a step of part p is complete
+  for (const RingWork& w : posted_) {
+    switch (w.kind) {
+      case WorkKind::OwnShardRead:
+        *w.ready_ps = hbm_access(tlm::TLM_READ_COMMAND, w.bytes, w.label, w.step, w.at);
+        completed_parts |= 1u << (w.key.part % kMaxParts);
+        break;
+      case WorkKind::WriteBack:
+        hbm_access(tlm::TLM_WRITE_COMMAND, w.bytes, w.label, w.step, w.at);
+        break;
+      case WorkKind::Arrival: {
+        Picos taken = w.at;
+        if (w.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(w.bytes, w.element_bytes), w.at, w.label, w.step));
+        else hbm_access(tlm::TLM_WRITE_COMMAND, w.bytes, w.label, w.step, w.at);  // a gathered piece lands in HBM
+        Inbox& box = inbox(w.key);
+        box.ready_ps = std::max(box.ready_ps, taken);
+        if (++box.pieces == w.pieces) completed_parts |= 1u << (w.key.part % kMaxParts);
+        break;
+      }
+    }
+  }
+  posted_.clear();
+  for (std::uint32_t part = 0; part < kMaxParts; ++part)
+    if (completed_parts >> part & 1u) step_arrived_[part].notify(sc_core::SC_ZERO_TIME);
 }
 
 void CollectiveUnit::add_lane() {
@@ -123,10 +164,15 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
         send(dir == 0 ? next : prev, hops_to[dir], piece_bytes(j), delivery, ctx.label, ctx.step);
     }
     // This chip's own shard of the step streams from HBM while the links are busy.
-    const Picos local_ready = pass.reduce ? hbm_access(tlm::TLM_READ_COMMAND, pass.shard_bytes * directions, ctx.label, ctx.step) : now_ps();
+    Picos local_ready = kPending;
+    if (pass.reduce)
+      post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::OwnShardRead, now_ps(), pass.shard_bytes * directions,
+            true, elem_bytes, 1, ctx.label, ctx.step, &local_ready});
+    else
+      local_ready = now_ps();
 
-    // The neighbours' pieces book their own additions as they arrive; wait until all are in.
-    Picos done = local_ready;
+    // The neighbours' pieces are booked as they arrive; wait until all are in, and the own shard read.
+    Picos done = 0;
     for (std::uint32_t dir = 0; dir < static_cast<std::uint32_t>(directions); ++dir) {
       const StepKey key{ctx.instance, part, index, dir, s};
       for (;;) {
@@ -140,7 +186,11 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
         sc_core::wait(step_arrived_[part % kMaxParts]);
       }
     }
-    if (pass.reduce && s + 2 == p) hbm_access(tlm::TLM_WRITE_COMMAND, pass.shard_bytes * directions, ctx.label, ctx.step, done);
+    while (local_ready == kPending) sc_core::wait(step_arrived_[part % kMaxParts]);
+    done = std::max(done, local_ready);
+    if (pass.reduce && s + 2 == p)
+      post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::WriteBack, done, pass.shard_bytes * directions, true,
+            elem_bytes, 1, ctx.label, ctx.step, nullptr});
     wait_until_ps(done);
   }
 }
@@ -150,17 +200,13 @@ void CollectiveUnit::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_
   const RingDelivery& d = *job.delivery;
   const Picos at = job.tail_ps;
   counts_.arrived_bytes += job.bytes;
-  Picos taken = at;
-  if (d.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(job.bytes, d.element_bytes), at, job.label, job.step));
-  else hbm_access(tlm::TLM_WRITE_COMMAND, job.bytes, job.label, job.step, at);  // a gathered piece lands in HBM
-  Inbox& box = inbox(StepKey{d.instance, d.part, d.pass, d.dir, d.step});
-  box.ready_ps = std::max(box.ready_ps, taken);
+  post({StepKey{d.instance, d.part, d.pass, d.dir, d.step}, WorkKind::Arrival, at, job.bytes, d.reduce, d.element_bytes,
+        d.pieces, job.label, job.step, nullptr});
   // On the lane of the instance; a piece may arrive before this chip has joined it: lane 0.
   const Lane* lane = &lanes_[0];
   for (const Lane& l : lanes_)
     if (l.busy && l.instance == d.instance) lane = &l;
   lane->parts[d.part % part_count_].flow(job.first_link_unit, job.first_link_start_ps, at, job.label);
-  if (++box.pieces == d.pieces) step_arrived_[d.part % kMaxParts].notify(sc_core::SC_ZERO_TIME);
 }
 
 CollectiveUnit::Inbox& CollectiveUnit::inbox(const StepKey& key) {

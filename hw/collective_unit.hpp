@@ -27,6 +27,7 @@ namespace tpusim {
 // pointers at the end of the object (see hw/ici.hpp).
 class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
  public:
+  SC_HAS_PROCESS(CollectiveUnit);
   tlm_utils::multi_passthrough_target_socket<CollectiveUnit> socket;  // from the chip's cores
   tlm_utils::simple_initiator_socket<CollectiveUnit> ici_socket;
   tlm_utils::simple_initiator_socket<CollectiveUnit> hbm_socket;
@@ -88,7 +89,28 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
     Picos ready_ps = 0;
     std::uint32_t pieces = 0;
   };
+  // Work on this chip's HBM and vector unit that ring steps ask for: a piece that arrived (added,
+  // or stored when gathered), the chip's own shard read for a step, a step's result written back.
+  // It is booked in a canonical order (booked_in_order) rather than in the order the processes
+  // asking for it happen to run: several ask at the same instant (the parts of an all-axes
+  // collective, the neighbours sending to this chip), and the order the SystemC kernel runs
+  // them in differs from chip to chip, which made symmetric chips drift apart.
+  enum class WorkKind : std::uint8_t { Arrival, OwnShardRead, WriteBack };
+  struct RingWork {
+    StepKey key;
+    WorkKind kind = WorkKind::Arrival;
+    Picos at = 0;
+    std::uint64_t bytes = 0;
+    bool reduce = true;
+    std::uint32_t element_bytes = 4;
+    std::uint32_t pieces = 1;  // Arrival: how many pieces the step sends in this direction
+    const std::string* label = nullptr;
+    std::uint32_t step = 0;
+    Picos* ready_ps = nullptr;  // OwnShardRead: where to put when the read is done
+  };
   static constexpr std::uint32_t kMaxParts = 3;  // torus_all_axes runs one part per axis
+  static constexpr std::uint32_t kOwnShard = 2;  // StepKey::dir of work on the chip's own shard
+  static constexpr Picos kPending = ~Picos{0};
 
   void end_of_elaboration() override;
   // A core arrives with a collective to run.
@@ -96,6 +118,9 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   // A piece arrives (at the tail time it carries): book its addition or its HBM write for then.
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
   void run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
+  void post(const RingWork& work);
+  // A method process: books the work posted in the delta cycle before, sorted by what it is for.
+  void book_in_order();
   // Reserve HBM and the vector unit for `at` (not before now) and return when they will be done.
   Picos hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label, std::uint32_t step,
                    Picos at = 0);
@@ -134,6 +159,8 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   // neighbour running a step ahead), so a short array searched in order beats a tree whose nodes
   // are allocated and freed for every step and are cache misses on a large slice.
   std::vector<Inbox> inbox_;
+  std::vector<RingWork> posted_;
+  sc_core::sc_event work_posted_;
   // One payload serves every request (Request::reset): HBM, the vector unit and the router
   // answer without yielding, so no two requests are ever in flight at once.
   Request request_;

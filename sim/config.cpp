@@ -15,6 +15,7 @@
 #include "hw/topology.hpp"
 #include "hw/units.hpp"
 #include "sim/errors.hpp"
+#include "sim/json_input.hpp"
 #include "sim/params.hpp"
 
 namespace tpusim {
@@ -34,12 +35,13 @@ std::string brief(const json& value) {
 }
 
 json read_json_file(const std::string& path) {
+  check_input_file(path, kMaxDocumentBytes);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot read the file (does it exist?)", path));
   std::stringstream text;
   text << in.rdbuf();
   try {
-    return json::parse(text.str());
+    return parse_bounded(text.str(), path, /*unique_keys=*/true);
   } catch (const json::exception& e) {  // a syntax error, or a number beyond a double (out_of_range)
     std::string what = e.what();
     const auto close = what.find("] ");
@@ -233,7 +235,7 @@ json parse_set_value(const ParamSpec& spec, const std::string& text, const std::
     case ParamType::ObjectList:
     case ParamType::StringMap:
       try {
-        return json::parse(text);
+        return parse_bounded(text, fmt::format("{}: {}", origin, display));
       } catch (const json::exception&) {  // syntax, or a number beyond a double
         return bad("JSON");
       }
@@ -242,7 +244,8 @@ json parse_set_value(const ParamSpec& spec, const std::string& text, const std::
 }
 
 void apply_set(json& hw_doc, json& workload_doc, const std::string& assignment) {
-  const std::string origin = "--set " + assignment;
+  // A long value (a whole layer list) is cut in messages: they stay one readable line.
+  const std::string origin = "--set " + (assignment.size() > 100 ? assignment.substr(0, 97) + "..." : assignment);
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw InputError(fmt::format("{}: expected PATH=VALUE, e.g. hw.hbm.bw_gbps=1000", origin));
@@ -259,6 +262,8 @@ void apply_set(json& hw_doc, json& workload_doc, const std::string& assignment) 
     throw InputError(fmt::format("{}: the path must start with hw. or workload. (e.g. workload.training.global_batch)", origin));
   json* target = doc == "hw" ? &hw_doc : &workload_doc;
   if (target->is_null()) throw InputError(fmt::format("{}: no workload is loaded", origin));
+  // The base is resolved when the file is read; changing it afterwards would change nothing.
+  if (path == "hw.base") throw InputError(fmt::format("{}: choose the preset with --hw, not with --set", origin));
 
   // Walk "a.b[2].c": every [i] must name an existing element; objects are created as needed.
   static const std::regex segment_re(R"(([A-Za-z_][A-Za-z0-9_]*)(\[([0-9]{1,6})\])?)");
@@ -552,7 +557,15 @@ json load_hw_document(const std::string& name_or_file) {
     const json& base = doc["base"];
     if (!base.is_string() || looks_like_file(base.get<std::string>()))
       throw InputError(fmt::format("{}: hw.base: expected the name of a preset, got {}", file, brief(base)));
-    json merged = load_hw_document(base.get<std::string>());
+    json merged;
+    try {
+      merged = load_hw_document(base.get<std::string>());
+    } catch (const InputError&) {
+      std::string known;
+      for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+      throw InputError(fmt::format("{}: hw.base: unknown hardware preset \"{}\" (expected one of: {})", file,
+                                   base.get<std::string>(), known));
+    }
     merged.erase("base");
     doc.erase("base");
     merged.merge_patch(doc);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/matmul_tiling.hpp"
 #include "hw/system.hpp"
 #include "hw/systolic_timing.hpp"
 #include "sim/errors.hpp"
@@ -103,6 +104,12 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   op.matmul.block_n = r.block_n;
   program.ops.push_back(op);
 
+  // A forced block that cannot fit vector memory is the request's mistake, found before anything runs.
+  try {
+    tile_matmul(op.matmul, hw.core.mxu, TensorCore::matmul_vmem_budget_bytes(hw));
+  } catch (const std::runtime_error& e) {
+    throw InputError(fmt::format("gemm{}: {}", r.block_m > 0 ? " --block" : "", e.what()));
+  }
   check_injected_fault(hw);
   const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
   check_memory(estimate_memory(hw, program, 0, plan_simulated_slice(torus, hw, program, false)), r.max_memory_bytes,

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "sim/gemm.hpp"
 #include "sim/membench.hpp"
 #include "sim/interrupt.hpp"
+#include "sim/json_input.hpp"
 #include "sim/params.hpp"
 #include "sim/resources.hpp"
 #include "sim/run.hpp"
@@ -105,6 +107,21 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> parse_chip_list(const std::
   return ranges;
 }
 
+// An error is one line on stderr, whatever the input it quotes holds (a --topology ending in a
+// newline made two): control characters are shown escaped. A simulation error's own list of
+// findings ("\n  ...") keeps its lines.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' && i + 2 < text.size() && text[i + 1] == ' ' && text[i + 2] == ' ') out += '\n';
+    else if (c == '\n') out += "\\n";
+    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+
 int cli_main(int argc, char** argv) {
   CLI::App app{"tpusim: a cycle-approximate simulator of data-parallel training on TPU slices"};
   app.require_subcommand(1);
@@ -153,9 +170,17 @@ int cli_main(int argc, char** argv) {
   std::uint32_t gemm_mxus = 0;
   bool gemm_json = false;
   auto* gemm_cmd = app.add_subcommand("gemm", "One TensorCore runs one M x K @ K x N matmul with operands in HBM");
-  gemm_cmd->add_option("M", gemm.m, "Rows of the result (streamed through the MXU)")->required();
-  gemm_cmd->add_option("N", gemm.n, "Columns of the result")->required();
-  gemm_cmd->add_option("K", gemm.k, "Contracted dimension")->required();
+  // Digits only: an unsigned option would otherwise take -8 as 2^64 - 8.
+  const CLI::Validator whole_number(
+      [](std::string& text) {
+        return text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos
+                   ? "expected a whole number of elements, got " + text
+                   : std::string();
+      },
+      "SIZE");
+  gemm_cmd->add_option("M", gemm.m, "Rows of the result (streamed through the MXU)")->required()->check(whole_number);
+  gemm_cmd->add_option("N", gemm.n, "Columns of the result")->required()->check(whole_number);
+  gemm_cmd->add_option("K", gemm.k, "Contracted dimension")->required()->check(whole_number);
   gemm_cmd->add_option("--hw", gemm_request.hw, "Hardware preset or JSON file")->capture_default_str();
   gemm_cmd->add_option("--set", gemm_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
   gemm_cmd->add_option("--dtype", gemm_dtype, "Operand type")->check(CLI::IsMember({"bf16", "fp32", "int8", "fp8"}))->capture_default_str();
@@ -251,6 +276,19 @@ int cli_main(int argc, char** argv) {
   summary_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
   summary_cmd->add_option("--top", summary_top, "How many ops to list")->capture_default_str();
 
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      found = found || sub->get_name() == argv[1];
+    }
+    if (!found) {
+      std::cerr << fmt::format("tpusim: error: unknown command \"{}\" (expected one of: {}; see tpusim --help)\n",
+                               one_line(argv[1]), known);
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -274,11 +312,18 @@ int cli_main(int argc, char** argv) {
     }
     if (*params) return list_params(params_hw, params_json);
     if (*check_cmd || *summary_cmd) {
+      check_input_file(trace_file, 0);
       std::ifstream in(trace_file, std::ios::binary);
       if (!in) throw InputError(fmt::format("{}: cannot read the file", trace_file));
       nlohmann::json trace;
       try {
-        trace = nlohmann::json::parse(in);
+        trace = parse_bounded(in, trace_file);
+      } catch (const JsonTooDeep&) {
+        if (*check_cmd) {
+          std::cout << fmt::format("{}: invalid: nested deeper than {} levels\n", trace_file, kMaxJsonDepth);
+          return 1;
+        }
+        throw;
       } catch (const nlohmann::json::exception& e) {  // syntax, or a number beyond a double
         if (*check_cmd) {
           std::cout << fmt::format("{}: invalid: not JSON ({})\n", trace_file, e.what());
@@ -404,8 +449,12 @@ int cli_main(int argc, char** argv) {
       std::stringstream w(trace_window);
       if (!(w >> from >> colon >> to) || colon != ':' || from < 0 || to <= from || !w.eof())
         throw InputError(fmt::format("--trace-window {}: expected START:END in microseconds, START < END", trace_window));
-      run_options.trace.begin_ps = static_cast<std::uint64_t>(from * 1e6);
-      run_options.trace.end_ps = static_cast<std::uint64_t>(to * 1e6);
+      // Beyond 2^63 ps (106 days of simulated time) a bound means "no bound": converting it would overflow.
+      auto to_ps = [](double us) {
+        return us * 1e6 >= 9.2e18 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(us * 1e6);
+      };
+      run_options.trace.begin_ps = to_ps(from);
+      run_options.trace.end_ps = to_ps(to);
     }
     const std::uint32_t chip_count = static_cast<std::uint32_t>(config.hw.chip_count());
     run_options.trace.chips = trace_chips.empty() ? default_traced_chips(chip_count) : parse_chip_list(trace_chips, chip_count);
@@ -435,13 +484,13 @@ int cli_main(int argc, char** argv) {
     }
     return 0;
   } catch (const InputError& e) {
-    std::cerr << "tpusim: error: " << e.what() << "\n";
+    std::cerr << "tpusim: error: " << one_line(e.what()) << "\n";
     return 2;
   } catch (const SimError& e) {
-    std::cerr << "tpusim: simulation error: " << e.what() << "\n";
+    std::cerr << "tpusim: simulation error: " << one_line(e.what()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "tpusim: internal error: " << e.what() << "\n";
+    std::cerr << "tpusim: internal error: " << one_line(e.what()) << "\n";
     return 1;
   }
 }

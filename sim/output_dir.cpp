@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/errors.hpp"
+#include "sim/json_input.hpp"
 
 namespace tpusim {
 namespace {
@@ -38,9 +39,13 @@ bool within(const fs::path& inner, const fs::path& outer) {
 std::optional<std::set<std::string>> marker_files(const fs::path& dir) {
   std::ifstream in(dir / kOutputMarker, std::ios::binary);
   if (!in) return std::nullopt;
-  const nlohmann::json marker = nlohmann::json::parse(in, nullptr, false);
-  if (marker.is_discarded() || !marker.is_object() || !marker.contains("files") || !marker["files"].is_array())
+  nlohmann::json marker;
+  try {
+    marker = parse_bounded(in, kOutputMarker);
+  } catch (const std::exception&) {
     return std::nullopt;
+  }
+  if (!marker.is_object() || !marker.contains("files") || !marker["files"].is_array()) return std::nullopt;
   std::set<std::string> files;
   for (const auto& f : marker["files"])
     if (f.is_string()) files.insert(f.get<std::string>());
@@ -133,8 +138,13 @@ void write_output_marker(const fs::path& dir, const std::string& kind, const std
 std::string output_kind(const fs::path& dir) {
   std::ifstream in(dir / kOutputMarker, std::ios::binary);
   if (!in) return "";
-  const nlohmann::json marker = nlohmann::json::parse(in, nullptr, false);
-  if (marker.is_discarded() || !marker.is_object() || !marker.contains("kind") || !marker["kind"].is_string()) return "";
+  nlohmann::json marker;
+  try {
+    marker = parse_bounded(in, kOutputMarker);
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (!marker.is_object() || !marker.contains("kind") || !marker["kind"].is_string()) return "";
   return marker["kind"].get<std::string>();
 }
 

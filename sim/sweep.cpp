@@ -23,6 +23,7 @@
 #include "sim/csv.hpp"
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
+#include "sim/json_input.hpp"
 #include "sim/output_dir.hpp"
 #include "sim/params.hpp"
 #include "traces/report.hpp"
@@ -184,8 +185,11 @@ void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojs
   ojson timeline;
   if (best) {
     std::ifstream in(dir / "points" / (*best)["point"].get<std::string>() / "timeline.json");
-    if (in) timeline = ojson::parse(in, nullptr, false);
-    if (timeline.is_discarded()) timeline = nullptr;
+    try {
+      if (in) timeline = parse_bounded<ojson>(in, "timeline.json");
+    } catch (const std::exception&) {  // damaged: the report goes without it
+      timeline = nullptr;
+    }
   }
   write_atomically(dir / "report.html",
                    render_sweep_report(sweep, timeline, best ? (*best)["point"].get<std::string>() : std::string()));
@@ -256,8 +260,13 @@ ojson sweep_arguments(const SweepRequest& r) {
 void check_same_arguments(const fs::path& dir, const ojson& arguments, const std::string& shown) {
   std::ifstream in(dir / "sweep.json", std::ios::binary);
   if (!in) return;  // interrupted before its first point finished: nothing to keep
-  const ojson before = ojson::parse(in, nullptr, false);
-  if (before.is_discarded() || !before.is_object() || !before.contains("arguments")) return;
+  ojson before;
+  try {
+    before = parse_bounded<ojson>(in, (dir / "sweep.json").string());
+  } catch (const std::exception&) {
+    return;  // damaged: rewritten as the points finish
+  }
+  if (!before.is_object() || !before.contains("arguments")) return;
   for (const auto& [key, value] : arguments.items()) {
     const ojson old = before["arguments"].contains(key) ? before["arguments"][key] : ojson();
     if (old != value)
@@ -371,9 +380,12 @@ int run_sweep(const SweepRequest& r) {
     ojson resumed;
     if (r.resume && fs::exists(summary)) {
       std::ifstream in(summary);
-      resumed = ojson::parse(in, nullptr, false);  // damaged: not finished, run it again
-      if (resumed.is_discarded() || !resumed.is_object() || !resumed.contains("status") || !resumed["status"].is_string())
-        resumed = nullptr;
+      try {
+        resumed = parse_bounded<ojson>(in, summary.string());
+      } catch (const std::exception&) {
+        resumed = nullptr;  // damaged: not finished, run it again
+      }
+      if (!resumed.is_object() || !resumed.contains("status") || !resumed["status"].is_string()) resumed = nullptr;
     }
     if (!resumed.is_null() && resumed["status"] != "interrupted") {  // an interrupted point runs again
       const std::string status = resumed["status"].get<std::string>();
@@ -447,7 +459,7 @@ int run_sweep(const SweepRequest& r) {
     const bool stopped = code == 128 + SIGINT || code == 128 + SIGTERM;
     if ((code == 0 || stopped) && fs::exists(summary)) {
       std::ifstream in(summary);
-      const ojson s = ojson::parse(in);
+      const ojson s = parse_bounded<ojson>(in, summary.string());
       const std::string status = s["status"].get<std::string>();
       finish(p, status, status == "ok" || s["warnings"].empty() ? "" : s["warnings"][0].get<std::string>(), s, secs);
     } else {
@@ -478,7 +490,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
     if (!in) throw InputError(fmt::format("merge: {}: no sweep.json (not the output directory of a sweep)", d));
     ojson sweep;
     try {
-      sweep = ojson::parse(in);
+      sweep = parse_bounded<ojson>(in, d + "/sweep.json");
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("merge: {}/sweep.json: not JSON: {}", d, e.what()));
     }

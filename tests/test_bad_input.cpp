@@ -160,3 +160,79 @@ BOOST_AUTO_TEST_CASE(overrides_must_be_utf8) {
   BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(r.err.find("not valid UTF-8") != std::string::npos, r.err);
 }
+
+// Found by the adversarial pass: a document nested ~80,000 levels deep (a 200 KB file) overflowed
+// the stack of `run` (workload or hardware file) and of `trace-check` (exit 139, no message).
+BOOST_AUTO_TEST_CASE(deeply_nested_documents_are_refused_not_a_crash) {
+  const std::string deep = std::string(80000, '[') + std::string(80000, ']');
+  expect_input_error("{\"name\": \"x\", \"model\": " + deep + "}", "", "nested deeper than 256 levels");
+  TempDir dir;
+  const std::string hw = dir.write("hw.json", deep);
+  const CommandResult r = run_tpusim("run '" + example_workload() + "' --hw '" + hw + "' -o '" + dir.path("out") + "'");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("hw.json: nested deeper than 256 levels") != std::string::npos, r.err);
+  BOOST_TEST(!fs::exists(dir.path("out")));
+  const std::string trace = dir.write("trace.json", "{\"traceEvents\": " + deep + "}");
+  const CommandResult check = run_tpusim("trace-check '" + trace + "'");
+  BOOST_TEST(check.exit_code == 1);
+  BOOST_TEST(check.out.find("invalid: nested deeper than 256 levels") != std::string::npos, check.out);
+  const CommandResult summary = run_tpusim("trace-summary '" + trace + "'");
+  BOOST_TEST(summary.exit_code == 2);
+  // One argument is at most 128 KiB on Linux: 1000 levels.
+  const CommandResult set = run_tpusim("dump-config '" + example_workload() + "' --set 'workload.model.layers=" +
+                                       std::string(1000, '[') + std::string(1000, ']') + "'");
+  BOOST_TEST(set.exit_code == 2);
+  BOOST_TEST(set.err.find("nested deeper than 256 levels") != std::string::npos);
+  BOOST_TEST(set.err.size() < 400u);  // the value is cut, the line stays readable
+}
+
+// Found by the adversarial pass: /dev/zero as the workload was read forever, and a directory was
+// reported as malformed JSON.
+BOOST_AUTO_TEST_CASE(inputs_must_be_regular_files) {
+  TempDir dir;
+  for (const auto& [input, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"/dev/zero", "/dev/zero: not a regular file"}, {dir.path(""), "is a directory, not a file"}}) {
+    const CommandResult r = run_tpusim("run '" + input + "' -o '" + dir.path("out") + "'");
+    BOOST_TEST(r.exit_code == 2);
+    BOOST_TEST(r.err.find(expected) != std::string::npos, r.err);
+    BOOST_TEST(!fs::exists(dir.path("out")));
+  }
+  const CommandResult trace = run_tpusim("trace-check /dev/zero");
+  BOOST_TEST(trace.exit_code == 2);
+  BOOST_TEST(trace.err.find("not a regular file") != std::string::npos);
+}
+
+// Found by the adversarial pass: each of these was silently wrong, a second line, a wrapped
+// number or an "internal error".
+BOOST_AUTO_TEST_CASE(adversarial_inputs_get_one_clear_line) {
+  TempDir dir;
+  const std::string hw9 = dir.write("hw9.json", R"({"base": "tpu_v9", "name": "x"})");
+  const std::string dup = dir.write("dup.json", "{\"training\": {\"steps\": 2}, " + kValid.substr(kValid.find('{') + 1));
+  const std::string workload = "'" + example_workload() + "'";
+  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"run " + workload + " --topology '2x2\n' -o '" + dir.path("o") + "'", "got \"2x2\\n\""},
+           {"gemm -8 128 128", "expected a whole number of elements, got -8"},
+           {"gemm 128 128 128 --block 100000x100000x100000", "gemm --block: a 100000x100000x100000 matmul block needs"},
+           {"run " + workload + " --hw '" + hw9 + "' -o '" + dir.path("o") + "'", "hw9.json: hw.base: unknown hardware preset \"tpu_v9\""},
+           {"runn " + workload, "unknown command \"runn\" (expected one of: run,"},
+           {"dump-config " + workload + " --set hw.base=tpu_v4", "choose the preset with --hw, not with --set"},
+           {"run '" + dup + "' -o '" + dir.path("o") + "'", "the key \"training\" appears twice"}}) {
+    const CommandResult r = run_tpusim(args);
+    BOOST_TEST_CONTEXT(args << "\nstderr: " << r.err) {
+      BOOST_TEST(r.exit_code == 2);
+      BOOST_TEST(r.err.find(expected) != std::string::npos);
+      BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+  }
+  BOOST_TEST(!fs::exists(dir.path("o")));
+}
+
+// Found by the adversarial pass: an end beyond 2^64 ps overflowed into an empty trace.
+BOOST_AUTO_TEST_CASE(a_trace_window_beyond_any_run_keeps_everything) {
+  TempDir dir;
+  const std::string out = dir.path("out");
+  BOOST_REQUIRE(run_tpusim("run '" + example_workload() + "' -o '" + out + "' --trace-window 0:1e20").exit_code == 0);
+  const CommandResult whole = run_tpusim("run '" + example_workload() + "' -o '" + dir.path("whole") + "'");
+  BOOST_REQUIRE(whole.exit_code == 0);
+  BOOST_TEST(read_file(out + "/trace.json") == read_file(dir.path("whole/trace.json")));
+}
