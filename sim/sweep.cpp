@@ -172,7 +172,11 @@ ojson sweep_header(const std::string& workload_path, const std::vector<SweepAxis
 // sweep.json, sweep.csv and report.html of the finished rows (in point order), each replaced
 // atomically so that a reader never sees half a file.
 void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojson>& rows) {
-  sweep["finished"] = rows.size();
+  // An interrupted point has a row, but it did not finish.
+  const auto interrupted = static_cast<std::size_t>(
+      std::count_if(rows.begin(), rows.end(), [](const ojson& row) { return row["status"] == "interrupted"; }));
+  sweep["finished"] = rows.size() - interrupted;
+  sweep["interrupted"] = interrupted;
   sweep["rows"] = rows;
   write_atomically(dir / "sweep.json", sweep.dump(2) + "\n");
   write_atomically(dir / "sweep.csv", csv_of(rows, sweep["axes"]));
@@ -558,6 +562,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   ojson sweep = first;
   sweep.erase("shard");
   sweep.erase("finished");
+  sweep.erase("interrupted");
   sweep.erase("rows");
   if (sweep.contains("arguments") && sweep["arguments"].is_object()) sweep["arguments"]["shard"] = "1/1";
   write_sweep_outputs(out, sweep, ready);

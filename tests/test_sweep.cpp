@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE sweep
 #include <boost/test/unit_test.hpp>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -149,4 +151,9 @@ BOOST_AUTO_TEST_CASE(an_interrupted_sweep_keeps_its_finished_points) {
   BOOST_TEST(statuses["interrupted"] == 1);  // the point that was running
   BOOST_TEST(statuses["ok"] + statuses["interrupted"] == static_cast<int>(sweep["rows"].size()));
   BOOST_TEST(sweep["rows"].size() < 3u);  // the last point never started
+  // Partial says partial everywhere: the interrupted row is not counted as finished.
+  BOOST_TEST(sweep["finished"].get<int>() == statuses["ok"]);
+  BOOST_TEST(sweep["interrupted"].get<int>() == 1);
+  BOOST_TEST(read_file(out + "/report.html").find(fmt::format("{} of 3 points finished, 1 interrupted (partial)", statuses["ok"])) !=
+             std::string::npos);
 }

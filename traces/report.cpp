@@ -212,8 +212,10 @@ table { border-collapse: collapse; font-size: 12px; } td, th { border: 1px solid
 th { background: #f0f0f0; } td.left { text-align: left; } tr.failed td { color: #c00; }
 </style></head><body>
 )";
-  html += fmt::format("<h1>tpusim sweep: {}</h1>\n<p>{} of {} points finished.</p>\n", escape(sweep["workload"].get<std::string>()),
-                      rows.size(), sweep["points"].get<std::size_t>());
+  const std::size_t interrupted = sweep.value("interrupted", std::size_t{0});
+  html += fmt::format("<h1>tpusim sweep: {}</h1>\n<p>{} of {} points finished{}.</p>\n", escape(sweep["workload"].get<std::string>()),
+                      rows.size() - interrupted, sweep["points"].get<std::size_t>(),
+                      interrupted ? fmt::format(", {} interrupted (partial)", interrupted) : "");
   html += "<h2>Throughput and step time</h2>\n";
   html += chart("throughput", "Throughput", "samples/s", labels, {series("samples/s", "#1f77b4", {"samples_per_s"})}, false, false, oom);
   html += chart("step_time", "Step time (steady state)", "s", labels, {series("step time", "#ff7f0e", {"step_time_s"})}, false, false, oom);
