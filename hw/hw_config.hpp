@@ -106,6 +106,12 @@ struct ChipConfig {
   std::uint32_t max_chips = 4096;
 };
 
+// A chip slower than the rest of its slice (a straggler): a synchronous step waits for it.
+struct SlowChip {
+  std::uint32_t chip = 0;
+  double core_freq_scale = 1;  // its TensorCores' clock as a fraction of core.freq_mhz
+};
+
 struct HwConfig {
   std::string name;
   ChipConfig chip;
@@ -114,6 +120,14 @@ struct HwConfig {
   IciConfig ici;
   HostConfig host;
   std::vector<std::uint32_t> slice_dims;  // torus shape in chips, e.g. {4, 4}
+  std::vector<SlowChip> slow_chips;       // none on a homogeneous slice
+
+  // The TensorCore clock of `chip` (its own when it is a slow chip).
+  double core_freq_mhz(std::uint32_t chip) const {
+    for (const SlowChip& s : slow_chips)
+      if (s.chip == chip) return core.freq_mhz * s.core_freq_scale;
+    return core.freq_mhz;
+  }
 
   std::uint64_t chip_count() const {
     std::uint64_t n = 1;

@@ -138,17 +138,17 @@ TensorCore::TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSit
       site_(site),
       program_(program),
       host_(host),
-      clock_{hw.core.freq_mhz},
+      clock_{hw.core_freq_mhz(site.chip)},
       vmem_(hw.core.vmem_bytes),
       mxus_("mxu"),
-      vpu_("vpu", hw.core.vpu, clock_, sink, core_unit(site, UnitKind::Vpu, 0, "vpu", hw.core.freq_mhz)),
+      vpu_("vpu", hw.core.vpu, clock_, sink, core_unit(site, UnitKind::Vpu, 0, "vpu", hw.core_freq_mhz(site.chip))),
       mxu_sockets_("mxu_socket"),
       vpu_socket_("vpu_socket"),
       dma_socket_("dma_socket") {
   mxus_.init(hw.core.mxu.per_core, [&](const char* nm, std::size_t i) {
     return new Mxu(nm, hw.core.mxu, clock_, sink,
                    core_unit(site, UnitKind::Mxu, static_cast<std::uint32_t>(i), fmt::format("mxu{}", i),
-                             hw.core.freq_mhz));
+                             hw.core_freq_mhz(site.chip)));
   });
   mxu_sockets_.init(hw.core.mxu.per_core);
   for (std::size_t i = 0; i < mxus_.size(); ++i) mxu_sockets_[i].bind(mxus_[i].socket);
@@ -156,7 +156,7 @@ TensorCore::TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSit
   dma_socket_.bind(dma.socket);
 
   sink_ = sink;
-  steps_reporter_ = Reporter(sink, core_unit(site, UnitKind::Steps, 15, "steps", hw.core.freq_mhz));
+  steps_reporter_ = Reporter(sink, core_unit(site, UnitKind::Steps, 15, "steps", hw.core_freq_mhz(site.chip)));
   vmem_.report_to(steps_reporter_, fmt::format("core{} VMEM", site.core));
   done_.assign(program.ops.size(), false);
   SC_THREAD(sequencer);
@@ -222,7 +222,7 @@ void TensorCore::engine(Engine which, std::uint32_t stream) {
     return reporters_
         .try_emplace(key, sink_,
                      core_unit(site_, which == kCollective ? UnitKind::Collective : UnitKind::Sequencer, key, name,
-                               hw_.core.freq_mhz))
+                               hw_.core_freq_mhz(site_.chip)))
         .first->second;
   }();
   for (;;) {

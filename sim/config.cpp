@@ -110,7 +110,9 @@ void check_value(const ParamSpec& spec, const json& value, const std::string& or
         if (!value[i].is_string()) fail(origin, fmt::format("{}[{}]", display, i), fmt::format("expected a string, got {}", brief(value[i])));
       break;
     case ParamType::ObjectList:
-      if (!value.is_array() || value.empty()) expected("a non-empty list of objects");
+      // A list whose default is empty (hw.slow_chips) may be empty; a model's layers may not.
+      if (!value.is_array()) expected("a list of objects");
+      if (value.empty() && !(spec.default_value.is_array() && spec.default_value.empty())) expected("a non-empty list of objects");
       break;
     case ParamType::StringMap:
       if (!value.is_object()) expected("an object of strings");
@@ -318,6 +320,10 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   hw.chip.megacore = get<bool>(d, "chip.megacore");
   hw.chip.documented_peak_bf16_tflops = get<double>(d, "chip.documented_peak_bf16_tflops");
   hw.chip.max_chips = get<std::uint32_t>(d, "chip.max_chips");
+  for (std::size_t i = 0; i < d.at("slow_chips").size(); ++i) {
+    const json& slow = d.at("slow_chips")[i];
+    hw.slow_chips.push_back({slow.at("chip").get<std::uint32_t>(), slow.at("core_freq_scale").get<double>()});
+  }
   CoreConfig& c = hw.core;
   c.freq_mhz = get<double>(d, "core.freq_mhz");
   c.mxu.rows = get<std::uint32_t>(d, "core.mxu.rows");
@@ -406,6 +412,14 @@ HwConfig build_hw(const json& d, const std::string& origin) {
          fmt::format("a {} slice needs {} ICI ports per chip; {} chips have {} (hw.ici.ports_per_chip)", topology,
                      2 * long_axes, hw.name, hw.ici.ports_per_chip));
   if (hw.hbm.capacity_bytes < hw.chip.cores) fail(origin, "hw.hbm.capacity_bytes", "less than one byte per core");
+  for (std::size_t i = 0; i < hw.slow_chips.size(); ++i) {
+    if (hw.slow_chips[i].chip >= hw.chip_count())
+      fail(origin, fmt::format("hw.slow_chips[{}].chip", i),
+           fmt::format("chip {} is not in the {} slice (chips 0-{})", hw.slow_chips[i].chip, topology, hw.chip_count() - 1));
+    for (std::size_t j = 0; j < i; ++j)
+      if (hw.slow_chips[j].chip == hw.slow_chips[i].chip)
+        fail(origin, fmt::format("hw.slow_chips[{}].chip", i), fmt::format("chip {} is listed twice", hw.slow_chips[i].chip));
+  }
   if (m.channel_width_bits % 8 != 0)
     fail(origin, "hw.hbm.channel_width_bits", fmt::format("expected a multiple of 8, got {}", m.channel_width_bits));
   if (m.row_bytes % m.burst_bytes() != 0)

@@ -91,6 +91,9 @@ std::vector<ParamSpec> build() {
       hw("slice.topology", T::String, "chips", "Slice shape as a torus of chips, e.g. 2x2, 4x4, 4x4x4 (--topology sets it)"),
       hw("slice.shapes", T::StringList, "", "Slice shapes the generation offers; empty: any shape within the chip and port limits"),
       hw("slice.cube_multiple", T::Int, "chips", "Also allowed: 3D shapes whose every axis is a multiple of this (optical-switch cubes); 0: none", 0, 64),
+      {"hw", "slow_chips", T::ObjectList, "", json::array(), "Chips slower than the rest of the slice (stragglers), each {chip, core_freq_scale}", -kInf, kInf, {}, false},
+      {"hw", "slow_chips[].chip", T::Int, "chip", nullptr, "Index of the slow chip in the slice (x fastest)", 0, 65535, {}, true},
+      {"hw", "slow_chips[].core_freq_scale", T::Float, "", 1.0, "Its TensorCores' clock as a fraction of core.freq_mhz", 0.01, 1, {}, false},
       {"hw", "sources", T::StringMap, "", json::object(), "Where each value comes from: key path -> citation (not used by the simulation)", -kInf, kInf, {}, false},
       {"hw", "base", T::String, "", nullptr, "Preset this file inherits every key it does not set from (e.g. tpu_v4)", -kInf, kInf, {}, false},
       // ---- workload ------------------------------------------------------------------------

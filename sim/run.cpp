@@ -314,9 +314,15 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   // times gives the same figures as every chip it stands for.
   const std::uint64_t stands_for = simulated.multiplicity;
   Picos compute_ps = 0, memory_ps = 0, comm_ps = 0, input_ps = 0, idle_ps = 0;  // summed over cores
-  for (const auto& core_units : units_by_core(recorder, static_cast<std::uint32_t>(hw.chip_count()), hw.chip.cores)) {
+  // Per simulated core, the time it waited (for others at a collective, for input, idle): the
+  // core that waits least holds the others back.
+  std::vector<std::pair<Picos, std::size_t>> waits;
+  const auto groups = units_by_core(recorder, static_cast<std::uint32_t>(hw.chip_count()), hw.chip.cores);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const auto& core_units = groups[g];
     if (core_units.empty()) continue;  // a chip a representative stands for
     const Breakdown b = core_breakdown(recorder, core_units, window);
+    waits.emplace_back(b.exposed_communication + b.input_wait + b.idle, g);
     compute_ps += b.compute * stands_for;
     memory_ps += b.memory_bound * stands_for;
     comm_ps += b.exposed_communication * stands_for;
@@ -372,6 +378,12 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
       if (end < first_end) std::tie(first_end, first_core) = std::make_pair(end, fmt::format("chip{}.core{}", chip.id(), k));
     }
   summary["step_end_spread"] = {{"last_core", last_core}, {"first_core", first_core}, {"spread_s", seconds(last_end - first_end)}};
+  std::sort(waits.begin(), waits.end());
+  const auto [least_wait, straggler] = waits.front();
+  summary["straggler"] = {
+      {"core", fmt::format("chip{}.core{}", straggler / hw.chip.cores, straggler % hw.chip.cores)},
+      {"waits_s", seconds(least_wait)},
+      {"time_lost_s", seconds(waits[waits.size() / 2].first - least_wait)}};
 
   if (padding < 0.5)
     warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "

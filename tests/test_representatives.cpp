@@ -222,3 +222,28 @@ BOOST_AUTO_TEST_CASE(tracing_a_chip_a_representative_stands_for_is_refused) {
   BOOST_TEST(ok.exit_code == 0, ok.err);
   BOOST_TEST(read_file(dir.path("ok/trace.json")).find("\"chip4") == std::string::npos);
 }
+
+// What breaks the symmetry is configuration: one chip at 90% clock. A synchronous step waits for
+// it at the all-reduce, so a compute-bound step grows by about that chip's extra compute time
+// (compute / 0.9 - compute), the summary names it, and --representatives simulates every chip.
+BOOST_AUTO_TEST_CASE(a_slow_chip_slows_a_compute_bound_step_by_its_extra_compute_time) {
+  TempDir dir;
+  const std::string workload = source_path("bench/straggler/wide_mlp.json");
+  const std::string slow = source_path("bench/straggler/v5e_chip5_at_90pct.json");
+  const json even = summary_of(dir, "even", "'" + workload + "' --hw tpu_v5e --topology 4x4");
+  const json uneven = summary_of(dir, "uneven", "'" + workload + "' --hw '" + slow + "' --topology 4x4 --representatives");
+  const double step = even["step_time_s"].get<double>(), compute = even["breakdown"]["compute_s"].get<double>();
+  BOOST_REQUIRE(compute > 0.7 * step);  // compute-bound
+  const double expected = compute / 0.9 - compute;
+  const double grew = uneven["step_time_s"].get<double>() - step;
+  BOOST_TEST(grew > 0.8 * expected);
+  BOOST_TEST(grew < 1.25 * expected);
+  BOOST_TEST(uneven["straggler"]["core"] == "chip5.core0");
+  BOOST_TEST(uneven["straggler"]["time_lost_s"].get<double>() > 0.5 * expected);
+  BOOST_TEST(even["straggler"]["time_lost_s"].get<double>() < 0.05 * expected);
+  BOOST_TEST(uneven["simulation"]["mode"] == "all_chips");
+  BOOST_TEST(uneven["simulation"]["all_chips_because"].get<std::string>().find("slow chip") != std::string::npos);
+  const CommandResult outside = run_tpusim("dump-config --hw tpu_v5e --topology 2x2 --set 'hw.slow_chips=[{\"chip\": 4}]'");
+  BOOST_TEST(outside.exit_code == 2);
+  BOOST_TEST(outside.err.find("hw.slow_chips[0].chip: chip 4 is not in the 2x2 slice") != std::string::npos, outside.err);
+}
