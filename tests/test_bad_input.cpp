@@ -236,3 +236,16 @@ BOOST_AUTO_TEST_CASE(a_trace_window_beyond_any_run_keeps_everything) {
   BOOST_REQUIRE(whole.exit_code == 0);
   BOOST_TEST(read_file(out + "/trace.json") == read_file(dir.path("whole/trace.json")));
 }
+
+// Found by the adversarial pass: legal-looking models the lowering accepted and the end-of-run
+// checks then blamed on tpusim ("MXU FLOPs ... a bug in tpusim"). They are refused at input time,
+// naming the layer.
+BOOST_AUTO_TEST_CASE(models_the_lowering_cannot_take_are_refused_naming_the_layer) {
+  expect_input_error(replaced("{\"type\": \"dense\", \"name\": \"dense_1\"",
+                              "{\"type\": \"dense\", \"name\": \"dead\", \"units\": 4}, "
+                              "{\"type\": \"dense\", \"name\": \"dense_1\", \"inputs\": [\"dense\"]"),
+                     "", "workload.model.layers[2]: nothing reads the output of \"dead\"");
+  expect_input_error(replaced("{\"type\": \"dense\", \"name\": \"dense_1\"",
+                              "{\"type\": \"embedding\", \"vocab\": 100, \"dim\": 8}, {\"type\": \"dense\", \"name\": \"dense_1\""),
+                     "", "workload.model.layers[2]: an embedding looks up token ids");
+}

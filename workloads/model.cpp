@@ -167,6 +167,10 @@ ModelGraph analyze_model(const Workload& w) {
           fail(i, "inputs", fmt::format("shapes differ: {} and {}", shape_string(in), shape_string(shape_of(input))));
       node.out = in;
     } else if (t == "embedding") {
+      // Only the model input holds token ids; another layer's output is activations.
+      if (node.inputs[0] != kModelInput)
+        fail(i, s.inputs.empty() ? "" : "inputs",
+             "an embedding looks up token ids: it reads the model input, not another layer's output");
       need_rank(1, "a [tokens] (token ids)");
       node.out = {in[0], s.dim};
       node.params = node.trainable = checked_mul(s.vocab + s.positions + s.segments, s.dim, i);
@@ -202,6 +206,12 @@ ModelGraph analyze_model(const Workload& w) {
     g.nodes.push_back(std::move(node));
   }
   if (g.nodes.empty()) throw std::invalid_argument("workload.model.layers: the model has no layers");
+  // The loss reads the last layer; a layer nothing reads would be a branch the step computes for
+  // nothing (and that XLA would drop): refused, rather than simulated as if it mattered.
+  for (std::size_t i = 0; i + 1 < g.nodes.size(); ++i)
+    if (g.nodes[i].consumers.empty())
+      fail(i, "", fmt::format("nothing reads the output of \"{}\"; every layer but the last must feed a later one "
+                              "(name it in a later layer's inputs)", g.nodes[i].spec.name));
   if (g.trainable() == 0)
     throw std::invalid_argument("workload.model.layers: the model has no layer with weights (expected at least one)");
   return g;
