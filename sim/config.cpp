@@ -364,6 +364,11 @@ HwConfig build_hw(const json& d, const std::string& origin) {
                             {"twr_ns", &t.twr_ns}, {"trtp_ns", &t.trtp_ns}, {"trfc_ns", &t.trfc_ns},
                             {"trefi_ns", &t.trefi_ns}})
     *field = get<double>(d, std::string("hbm.timing.") + key);
+  // Refreshing longer than the interval between refreshes would leave the banks no time at all.
+  if (t.trfc_ns >= t.trefi_ns)
+    fail(origin, "hw.hbm.timing.trfc_ns",
+         fmt::format("a refresh of {} ns does not fit the {} ns between refreshes (tREFI, hw.hbm.timing.trefi_ns)",
+                     t.trfc_ns, t.trefi_ns));
   hw.ici.ports_per_chip = get<std::uint32_t>(d, "ici.ports_per_chip");
   hw.ici.link_bw_gbps = get<double>(d, "ici.link_bw_gbps");
   hw.ici.hop_latency_ns = get<double>(d, "ici.hop_latency_ns");

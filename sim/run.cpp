@@ -222,11 +222,19 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   if (memory["oom"].get<bool>()) {
     summary["status"] = "oom";
     const std::uint64_t fits = largest_fitting_batch(step);
-    warnings.push_back(fits == 0 ? fmt::format("out of HBM: a core needs {} bytes but has {}; the weights, gradients and "
-                                               "optimizer state alone do not fit", step.memory.total(),
-                                               step.hbm_capacity_per_core_bytes)
-                                 : fmt::format("out of HBM: a core needs {} bytes but has {}; the largest batch that fits is {} "
-                                               "per core", step.memory.total(), step.hbm_capacity_per_core_bytes, fits));
+    const std::uint64_t fixed = step.memory.parameters + step.memory.gradients + step.memory.optimizer_state;
+    // Blame what does not fit: the state alone, or one sample's activations beside it.
+    if (fixed >= step.hbm_capacity_per_core_bytes)
+      warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; the weights, gradients and optimizer "
+                                     "state alone take {}", step.memory.total(), step.hbm_capacity_per_core_bytes, fixed));
+    else if (fits == 0)
+      warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; beside the {} bytes of weights, "
+                                     "gradients and optimizer state, not even one sample's activations ({} bytes) fit",
+                                     step.memory.total(), step.hbm_capacity_per_core_bytes, fixed,
+                                     step.memory.activations / std::max<std::uint64_t>(1, step.per_core_batch)));
+    else
+      warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; the largest batch that fits is {} "
+                                     "per core", step.memory.total(), step.hbm_capacity_per_core_bytes, fits));
     publish_without_step(summary, memory, warnings);
     return summary;
   }

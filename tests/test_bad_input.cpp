@@ -249,3 +249,26 @@ BOOST_AUTO_TEST_CASE(models_the_lowering_cannot_take_are_refused_naming_the_laye
                               "{\"type\": \"embedding\", \"vocab\": 100, \"dim\": 8}, {\"type\": \"dense\", \"name\": \"dense_1\""),
                      "", "workload.model.layers[2]: an embedding looks up token ids");
 }
+
+// Found by the adversarial pass: accepted silently, or blamed on the wrong part.
+BOOST_AUTO_TEST_CASE(inconsistent_hardware_and_heads_are_refused_and_oom_blames_the_right_part) {
+  TempDir dir;
+  const std::string hw = dir.write("hw.json", R"({"base": "tpu_v4", "name": "x", "hbm": {"timing": {"trfc_ns": 5000}}})");
+  const CommandResult refresh = run_tpusim("dump-config --hw '" + hw + "'");
+  BOOST_TEST(refresh.exit_code == 2);
+  BOOST_TEST(refresh.err.find("hw.hbm.timing.trfc_ns: a refresh of 5000 ns does not fit the 3900 ns between refreshes") !=
+                 std::string::npos, refresh.err);
+  std::string gpt2 = read_file(source_path("workloads/examples/gpt2_small.json"));
+  const std::string tied = "\"tied_weights\": true";
+  BOOST_REQUIRE(gpt2.find(tied) != std::string::npos);
+  const std::size_t units = gpt2.rfind("\"units\"", gpt2.find(tied));
+  gpt2.replace(units, gpt2.find(',', units) - units, "\"units\": 7");
+  expect_input_error(gpt2, "", "a head tied to the embedding's table has its 50257 outputs, not 7");
+  // ResNet-50 on v2: 358 MB of weights, gradients and momentum per core fit in 378 MB, one
+  // sample's 41 MB of activations beside them do not: the activations are to blame.
+  const CommandResult oom = run_tpusim("run '" + source_path("workloads/examples/resnet50.json") +
+                                       "' --set hw.hbm.capacity_bytes=756765536 --trace none -o '" + dir.path("oom") + "'");
+  BOOST_TEST(oom.exit_code == 0, oom.err);
+  const std::string summary = read_file(dir.path("oom/summary.json"));
+  BOOST_TEST(summary.find("not even one sample's activations") != std::string::npos, summary);
+}

@@ -132,6 +132,9 @@ ModelGraph analyze_model(const Workload& w) {
       node.out.back() = s.units;
       if (!s.tied_weights) node.params = node.trainable = checked_mul(d, s.units, i) + (s.use_bias ? s.units : 0);
       else if (g.embedding() == kModelInput) fail(i, "tied_weights", "no embedding layer to tie the weights to");
+      else if (s.units != g.nodes[g.embedding()].spec.vocab)
+        fail(i, "units", fmt::format("a head tied to the embedding's table has its {} outputs, not {}",
+                                     g.nodes[g.embedding()].spec.vocab, s.units));
       node.forward_flops = 2.0 * static_cast<double>(lead) * static_cast<double>(checked_mul(d, s.units, i));
     } else if (t == "conv2d") {
       need_rank(3, "an [height, width, channels]");
