@@ -40,6 +40,9 @@ MatmulTiling tile_matmul(const MatmulWork& mm, const MxuConfig& mxu, std::uint64
     MatmulWork single = mm;  // a product too big for one block: tile each in turn
     single.batch = 1;
     MatmulTiling one_tiling = tile_matmul(single, mxu, budget);
+    if (one_tiling.blocks.size() > kMaxMatmulBlocks / mm.batch)
+      throw std::runtime_error(fmt::format("{} products of {} blocks each are more than the {} blocks tpusim simulates in one "
+                                           "matmul", mm.batch, one_tiling.blocks.size(), kMaxMatmulBlocks));
     t = one_tiling;
     t.blocks.clear();
     for (std::uint64_t i = 0; i < mm.batch; ++i) t.blocks.insert(t.blocks.end(), one_tiling.blocks.begin(), one_tiling.blocks.end());
@@ -75,6 +78,11 @@ MatmulTiling tile_matmul(const MatmulWork& mm, const MxuConfig& mxu, std::uint64
   t.working_set_bytes = working_set();
 
   const std::uint64_t m_blocks = ceil_div(mm.m, t.bm), k_blocks = ceil_div(mm.k, t.bk), n_blocks = ceil_div(mm.n, t.bn);
+  // Each block is a few hundred bytes while its matmul runs: refused before they are allocated.
+  if (m_blocks > kMaxMatmulBlocks / n_blocks / k_blocks)
+    throw std::runtime_error(fmt::format("a {}x{}x{} matmul in {}x{}x{} blocks is {} blocks, more than the {} tpusim "
+                                         "simulates in one matmul", mm.m, mm.k, mm.n, t.bm, t.bk, t.bn,
+                                         m_blocks * n_blocks * k_blocks, kMaxMatmulBlocks));
   t.blocks.reserve(m_blocks * n_blocks * k_blocks);
   for (std::uint64_t i = 0; i < m_blocks; ++i) {
     const std::uint64_t am = std::min(t.bm, mm.m - i * t.bm);

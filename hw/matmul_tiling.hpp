@@ -34,6 +34,9 @@ struct MatmulTiling {
 // array size / 128 for larger arrays) unless the
 // work forces a block, and halves the largest dimension until the working set fits
 // `vmem_budget_bytes`. Throws std::runtime_error when even the smallest block does not fit.
+// Also throws when the matmul would take more than kMaxMatmulBlocks blocks (2^26: 64 Mi blocks,
+// about 13 GB of block state while the matmul runs).
 MatmulTiling tile_matmul(const MatmulWork& work, const MxuConfig& mxu, std::uint64_t vmem_budget_bytes);
+inline constexpr std::uint64_t kMaxMatmulBlocks = std::uint64_t{1} << 26;
 
 }  // namespace tpusim

@@ -20,6 +20,12 @@ void validate(const HwConfig& hw, const MembenchRequest& r) {
   auto fail = [](const std::string& what) { throw InputError("membench: " + what); };
   if (r.request_bytes == 0 || r.requesters == 0 || r.outstanding == 0 || r.bytes == 0)
     fail("--bytes, --request-bytes, --requesters and --outstanding must be positive");
+  // Every request in flight holds a slot in memory; beyond about a million, the bench measures
+  // nothing the HBM's queues would not already saturate, and 10^8 took 16 GB.
+  constexpr std::uint64_t kMaxInFlight = std::uint64_t{1} << 20;
+  if (std::uint64_t{r.requesters} * r.outstanding > kMaxInFlight)
+    fail(fmt::format("--requesters {} x --outstanding {} requests in flight; at most {}", r.requesters, r.outstanding,
+                     kMaxInFlight));
   const std::uint64_t arrays = r.pattern == MemPattern::Copy ? 2 : r.pattern == MemPattern::Triad ? 3 : 1;
   const std::uint64_t unit = arrays * r.requesters * r.request_bytes;
   if (r.bytes % unit != 0)

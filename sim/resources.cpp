@@ -28,6 +28,10 @@ constexpr double kCoreBytes = 26e3;              // MXUs, VPU, DMA, sockets, rep
 constexpr double kThreadBytes = 5e3;             // the touched part of a coroutine stack
 constexpr double kIntervalBytes = 22;            // a Span with its vector's spare capacity, less merged ones
 constexpr double kCounterSampleBytes = 16;       // per counter and 10 us, averaged: idle links have none
+// A matmul block while its op runs: its MatmulBlock (64), the pipeline's Block (72) and the
+// closure that computes it (about 64 on the heap), with the vectors' spare capacity (fitted on
+// gemm 32768^3 and 65536^3: peak RSS 34 and 170 MiB).
+constexpr double kMatmulBlockBytes = 240;
 
 std::string size_text(double bytes) {
   if (bytes >= (1ull << 30)) return fmt::format("{:.2f} GiB", bytes / (1ull << 30));
@@ -50,13 +54,21 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
   double intervals = 1;  // the step
   double transfers = 0;  // DMA transfers, kept for chip 0 only
   double mxu_flops = 0, dma_bytes = 0;
+  double largest_matmul_blocks = 0;  // the block state of one op lives while it runs
   for (const Op& op : program.ops) {
     engines.insert({op.kind, op.stream});
     intervals += 1;
     if (op.kind == OpKind::Matmul) {
       any_matmul = true;
       mxu_flops += op.model_flops;
-      for (const MatmulBlock& b : tile_matmul(op.matmul, hw.core.mxu, TensorCore::matmul_vmem_budget_bytes(hw)).blocks) {
+      MatmulTiling tiling;
+      try {
+        tiling = tile_matmul(op.matmul, hw.core.mxu, TensorCore::matmul_vmem_budget_bytes(hw));
+      } catch (const std::runtime_error& e) {
+        throw InputError(fmt::format("{}: {}", op.name, e.what()));
+      }
+      largest_matmul_blocks = std::max(largest_matmul_blocks, static_cast<double>(tiling.blocks.size()));
+      for (const MatmulBlock& b : tiling.blocks) {
         intervals += hw.core.mxu.per_core + (b.last_k ? 1 : 0);
         transfers += 3;
         dma_bytes += static_cast<double>(b.load_bytes[0] + b.load_bytes[1] + b.store_bytes);
@@ -92,7 +104,8 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
   MemoryEstimate e;
   e.threads = static_cast<std::uint64_t>(cores * threads + chips * collective_threads + hosts);
   e.modules_bytes = static_cast<std::uint64_t>(kBaseBytes + chips * kChipBytes + links * kLinkBytes +
-                                               cores * (kCoreBytes + threads * kThreadBytes));
+                                               cores * (kCoreBytes + threads * kThreadBytes +
+                                                        largest_matmul_blocks * kMatmulBlockBytes));
   e.intervals_bytes =
       static_cast<std::uint64_t>((cores * intervals + hw.chip.cores * transfers) * program.steps * kIntervalBytes);
   if (traced_chips > 0) {

@@ -272,3 +272,28 @@ BOOST_AUTO_TEST_CASE(inconsistent_hardware_and_heads_are_refused_and_oom_blames_
   const std::string summary = read_file(dir.path("oom/summary.json"));
   BOOST_TEST(summary.find("not even one sample's activations") != std::string::npos, summary);
 }
+
+// Found by the adversarial pass: 10^8 requests in flight took 16 GB in 30 s before anything ran.
+BOOST_AUTO_TEST_CASE(membench_bounds_the_requests_in_flight) {
+  const CommandResult r = run_tpusim("membench --outstanding 100000000");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("x --outstanding 100000000 requests in flight; at most 1048576") != std::string::npos, r.err);
+}
+
+// Found by the adversarial pass: `gemm 1048576 1048576 1048576 --max-memory 1` ended in
+// "internal error: std::bad_alloc" while estimating, and 262144^3 was estimated at 2.76 GiB and
+// peaked at 10.5 GB: the estimate now counts the block state of the largest matmul.
+BOOST_AUTO_TEST_CASE(huge_matmuls_are_estimated_or_refused_before_allocating) {
+  const CommandResult huge = run_tpusim("gemm 1048576 1048576 1048576 --max-memory 1");
+  BOOST_TEST(huge.exit_code == 2);
+  BOOST_TEST(huge.err.find("2147483648 blocks, more than the 67108864 tpusim simulates in one matmul") != std::string::npos,
+             huge.err);
+  const CommandResult big = run_tpusim("gemm 262144 262144 262144 --max-memory 1");
+  BOOST_TEST(big.exit_code == 2);
+  double gib = 0;
+  const auto at = big.err.find("need about ");
+  BOOST_REQUIRE(at != std::string::npos);
+  BOOST_REQUIRE(std::sscanf(big.err.c_str() + at, "need about %lf GiB", &gib) == 1);
+  BOOST_TEST(gib > 9.78 * 0.9);  // within -10% .. +30% of the 10.5 GB (9.78 GiB) it was measured to take
+  BOOST_TEST(gib < 9.78 * 1.3);
+}
