@@ -7,6 +7,7 @@
 #include <tuple>
 #include <cstdlib>
 #include <iostream>
+#include <system_error>
 #include <limits>
 
 #include <CLI/CLI.hpp>
@@ -490,6 +491,9 @@ int cli_main(int argc, char** argv) {
     return 2;
   } catch (const SimError& e) {
     std::cerr << "tpusim: simulation error: " << one_line(e.what()) << "\n";
+    return 1;
+  } catch (const std::system_error& e) {  // the machine refused (a full disk): not tpusim's fault
+    std::cerr << "tpusim: error: " << one_line(e.what()) << "\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "tpusim: internal error: " << one_line(e.what()) << "\n";

@@ -10,6 +10,7 @@
 #include <map>
 #include <fstream>
 #include <memory>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -75,7 +76,7 @@ class StagedOutput {
     std::ofstream out(path, std::ios::binary);
     out << text;
     out.close();
-    if (!out) throw SimError(fmt::format("writing {} failed", path));
+    if (!out) throw std::system_error(errno ? errno : EIO, std::generic_category(), "writing " + path);
   }
   void commit() {
     std::sort(written_.begin(), written_.end());

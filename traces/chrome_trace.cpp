@@ -1,6 +1,8 @@
 #include "traces/chrome_trace.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <system_error>
 #include <map>
 #include <stdexcept>
 
@@ -74,7 +76,8 @@ bool TraceFilter::admits(const UnitInfo& unit) const {
   return kinds.empty() || std::find(kinds.begin(), kinds.end(), unit.kind) != kinds.end();
 }
 
-ChromeTraceWriter::ChromeTraceWriter(const std::string& path, TraceFilter filter, bool gzip) : filter_(std::move(filter)) {
+ChromeTraceWriter::ChromeTraceWriter(const std::string& path, TraceFilter filter, bool gzip)
+    : filter_(std::move(filter)), path_(path) {
   if (gzip) gz_ = gzopen(path.c_str(), "wb6");
   else file_ = std::fopen(path.c_str(), "wb");
   if (!file_ && !gz_) throw std::runtime_error(fmt::format("cannot create trace file {}", path));
@@ -87,8 +90,8 @@ ChromeTraceWriter::~ChromeTraceWriter() {
 }
 
 void ChromeTraceWriter::write(const char* text) {
-  if (gz_) gzputs(static_cast<gzFile>(gz_), text);
-  else std::fputs(text, file_);
+  const bool ok = gz_ ? gzputs(static_cast<gzFile>(gz_), text) >= 0 : std::fputs(text, file_) != EOF;
+  if (!ok && write_errno_ == 0) write_errno_ = errno ? errno : EIO;
 }
 
 std::string ChromeTraceWriter::micros(std::uint64_t ps) {
@@ -235,16 +238,19 @@ void ChromeTraceWriter::close(const nlohmann::json& metadata) {
   for (const auto& [key, sample] : last) emit_level(key.first, key.second, sample);
   pending_levels_.clear();
   write(("\n],\"otherData\":" + metadata.dump() + "}\n").c_str());
-  bool failed = false;
+  bool failed = write_errno_ != 0;
   if (file_) {
-    failed = std::ferror(file_) != 0;
-    failed = std::fclose(file_) != 0 || failed;
+    failed = std::ferror(file_) != 0 || failed;
+    if (std::fclose(file_) != 0 && write_errno_ == 0) write_errno_ = errno;
+    failed = failed || write_errno_ != 0;
     file_ = nullptr;
   } else {
-    failed = gzclose(static_cast<gzFile>(gz_)) != Z_OK;
+    if (gzclose(static_cast<gzFile>(gz_)) != Z_OK && write_errno_ == 0) write_errno_ = errno ? errno : EIO;
+    failed = failed || write_errno_ != 0;
     gz_ = nullptr;
   }
-  if (failed) throw std::runtime_error("writing the trace failed");
+  // The environment's failure (a full disk), said with its reason, not an internal error.
+  if (failed) throw std::system_error(write_errno_ ? write_errno_ : EIO, std::generic_category(), "writing " + path_);
 }
 
 }  // namespace tpusim

@@ -87,6 +87,8 @@ class ChromeTraceWriter {
 
   std::FILE* file_ = nullptr;
   void* gz_ = nullptr;  // gzFile when compressing
+  std::string path_;
+  int write_errno_ = 0;  // the first write's failure (a full disk), for the error message
   TraceFilter filter_;
   std::vector<bool> admitted_;  // per unit
   std::vector<std::uint32_t> pid_of_unit_;
