@@ -297,3 +297,14 @@ BOOST_AUTO_TEST_CASE(huge_matmuls_are_estimated_or_refused_before_allocating) {
   BOOST_TEST(gib > 9.78 * 0.9);  // within -10% .. +30% of the 10.5 GB (9.78 GiB) it was measured to take
   BOOST_TEST(gib < 9.78 * 1.3);
 }
+
+// Found by the adversarial pass: a million activation layers were estimated at 12.8 MiB and
+// peaked at 4.9 GB; refusing them took 16 s and 2.6 GB. The count is checked as soon as the
+// file is read (and parsing is linear: a parser callback made it quadratic in an array's length).
+BOOST_AUTO_TEST_CASE(a_model_of_too_many_layers_is_refused_when_read) {
+  std::string layers;
+  for (int i = 0; i < 100001; ++i) layers += "{\"type\": \"activation\"}, ";
+  layers.resize(layers.size() - 2);  // the last ", "
+  expect_input_error(replaced("{\"type\": \"flatten\"},", "{\"type\": \"flatten\"}, " + layers + ","), "",
+                     "workload.model.layers: 100004 layers; tpusim takes at most 100000");
+}
