@@ -77,7 +77,7 @@ bool TraceFilter::admits(const UnitInfo& unit) const {
 }
 
 ChromeTraceWriter::ChromeTraceWriter(const std::string& path, TraceFilter filter, bool gzip)
-    : filter_(std::move(filter)), path_(path) {
+    : path_(path), filter_(std::move(filter)) {
   if (gzip) gz_ = gzopen(path.c_str(), "wb6");
   else file_ = std::fopen(path.c_str(), "wb");
   if (!file_ && !gz_) throw std::runtime_error(fmt::format("cannot create trace file {}", path));
