@@ -85,6 +85,32 @@ inline CommandResult run_tpusim(const std::string& args, const std::string& env 
   return r;
 }
 
+// Runs `tpusim ARGS`, sends it `signal` once `ready_file` exists (then `delay_ms` later; at most
+// `timeout_ms` after the start), and waits for it to exit. Sanitizer builds run several times
+// slower, so a test that must land its signal at a given stage waits for that stage.
+inline CommandResult run_tpusim_interrupted_after(const std::string& args, int signal, const std::string& ready_file,
+                                                  int delay_ms, int timeout_ms = 300000) {
+  TempDir capture;
+  const std::string command = std::string("exec '") + TPUSIM_BINARY + "' " + args + " >'" + capture.path("out") +
+                              "' 2>'" + capture.path("err") + "' </dev/null";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int waited = 0; waited < timeout_ms && !std::filesystem::exists(ready_file); waited += 20)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  ::kill(pid, signal);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(capture.path("out"));
+  r.err = without_coroutine_stack_warning(read_file(capture.path("err")));
+  return r;
+}
+
 // Runs `tpusim ARGS`, sends it `signal` after `delay_ms`, and waits for it to exit.
 inline CommandResult run_tpusim_interrupted(const std::string& args, int signal, int delay_ms) {
   TempDir capture;

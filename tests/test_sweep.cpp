@@ -137,13 +137,15 @@ BOOST_AUTO_TEST_CASE(merged_shards_equal_the_whole_sweep) {
 }
 
 BOOST_AUTO_TEST_CASE(an_interrupted_sweep_keeps_its_finished_points) {
-  // Three BERT-large points of seconds each, one at a time: SIGTERM lands while one runs.
+  // Three BERT-large points, one at a time: SIGTERM lands 1 s after the first point finished,
+  // while the second (20 steps) runs. (A fixed delay could land in the first point's last
+  // moments under a sanitizer build, and interrupt nothing.)
   TempDir dir;
   const std::string out = dir.path("sweep");
-  const CommandResult r = run_tpusim_interrupted(
+  const CommandResult r = run_tpusim_interrupted_after(
       "sweep '" + source_path("workloads/examples/bert_large_128.json") + "' --hw tpu_v5e --topology 8x8 " +
           "--vary workload.training.steps=1,20,20 -j 1 --trace none -o '" + out + "'",
-      SIGTERM, 6000);
+      SIGTERM, out + "/points/000_steps=1/summary.json", 1000);
   BOOST_TEST(r.exit_code == 143, r.err);
   const json sweep = json::parse(read_file(out + "/sweep.json"));
   std::map<std::string, int> statuses;
