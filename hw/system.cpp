@@ -41,11 +41,11 @@ Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw
 }
 
 System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& program,
-               const InfeedSpec& infeed, EventSink* sink, bool representatives)
+               const InfeedSpec& infeed, EventSink* sink, SimulatedSlice simulated)
     : sc_module(name),
       hw_(hw),
       torus_(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici)),
-      simulated_(plan_simulated_slice(torus_, hw, program, representatives)),
+      simulated_(std::move(simulated)),
       index_of_chip_(torus_.chip_count(), -1),
       hosts_("host"),
       chips_("chip") {
@@ -55,18 +55,18 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
   const std::uint32_t per_host = hw.host.chips_per_host;
   std::vector<std::vector<std::uint32_t>> served;
   std::vector<std::uint32_t> host_ids;
+  std::vector<std::size_t> host_of_index;  // per simulated chip: its host's index in hosts_
   for (std::uint32_t chip : ids) {
     if (host_ids.empty() || host_ids.back() != chip / per_host) {
       host_ids.push_back(chip / per_host);
       served.emplace_back();
     }
     served.back().push_back(chip);
+    host_of_index.push_back(host_ids.size() - 1);
   }
-  std::vector<std::uint32_t> host_of_index;
   hosts_.init(host_ids.size(), [&](const char* nm, std::size_t h) {
     return new Host(nm, host_ids[h], served[h], hw, infeed, program.steps, sink);
   });
-  for (std::size_t h = 0; h < served.size(); ++h) host_of_index.insert(host_of_index.end(), served[h].size(), h);
   chips_.init(ids.size(), [&](const char* nm, std::size_t i) {
     return new Chip(nm, ids[i], hw, torus_, program, hosts_[host_of_index[i]], sink);
   });

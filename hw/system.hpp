@@ -36,8 +36,9 @@ class Chip : public sc_core::sc_module {
 // chips: hw/symmetry.hpp), with their hosts. Chips keep their ids in the whole slice.
 class System : public sc_core::sc_module {
  public:
+  // `simulated`: which chips to build (plan_simulated_slice, planned once by the caller).
   System(sc_core::sc_module_name name, const HwConfig& hw, const Program& program,
-         const InfeedSpec& infeed, EventSink* sink, bool representatives = false);
+         const InfeedSpec& infeed, EventSink* sink, SimulatedSlice simulated);
 
   const Torus& torus() const { return torus_; }
   const SimulatedSlice& simulated() const { return simulated_; }

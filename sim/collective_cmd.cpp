@@ -62,7 +62,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   check_memory(estimate_memory(hw, program, 0, simulated), request.max_memory_bytes,
                "simulating the collective on " + torus.shape());
   Recorder recorder(1, nullptr, /*keep_spans=*/false);  // reads totals only
-  System& system = elaborate(hw, program, InfeedSpec{}, &recorder, request.representatives);
+  System& system = elaborate(hw, program, InfeedSpec{}, &recorder, simulated);
   simulate(system, "collective");
   const Picos end = system.step_end_ps()[0];
   check_invariants({&system, &program, &hw, &recorder, end});

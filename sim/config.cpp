@@ -559,15 +559,31 @@ std::vector<std::string> preset_names() {
   return names;
 }
 
+namespace {
+
+// "tpu_v2, tpu_v3, ..." when `name` is not a preset; empty when it is.
+std::string presets_if_unknown(const std::string& name) {
+  const auto names = preset_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return "";
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  return known;
+}
+
+}  // namespace
+
+std::vector<std::string> input_files(const ConfigRequest& request) {
+  std::vector<std::string> files;
+  if (looks_like_file(request.hw)) files.push_back(request.hw);
+  if (!request.workload_path.empty()) files.push_back(request.workload_path);
+  return files;
+}
+
 json load_hw_document(const std::string& name_or_file) {
   std::string file = name_or_file;
   if (!looks_like_file(name_or_file)) {
-    const auto names = preset_names();
-    if (std::find(names.begin(), names.end(), name_or_file) == names.end()) {
-      std::string known;
-      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    if (const std::string known = presets_if_unknown(name_or_file); !known.empty())
       throw InputError(fmt::format("--hw {}: unknown hardware preset (expected one of: {}, or a JSON file)", name_or_file, known));
-    }
     file = preset_dir() + "/" + name_or_file + ".json";
   }
   json doc = read_json_file(file);
@@ -576,15 +592,10 @@ json load_hw_document(const std::string& name_or_file) {
     const json& base = doc["base"];
     if (!base.is_string() || looks_like_file(base.get<std::string>()))
       throw InputError(fmt::format("{}: hw.base: expected the name of a preset, got {}", file, brief(base)));
-    json merged;
-    try {
-      merged = load_hw_document(base.get<std::string>());
-    } catch (const InputError&) {
-      std::string known;
-      for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+    if (const std::string known = presets_if_unknown(base.get<std::string>()); !known.empty())
       throw InputError(fmt::format("{}: hw.base: unknown hardware preset \"{}\" (expected one of: {})", file,
                                    base.get<std::string>(), known));
-    }
+    json merged = load_hw_document(base.get<std::string>());
     merged.erase("base");
     doc.erase("base");
     merged.merge_patch(doc);
@@ -597,8 +608,7 @@ Config load_config(const ConfigRequest& request) {
   Config config;
   config.hw_doc = load_hw_document(request.hw);
   const std::string hw_origin = looks_like_file(request.hw) ? request.hw : "hw/presets/" + request.hw + ".json";
-  if (looks_like_file(request.hw)) config.input_files.push_back(request.hw);
-  if (!request.workload_path.empty()) config.input_files.push_back(request.workload_path);
+  config.input_files = input_files(request);
   if (!request.workload_path.empty()) {
     config.workload_doc = read_json_file(request.workload_path);
     if (!config.workload_doc.is_object())
@@ -606,13 +616,11 @@ Config load_config(const ConfigRequest& request) {
     // Checked before anything walks the layers: lowering takes about 5 KB a layer (100,000
     // activation layers: 8 s and 0.5 GB), and the zoo's largest model has a few hundred.
     constexpr std::size_t kMaxLayers = 100000;
-    const json* layers = config.workload_doc.contains("model") && config.workload_doc["model"].is_object() &&
-                                 config.workload_doc["model"].contains("layers")
-                             ? &config.workload_doc["model"]["layers"]
-                             : nullptr;
-    if (layers && layers->is_array() && layers->size() > kMaxLayers)
+    const json::json_pointer layers("/model/layers");
+    if (config.workload_doc.contains(layers) && config.workload_doc.at(layers).is_array() &&
+        config.workload_doc.at(layers).size() > kMaxLayers)
       fail(request.workload_path, "workload.model.layers",
-           fmt::format("{} layers; tpusim takes at most {}", layers->size(), kMaxLayers));
+           fmt::format("{} layers; tpusim takes at most {}", config.workload_doc.at(layers).size(), kMaxLayers));
   }
   // Validate the documents as written first, so an error blames the file, then apply overrides.
   validate_object(config.hw_doc, "hw", "", "hw", hw_origin);

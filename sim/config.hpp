@@ -32,6 +32,9 @@ struct Config {
 // Throws InputError with a one-line message naming the file or option and the JSON path.
 Config load_config(const ConfigRequest& request);
 
+// The files `request` reads: a hardware file (not a preset) and the workload.
+std::vector<std::string> input_files(const ConfigRequest& request);
+
 // The preset directory (TPUSIM_PRESET_DIR in the environment overrides the built-in one).
 std::string preset_dir();
 std::vector<std::string> preset_names();

@@ -112,10 +112,10 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   }
   check_injected_fault(hw);
   const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
-  check_memory(estimate_memory(hw, program, 0, plan_simulated_slice(torus, hw, program, false)), r.max_memory_bytes,
-               "simulating the matmul");
+  const SimulatedSlice one_chip = plan_simulated_slice(torus, hw, program, false);
+  check_memory(estimate_memory(hw, program, 0, one_chip), r.max_memory_bytes, "simulating the matmul");
   Recorder recorder(1, nullptr);
-  System& system = elaborate(hw, program, InfeedSpec{}, &recorder);
+  System& system = elaborate(hw, program, InfeedSpec{}, &recorder, one_chip);
   simulate(system, "gemm");
   check_invariants({&system, &program, &hw, &recorder, system.step_end_ps()[0]});
 

@@ -260,7 +260,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                                                 options.trace_gzip);
   Recorder recorder(config.workload.steps, trace.get());
 
-  System& system = elaborate(hw, step.program, step.infeed, &recorder, options.representatives);
+  System& system = elaborate(hw, step.program, step.infeed, &recorder, simulated);
   // Progress on stderr for long runs only, at most every two seconds.
   const auto wall_start = std::chrono::steady_clock::now();
   auto last_report = wall_start;

@@ -37,10 +37,10 @@ void report_handler(const sc_core::sc_report& report, const sc_core::sc_actions&
 }  // namespace
 
 System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& infeed, EventSink* sink,
-                  bool representatives) {
+                  const SimulatedSlice& simulated) {
   sc_core::sc_report_handler::set_handler(report_handler);
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
-  return *new System("slice", hw, program, infeed, sink, representatives);  // never destroyed, see the header
+  return *new System("slice", hw, program, infeed, sink, simulated);  // never destroyed, see the header
 }
 
 nlohmann::ordered_json simulation_json(const SimulatedSlice& s) {

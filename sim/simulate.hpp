@@ -13,9 +13,9 @@ namespace tpusim {
 // Elaborates the slice for `program` (at 1 ps resolution, SystemC reports routed to stderr).
 // SystemC allows one elaboration per process, and tearing down tens of thousands of modules
 // takes its object registry quadratic time, so the System lives until the process exits.
-// `representatives`: simulate one chip per class of symmetric chips (hw/symmetry.hpp), not every chip.
+// `simulated`: the chips to build, every one or one per class of symmetric chips (hw/symmetry.hpp).
 System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& infeed, EventSink* sink,
-                  bool representatives = false);
+                  const SimulatedSlice& simulated);
 
 // Which chips ran, for summaries: {"mode": "all_chips" | "representatives", "chips_simulated",
 // "each_stands_for", and "all_chips_because" when every chip ran}.

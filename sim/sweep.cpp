@@ -238,6 +238,22 @@ class DirectoryLock {
   int fd_ = -1;
 };
 
+// Readies a locked sweep or merge directory: with `replace`, whatever an earlier sweep left there
+// goes (check_replaceable vouched that tpusim wrote it all); the marker lists what this one
+// writes, the logs of `point_ids` among them; points/ exists.
+void ready_directory(const fs::path& dir, const std::string& shown, const std::string& kind, bool replace,
+                     const std::vector<std::string>& point_ids) {
+  std::error_code ec;
+  if (replace)
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.path().filename() != kSweepLock) fs::remove_all(entry.path(), ec);
+  std::vector<std::string> written = {"sweep.json", "sweep.csv", "report.html", "points", kSweepLock};
+  for (const auto& id : point_ids) written.push_back("points/" + id + ".log");
+  write_output_marker(dir, kind, written);
+  fs::create_directories(dir / "points", ec);
+  if (ec || !fs::is_directory(dir / "points")) throw InputError(fmt::format("-o {}: cannot create the output directory", shown));
+}
+
 // FNV-1a of a file's bytes: a resumed sweep must simulate the same workload it started with.
 std::string file_digest(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -307,12 +323,14 @@ int run_sweep(const SweepRequest& r) {
 
   // Every point's configuration must load before anything runs: a typo fails the sweep, not 1000 points.
   std::vector<std::string> config_errors(points.size());
+  std::vector<std::string> inputs;  // what the points read: never inside the output directory
   for (const Point& p : points) {
     ConfigRequest c;
     c.workload_path = r.workload_path;
     c.hw = p.hw;
     c.topology = p.topology;
     c.sets = p.sets;
+    for (auto& file : input_files(c)) inputs.push_back(std::move(file));
     try {
       load_config(c);
     } catch (const InputError& e) {
@@ -325,9 +343,8 @@ int run_sweep(const SweepRequest& r) {
     }
   }
 
-  std::vector<std::string> inputs = {r.workload_path};
-  for (const Point& p : points)
-    if (p.hw.find('/') != std::string::npos || p.hw.find(".json") != std::string::npos) inputs.push_back(p.hw);
+  std::sort(inputs.begin(), inputs.end());
+  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
   const fs::path dir = checked_output_path(r.out_dir, inputs);
   std::error_code ec;
   const bool existed = !empty_or_missing(dir);
@@ -342,14 +359,9 @@ int run_sweep(const SweepRequest& r) {
   const DirectoryLock lock(dir, r.out_dir);
   const ojson arguments = sweep_arguments(r);
   if (existed && r.resume) check_same_arguments(dir, arguments, r.out_dir);
-  if (existed && !r.resume)
-    for (const auto& entry : fs::directory_iterator(dir, ec))
-      if (entry.path().filename() != kSweepLock) fs::remove_all(entry.path(), ec);
-  std::vector<std::string> written = {"sweep.json", "sweep.csv", "report.html", "points", kSweepLock};
-  for (const Point& p : points) written.push_back("points/" + p.id + ".log");
-  write_output_marker(dir, "sweep", written);
-  fs::create_directories(dir / "points", ec);
-  if (ec || !fs::is_directory(dir / "points")) throw InputError(fmt::format("-o {}: cannot create the output directory", r.out_dir));
+  std::vector<std::string> ids;
+  for (const Point& p : points) ids.push_back(p.id);
+  ready_directory(dir, r.out_dir, "sweep", existed && !r.resume, ids);
 
   std::vector<ojson> rows(points.size());
   std::vector<bool> finished(points.size(), false);
@@ -539,14 +551,9 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   if (existed) check_replaceable(out, out_dir);
   fs::create_directories(out, ec);
   const DirectoryLock lock(out, out_dir);
-  if (existed)
-    for (const auto& entry : fs::directory_iterator(out, ec))
-      if (entry.path().filename() != kSweepLock) fs::remove_all(entry.path(), ec);
-  std::vector<std::string> written = {"sweep.json", "sweep.csv", "report.html", "points", kSweepLock};
-  for (const auto& [index, entry] : rows) written.push_back("points/" + entry.first["point"].get<std::string>() + ".log");
-  write_output_marker(out, "merge", written);
-  fs::create_directories(out / "points", ec);
-  if (ec || !fs::is_directory(out / "points")) throw InputError(fmt::format("-o {}: cannot create the output directory", out_dir));
+  std::vector<std::string> ids;
+  for (const auto& [index, entry] : rows) ids.push_back(entry.first["point"].get<std::string>());
+  ready_directory(out, out_dir, "merge", existed, ids);
 
   std::vector<ojson> ready;
   std::size_t failed = 0;
