@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
-"""How far `--representatives` (one simulated chip per class of symmetric chips) is from the full
-simulation of every chip, beside how far the full simulation's own symmetric chips are from each
-other (the step-end spread its summary reports), and what each mode costs. Run by hand; the
-figures go to docs/model.md.
+"""What simulating one chip per class of symmetric chips (the default) saves against simulating
+every chip (`--all-chips`), and whether the two give the same outputs. Run by hand; the figures
+go to docs/model.md.
 
 Usage: python3 bench/representatives.py [--tpusim build/tpusim] [--quick]
 
-A case prints: step time (training) or collective time of both modes, their difference, the full
-run's spread of the cores' step ends or the chips' collective ends (both relative to the full
-time), and the wall seconds and peak MB of both.
+A case prints: the step time (training) or the collective's time, whether the two modes' outputs
+are identical apart from the `simulation` field (summary.json, or `collective --json`), and the
+wall seconds and peak MB of both.
 """
 import argparse
 import json
@@ -50,16 +49,24 @@ def timed(binary, args):
     return done.stdout, float(line[1]), int(line[2]) / 1024
 
 
-def training(binary, workload, preset, topology, sets, representatives):
+def training(binary, workload, preset, topology, sets, all_chips):
     with tempfile.TemporaryDirectory() as tmp:
         args = ["run", f"workloads/examples/{workload}.json", "--hw", preset, "--topology", topology,
                 "--set", "workload.training.steps=2", "--trace", "none", "-o", f"{tmp}/out"]
         for s in sets:
             args += ["--set", s]
-        if representatives:
-            args.append("--representatives")
+        if all_chips:
+            args.append("--all-chips")
         _, wall, mb = timed(binary, args)
         return json.loads(Path(f"{tmp}/out/summary.json").read_text()), wall, mb
+
+
+def identical(full, folded):
+    """The two outputs agree apart from which chips ran."""
+    full, folded = dict(full), dict(folded)
+    full.pop("simulation", None)
+    folded.pop("simulation", None)
+    return json.dumps(full, sort_keys=True) == json.dumps(folded, sort_keys=True)
 
 
 def main():
@@ -67,29 +74,28 @@ def main():
     parser.add_argument("--tpusim", default=str(ROOT / "build" / "tpusim"))
     parser.add_argument("--quick", action="store_true", help="the first three training cases only, no collectives")
     a = parser.parse_args()
-    print(f"{'case':58} {'full ms':>9} {'repr ms':>9} {'diff':>7} {'spread':>7} {'full s':>7} {'repr s':>7} {'full MB':>8} {'repr MB':>8}")
+    print(f"{'case':58} {'ms':>9} {'identical':>9} {'all s':>8} {'folded s':>8} {'all MB':>7} {'folded MB':>9} {'chips':>9}")
+
+    def row(name, time_s, same, full_s, folded_s, full_mb, folded_mb, simulation):
+        chips = f"{simulation['chips_simulated']}/{simulation['chips_simulated'] * simulation['each_stands_for']}"
+        print(f"{name:58} {time_s * 1e3:9.3f} {'yes' if same else 'NO':>9} {full_s:8.2f} {folded_s:8.2f} "
+              f"{full_mb:7.0f} {folded_mb:9.0f} {chips:>9}")
+
     for workload, preset, topology, sets in QUICK if a.quick else TRAINING:
-        full, full_s, full_mb = training(a.tpusim, workload, preset, topology, sets, False)
-        rep, rep_s, rep_mb = training(a.tpusim, workload, preset, topology, sets, True)
+        full, full_s, full_mb = training(a.tpusim, workload, preset, topology, sets, True)
+        folded, folded_s, folded_mb = training(a.tpusim, workload, preset, topology, sets, False)
         name = f"{workload} {preset} {topology} {' '.join(s.split('.')[-1] for s in sets)}"
-        if full["status"] != "ok":
-            print(f"{name:58} {full['status']}")
-            continue
-        f, r = full["step_time_s"], rep["step_time_s"]
-        spread = full["step_end_spread"]["spread_s"]
-        print(f"{name:58} {f * 1e3:9.3f} {r * 1e3:9.3f} {100 * (r - f) / f:+6.2f}% {100 * spread / f:6.2f}% "
-              f"{full_s:7.2f} {rep_s:7.2f} {full_mb:8.0f} {rep_mb:8.0f}")
+        row(name, full["step_time_s"], identical(full, folded), full_s, folded_s, full_mb, folded_mb, folded["simulation"])
     if a.quick:
         return
     for preset, topology, algorithm in COLLECTIVES:
         base = ["collective", "--bytes", "1073741824", "--hw", preset, "--topology", topology, "--algorithm", algorithm, "--json"]
-        out, full_s, full_mb = timed(a.tpusim, base)
-        f, spread = json.loads(out)["time_s"], json.loads(out)["chip_end_spread_s"]
-        out, rep_s, rep_mb = timed(a.tpusim, base + ["--representatives"])
-        r = json.loads(out)["time_s"]
-        name = f"all-reduce 1 GiB {preset} {topology} {algorithm}"
-        print(f"{name:58} {f * 1e3:9.3f} {r * 1e3:9.3f} {100 * (r - f) / f:+6.2f}% {100 * spread / f:6.2f}% "
-              f"{full_s:7.2f} {rep_s:7.2f} {full_mb:8.0f} {rep_mb:8.0f}")
+        out, full_s, full_mb = timed(a.tpusim, base + ["--all-chips"])
+        full = json.loads(out)
+        out, folded_s, folded_mb = timed(a.tpusim, base)
+        folded = json.loads(out)
+        row(f"all-reduce 1 GiB {preset} {topology} {algorithm}", full["time_s"], identical(full, folded), full_s, folded_s,
+            full_mb, folded_mb, folded["simulation"])
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ same run, not alone.
 Usage: python3 bench/speed.py [--tpusim build/tpusim] [--baseline OTHER_TPUSIM] [--repeat 3] [CASE...]
 
 With --baseline, each run of this build alternates with one of the baseline's, and the table
-gives both medians and their ratio. Cases: bert_v5e_256, resnet_v4_16, allreduce_v4_4096.
+gives both medians and their ratio. Cases: bert_v5e_256, resnet_v4_16, allreduce_v4_4096. Every
+chip is simulated (`--all-chips`, for builds that have it), since the cases measure the speed of
+the simulation itself: by default a symmetric slice simulates one chip per class.
 """
 import argparse
 import re
@@ -30,9 +32,15 @@ CASES = {
 }
 
 
+def all_chips(binary, command):
+    """["--all-chips"] where `binary` has it (builds before symmetric slices simulate every chip)."""
+    help_text = subprocess.run([binary, command, "--help"], capture_output=True, text=True).stdout
+    return ["--all-chips"] if "--all-chips" in help_text else []
+
+
 def measure(binary, args, out_dir):
     """Seconds of wall time and MB of peak resident memory of one run (GNU time's %e and %M)."""
-    command = ["/usr/bin/time", "-f", "TIME %e %M", binary, *args]
+    command = ["/usr/bin/time", "-f", "TIME %e %M", binary, *args, *all_chips(binary, args[0])]
     if args[0] == "run":
         command += ["-o", str(out_dir), "--force"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)

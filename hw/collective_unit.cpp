@@ -4,14 +4,13 @@
 
 #include <fmt/format.h>
 
-#include "hw/faults.hpp"
 
 namespace tpusim {
 
 CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw,
-                               const Torus& torus, EventSink* sink)
+                               const Torus& torus, WakeQueue& wakes, std::uint32_t chip_slot_in_host, EventSink* sink)
     : sc_module(name), socket("socket"), ici_socket("ici_socket"), hbm_socket("hbm_socket"),
-      vpu_socket("vpu_socket"), arrivals("arrivals"), hw_(hw), torus_(torus), sink_(sink), chip_(chip) {
+      vpu_socket("vpu_socket"), arrivals("arrivals"), hw_(hw), torus_(torus), wakes_(wakes), sink_(sink), chip_(chip), chip_slot_in_host_(chip_slot_in_host) {
   socket.register_b_transport(this, &CollectiveUnit::from_core);
   arrivals.bind(*this);
   part_count_ = std::max<std::uint32_t>(1, torus.axes());  // one part per axis at most
@@ -91,7 +90,7 @@ void CollectiveUnit::end_of_elaboration() {
 }
 
 void CollectiveUnit::from_core(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
-  if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
+  if (delay != sc_core::SC_ZERO_TIME) wakes_.wait_for(delay);
   delay = sc_core::SC_ZERO_TIME;
   UnitRequest& job = job_of(payload);
   const CollectiveSpec& spec = *job.collective;
@@ -102,19 +101,22 @@ void CollectiveUnit::from_core(int, tlm::tlm_generic_payload& payload, sc_core::
   if (++joining->arrived < hw_.chip.cores) {
     while (!joining->done) sc_core::wait(joining->released);
   } else {
+    // Whichever core arrives last runs the chip's part, which must not take that core's rank.
+    const std::uint64_t core_rank = wakes_.set_rank(wake_rank(0));
     const Context ctx{spec, job.instance, job.label, job.step};
     if (hw_.chip.cores > 1 && spec.kind != CollectiveKind::AllGather) {
       // The cores' contributions are summed through HBM before the chips exchange anything.
       const std::uint64_t elements = ceil_div<std::uint64_t>(spec.bytes, dtype_bytes(spec.dtype));
-      wait_until_ps(hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx.label, ctx.step));
-      wait_until_ps(vpu_add(elements * (hw_.chip.cores - 1), now_ps(), ctx.label, ctx.step));
-      wait_until_ps(hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx.label, ctx.step));
+      wakes_.wait_until(hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx.label, ctx.step));
+      wakes_.wait_until(vpu_add(elements * (hw_.chip.cores - 1), now_ps(), ctx.label, ctx.step));
+      wakes_.wait_until(hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx.label, ctx.step));
     }
-    if (!injected_fault().hits(FaultKind::SkipCollective, chip_)) run(spec, job.instance, job.label, job.step);
+    if (!hw_.has_fault(FaultKind::SkipCollective, chip_)) run(spec, job.instance, job.label, job.step);
     ++counts_.completed;
     joining->done = true;
     joining->released.notify(sc_core::SC_ZERO_TIME);
     joining_.erase(job.instance);
+    wakes_.set_rank(core_rank);
   }
   payload.set_response_status(tlm::TLM_OK_RESPONSE);
 }
@@ -125,6 +127,7 @@ void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, con
   const Context ctx{spec, instance, label, step};
   const std::uint32_t lane = take_lane(instance);
   auto run_part = [this, &ctx, &schedule, lane](std::uint32_t part) {
+    wakes_.set_rank(wake_rank(1 + lane * kMaxParts + part));
     const Picos start = now_ps();
     const auto& passes = schedule.parts[part].passes;
     for (std::uint32_t i = 0; i < passes.size(); ++i) run_pass(ctx, passes[i], part, i);
@@ -191,7 +194,7 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
     if (pass.reduce && s + 2 == p)
       post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::WriteBack, done, pass.shard_bytes * directions, true,
             elem_bytes, 1, ctx.label, ctx.step, nullptr});
-    wait_until_ps(done);
+    wakes_.wait_until(done);
   }
 }
 

@@ -19,6 +19,7 @@
 #include "hw/collective.hpp"
 #include "hw/hw_config.hpp"
 #include "hw/sc_support.hpp"
+#include "hw/wake_queue.hpp"
 
 namespace tpusim {
 
@@ -35,7 +36,7 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   tlm::tlm_target_socket<> arrivals;  // ring pieces from the router
 
   CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw, const Torus& torus,
-                 EventSink* sink);
+                 WakeQueue& wakes, std::uint32_t chip_slot_in_host, EventSink* sink);
 
   // Runs this chip's part of one collective instance; returns when it is done here.
   void run(const CollectiveSpec& spec, std::uint64_t instance, const std::string* label, std::uint32_t step);
@@ -132,6 +133,7 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
 
   const HwConfig& hw_;
   const Torus& torus_;
+  WakeQueue& wakes_;
   std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
   Counts counts_;
   sc_core::sc_event step_arrived_[kMaxParts];
@@ -150,6 +152,11 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   std::vector<Lane> lanes_;
   std::uint32_t part_count_ = 0;
   std::uint32_t chip_;
+  std::uint32_t chip_slot_in_host_;
+  // The rank (hw/wake_queue.hpp) of the chip-level part of a collective: 0 the cores' combine.
+  std::uint64_t wake_rank(std::uint32_t role) const {
+    return WakeQueue::rank(chip_slot_in_host_, 0, WakeQueue::kCollectiveRoles + role);
+  }
   std::uint64_t next_address_ = 0;
   // The targets of `ici_socket`, `hbm_socket` and `vpu_socket`, resolved once bound.
   tlm::tlm_blocking_transport_if<>* router_ = nullptr;

@@ -6,7 +6,7 @@ namespace tpusim {
 
 Host::Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::uint32_t> chips,
            const HwConfig& hw, const InfeedSpec& infeed, std::uint32_t steps, EventSink* sink)
-    : sc_module(name), index_(index), chips_(std::move(chips)), hw_(hw), infeed_(infeed), steps_(steps),
+    : sc_module(name), wakes("wakes"), index_(index), chips_(std::move(chips)), hw_(hw), infeed_(infeed), steps_(steps),
       pcie_(chips_.size()), ready_ps_(chips_.size(), std::vector<Picos>(steps, kNotShipped)),
       consumed_(steps, 0) {
   UnitInfo producer;
@@ -54,6 +54,7 @@ void Host::report_buffer() const {
 }
 
 void Host::produce() {
+  wakes.set_rank(WakeQueue::rank(0, 0, 0));  // before any chip's thread
   const std::uint64_t samples =
       infeed_.samples_per_core * hw_.chip.cores * static_cast<std::uint64_t>(chips_.size());
   const long double exact_produce_ps =
@@ -68,7 +69,7 @@ void Host::produce() {
     check_time_limit(now_ps(), produce_ps);
     const Interval work{now_ps(), now_ps() + produce_ps};
     producer_reporter_.busy(work, &batch_names_[step], step);
-    wait_until_ps(work.end);
+    wakes.wait_until(work.end);
     ++produced_;
     report_buffer();
     for (std::size_t i = 0; i < chips_.size(); ++i) {

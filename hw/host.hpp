@@ -7,6 +7,7 @@
 
 #include "hw/hw_config.hpp"
 #include "hw/sc_support.hpp"
+#include "hw/wake_queue.hpp"
 
 namespace tpusim {
 
@@ -20,6 +21,8 @@ struct InfeedSpec {
 class Host : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(Host);
+  // The timed waits of this host and of every thread of the chips it serves (hw/wake_queue.hpp).
+  WakeQueue wakes;
   Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::uint32_t> chips,
        const HwConfig& hw, const InfeedSpec& infeed, std::uint32_t steps, EventSink* sink);
 
@@ -30,10 +33,11 @@ class Host : public sc_core::sc_module {
   // A core has taken its batch of `step`; frees a prefetch slot once every core has.
   void consume(std::uint32_t chip, std::uint32_t step);
   std::uint32_t index() const { return index_; }
+  // Which of this host's chips `chip` is (a chip's place in its cell: hw/wake_queue.hpp).
+  std::uint32_t slot(std::uint32_t chip) const;
 
  private:
   void produce();
-  std::uint32_t slot(std::uint32_t chip) const;
 
   std::uint32_t index_;
   std::vector<std::uint32_t> chips_;

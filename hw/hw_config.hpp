@@ -110,6 +110,27 @@ struct ChipConfig {
 struct SlowChip {
   std::uint32_t chip = 0;
   double core_freq_scale = 1;  // its TensorCores' clock as a fraction of core.freq_mhz
+  double hbm_bw_scale = 1;     // its HBM's bandwidth as a fraction of hbm.bw_gbps (degraded memory)
+};
+
+// A fault injected on purpose, to prove that the end-of-run checks (sim/invariants) and the
+// stuck-simulation report catch what they exist to catch: a check that never fires could be
+// checking nothing.
+enum class FaultKind : std::uint8_t {
+  DmaDropChunk,    // the chip's DMA engines skip the last chunk of every multi-chunk transfer
+  SkipCollective,  // the chip's collective unit releases its cores without taking part
+};
+struct InjectedFault {
+  FaultKind kind = FaultKind::DmaDropChunk;
+  std::uint32_t chip = 0;
+};
+
+// An ICI link slower than the others (a degraded cable or optics), leaving `chip` along `axis`.
+struct SlowLink {
+  std::uint32_t chip = 0;
+  std::uint8_t axis = 0;
+  bool positive = true;
+  double bw_scale = 1;  // its bandwidth as a fraction of ici.link_bw_gbps; 0: down
 };
 
 struct HwConfig {
@@ -121,12 +142,37 @@ struct HwConfig {
   HostConfig host;
   std::vector<std::uint32_t> slice_dims;  // torus shape in chips, e.g. {4, 4}
   std::vector<SlowChip> slow_chips;       // none on a homogeneous slice
+  std::vector<SlowLink> slow_links;
+  std::vector<InjectedFault> faults;  // none outside the tests of the checks
 
+  bool has_fault(FaultKind kind, std::uint32_t chip) const {
+    for (const InjectedFault& f : faults)
+      if (f.kind == kind && f.chip == chip) return true;
+    return false;
+  }
   // The TensorCore clock of `chip` (its own when it is a slow chip).
   double core_freq_mhz(std::uint32_t chip) const {
+    const SlowChip* s = slow_chip(chip);
+    return s ? core.freq_mhz * s->core_freq_scale : core.freq_mhz;
+  }
+  // The HBM of `chip` (degraded when it is a slow chip).
+  HbmConfig hbm_of(std::uint32_t chip) const {
+    HbmConfig h = hbm;
+    if (const SlowChip* s = slow_chip(chip)) h.bw_gbps *= s->hbm_bw_scale;
+    return h;
+  }
+  // The ICI link leaving `chip` along `axis` in direction `positive` (a link that is down keeps
+  // its bandwidth: routes avoid it, Torus::link_down).
+  IciConfig link_of(std::uint32_t chip, std::uint8_t axis, bool positive) const {
+    IciConfig l = ici;
+    for (const SlowLink& s : slow_links)
+      if (s.chip == chip && s.axis == axis && s.positive == positive && s.bw_scale > 0) l.link_bw_gbps *= s.bw_scale;
+    return l;
+  }
+  const SlowChip* slow_chip(std::uint32_t chip) const {
     for (const SlowChip& s : slow_chips)
-      if (s.chip == chip) return core.freq_mhz * s.core_freq_scale;
-    return core.freq_mhz;
+      if (s.chip == chip) return &s;
+    return nullptr;
   }
 
   std::uint64_t chip_count() const {

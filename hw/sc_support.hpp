@@ -30,10 +30,6 @@ struct RingDelivery {
 // The kernel runs at 1 ps resolution (set once in System before any sc_time exists).
 inline Picos now_ps() { return sc_core::sc_time_stamp().value(); }
 inline sc_core::sc_time ps_time(Picos ps) { return sc_core::sc_time::from_value(ps); }
-inline void wait_until_ps(Picos t) {
-  const Picos now = now_ps();
-  if (t > now) sc_core::wait(ps_time(t - now));
-}
 
 // What a unit is asked to do, attached to a tlm_generic_payload. Targets fill `served` with the
 // interval they were busy, so initiators can pipeline without asking twice.

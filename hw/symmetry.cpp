@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "hw/faults.hpp"
 
 namespace tpusim {
 namespace {
@@ -57,9 +56,10 @@ std::uint32_t SimulatedSlice::map_destination(const Torus& torus, std::uint32_t 
 }
 
 SimulatedSlice plan_simulated_slice(const Torus& torus, const HwConfig& hw, const Program& program, bool fold) {
-  if (!fold) return every_chip(torus, "the default (--representatives simulates one chip per class of symmetric chips)");
-  if (injected_fault().kind != FaultKind::None) return every_chip(torus, "a fault is injected on one chip");
+  if (!fold) return every_chip(torus, "asked for (--all-chips)");
+  if (!hw.faults.empty()) return every_chip(torus, "a fault is injected (hw.faults)");
   if (!hw.slow_chips.empty()) return every_chip(torus, "a slow chip (hw.slow_chips) makes the chips differ");
+  if (!hw.slow_links.empty()) return every_chip(torus, "a slow link (hw.slow_links) makes the chips differ");
   bool infeed = false;
   for (const Op& op : program.ops) {
     if (op.kind == OpKind::Infeed) infeed = true;

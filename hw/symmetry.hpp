@@ -44,9 +44,9 @@ struct SimulatedSlice {
 // With `fold`, one representative per class of chips that `program` makes equivalent on `hw`'s
 // slice; every chip without it, or when something breaks the symmetry (all_chips_because says what).
 //
-// Not exact: symmetric chips of a full simulation differ slightly, since shared units serve
-// requests that come at the same instant in the order the SystemC kernel runs their processes,
-// which is not the same on every chip (docs/model.md gives the measured spread).
+// Exact: symmetric chips of a full simulation do the same thing at the same picosecond, since
+// collective units book ring work in a canonical order and every host's threads wake in the order
+// of their ranks (hw/wake_queue.hpp), so one chip's figures are its whole class's.
 SimulatedSlice plan_simulated_slice(const Torus& torus, const HwConfig& hw, const Program& program, bool fold);
 
 }  // namespace tpusim

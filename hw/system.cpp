@@ -7,10 +7,10 @@ namespace tpusim {
 Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
            const Program& program, Host& host, EventSink* sink)
     : sc_module(name),
-      hbm("hbm", hw.hbm, index, sink),
+      hbm("hbm", hw.hbm_of(index), index, sink),
       router("router", index, torus, torus.outgoing_links(index)),
       cores("core"),
-      collective("collective", index, hw, torus, sink),
+      collective("collective", index, hw, torus, host.wakes, host.slot(index), sink),
       links("link"),
       id_(index) {
   cores.init(hw.chip.cores, [&](const char* nm, std::size_t c) {
@@ -27,7 +27,7 @@ Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw
     info.chip = index;
     info.index = static_cast<std::uint32_t>(i);
     info.label = fmt::format("ici.{} -> chip{}", dir, torus.far_end(id));
-    return new IciLink(nm, hw.ici, id, sink, info);
+    return new IciLink(nm, hw.link_of(index, id.axis, id.positive), id, sink, info);
   });
   for (auto& core : cores) {
     core.dma.hbm_socket.bind(hbm.socket);
@@ -44,7 +44,7 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
                const InfeedSpec& infeed, EventSink* sink, SimulatedSlice simulated)
     : sc_module(name),
       hw_(hw),
-      torus_(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici)),
+      torus_(Torus::of(hw)),
       simulated_(std::move(simulated)),
       index_of_chip_(torus_.chip_count(), -1),
       hosts_("host"),

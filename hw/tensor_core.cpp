@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "hw/faults.hpp"
 #include "hw/host.hpp"
 #include "hw/matmul_tiling.hpp"
 
@@ -28,8 +27,9 @@ UnitInfo core_unit(const CoreSite& site, UnitKind kind, std::uint32_t index, con
 
 // ---------------------------------------------------------------------------------------------
 Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
-         EventSink* sink)
-    : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config), chip_(chip),
+         WakeQueue& wakes, bool drops_last_chunk, EventSink* sink)
+    : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config), chip_(chip), wakes_(wakes),
+      drops_last_chunk_(drops_last_chunk),
       issue_latency_ps_(ns_to_ps(config.issue_latency_ns)), engine_free_ps_(config.engines, 0),
       landed_(config.engines) {
   socket.register_b_transport(this, &Dma::b_transport);
@@ -39,7 +39,7 @@ Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t ch
 }
 
 void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
-  if (delay != sc_core::SC_ZERO_TIME) sc_core::wait(delay);
+  if (delay != sc_core::SC_ZERO_TIME) wakes_.wait_for(delay);
   delay = sc_core::SC_ZERO_TIME;
   // An engine is held until its transfer's last chunk lands, a time known once that chunk is
   // booked (until then, kHeld).
@@ -51,13 +51,13 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
     if (free_ps <= now_ps()) break;
     // Another engine's free time may become known, and come sooner, while this one waits.
     if (free_ps == kHeld) sc_core::wait(engine_freed_);
-    else sc_core::wait(ps_time(free_ps - now_ps()), engine_freed_);
+    else wakes_.wait_until(free_ps, engine_freed_);
   }
   engine_free_ps_[engine] = kHeld;
   UnitRequest& job = job_of(payload);
   asked_bytes_ += job.bytes;
   const Picos start = now_ps();
-  const bool drop_last_chunk = injected_fault().hits(FaultKind::DmaDropChunk, chip_) && job.bytes > config_.chunk_bytes;
+  const bool drop_last_chunk = drops_last_chunk_ && job.bytes > config_.chunk_bytes;
 
   // Chunks stream back to back with a bounded number in flight, so the issue latency and the
   // HBM latency are paid once per transfer while other requesters interleave between chunks.
@@ -81,7 +81,7 @@ void Dma::b_transport(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& 
     if (landed.size() - head == config_.max_outstanding_chunks) issue = std::max(issue, landed[head++]);
     if (issue > now) {
       if (ahead == lookahead) {
-        wait_until_ps(issue);
+        wakes_.wait_until(issue);
         now = now_ps();
         ahead = 0;
       } else {
@@ -133,7 +133,7 @@ TensorCore::TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSit
                        const Program& program, Host& host, EventSink* sink)
     : sc_module(name),
       collective_socket("collective_socket"),
-      dma("dma", hw.core.dma, site.chip, site.core, sink),
+      dma("dma", hw.core.dma, site.chip, site.core, host.wakes, hw.has_fault(FaultKind::DmaDropChunk, site.chip), sink),
       hw_(hw),
       site_(site),
       program_(program),
@@ -215,6 +215,7 @@ void TensorCore::engine(Engine which, std::uint32_t stream) {
   static const char* const kEngineNames[kEngines] = {"ops.matmul", "ops.vector", "ops.collective", "ops.infeed"};
   const std::uint32_t key = which * kMaxStreams + stream;
   Queue& q = queues_[key];
+  host_.wakes.set_rank(WakeQueue::rank(host_.slot(site_.chip), site_.core, WakeQueue::kEngineRoles + key));
   // Nothing on this thread's stack may own heap memory across the endless loop below: the thread
   // never returns, so LeakSanitizer would rightly count it as lost when the simulation ends.
   const Reporter& reporter = [&]() -> const Reporter& {
@@ -231,7 +232,7 @@ void TensorCore::engine(Engine which, std::uint32_t stream) {
     q.ops.pop_front();
     const Picos start = now_ps();
     if (hw_.core.op_overhead_cycles > 0)
-      sc_core::wait(ps_time(clock_.cycles_to_ps(hw_.core.op_overhead_cycles)));
+      host_.wakes.wait_until(now_ps() + clock_.cycles_to_ps(hw_.core.op_overhead_cycles));
     run(op);
     reporter.busy({start, now_ps()}, &op.name, step_);
     done_[op.id] = true;
@@ -331,11 +332,14 @@ void TensorCore::run_blocks(Engine engine, std::vector<Block>& blocks, const Op&
     p.block_computed.notify(sc_core::SC_ZERO_TIME);
   }
   while (p.stored < n) sc_core::wait(p.block_moved);
-  wait_until_ps(p.stored_ps[n - 1]);  // stores land in order
+  host_.wakes.wait_until(p.stored_ps[n - 1]);  // stores land in order
   p.blocks = nullptr;
 }
 
 void TensorCore::dma_stage(Pipeline& p, std::size_t stage) {
+  const auto engine = static_cast<std::uint32_t>(&p - pipelines_);
+  host_.wakes.set_rank(WakeQueue::rank(host_.slot(site_.chip), site_.core,
+                                       WakeQueue::kDmaStageRoles + engine * 3 + static_cast<std::uint32_t>(stage)));
   const bool store = stage == 2;  // stages 0 and 1 load the two operand streams
   std::uint64_t done_job = 0;
   for (;;) {
@@ -415,7 +419,7 @@ void TensorCore::run_matmul(const Op& op) {
       if (!mb.last_k || mm.epilogue_vpu_ops_per_element <= 0) return BlockTimes{mxu_done, mxu_done};
       // The vector unit is shared (vector ops, the collective unit's reductions): it is asked
       // when the epilogue can start, not ahead of time.
-      wait_until_ps(mxu_done);
+      host_.wakes.wait_until(mxu_done);
       return BlockTimes{mxu_done,
                         std::max(mxu_done, vpu_ops(mb.batch * mb.m * mb.n, mm.epilogue_vpu_ops_per_element, &op.name))};
     };
@@ -444,7 +448,7 @@ void TensorCore::run_vector(const Op& op) {
     const std::uint64_t elements = share(v.elements, b);
     blocks[b].compute = [this, &op, elements, ops = v.vpu_ops_per_element](Picos start_ps) {
       // The vector unit is shared: it is asked at the start, not ahead of it.
-      wait_until_ps(start_ps);
+      host_.wakes.wait_until(start_ps);
       const Picos done = vpu_ops(elements, ops, &op.name);
       return BlockTimes{done, done};
     };
@@ -468,7 +472,7 @@ void TensorCore::run_infeed(const Op&) {
   Picos ready;
   while ((ready = host_.ready_ps(site_.chip, step_)) == Host::kNotShipped)
     sc_core::wait(host_.batch_event());
-  wait_until_ps(ready);
+  host_.wakes.wait_until(ready);
   host_.consume(site_.chip, step_);
 }
 

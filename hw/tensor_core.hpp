@@ -19,6 +19,7 @@
 #include "hw/hw_config.hpp"
 #include "hw/program.hpp"
 #include "hw/sc_support.hpp"
+#include "hw/wake_queue.hpp"
 
 namespace tpusim {
 
@@ -33,8 +34,9 @@ class Dma : public sc_core::sc_module {
   tlm_utils::multi_passthrough_target_socket<Dma> socket;
   tlm_utils::simple_initiator_socket<Dma> hbm_socket;
 
+  // `drops_last_chunk`: an injected fault (FaultKind::DmaDropChunk).
   Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
-      EventSink* sink);
+      WakeQueue& wakes, bool drops_last_chunk, EventSink* sink);
   // Bytes of the transfers asked of the engines, and bytes of the chunks the HBM accepted.
   std::uint64_t asked_bytes() const { return asked_bytes_; }
   std::uint64_t moved_bytes() const { return moved_bytes_; }
@@ -44,6 +46,8 @@ class Dma : public sc_core::sc_module {
 
   DmaConfig config_;
   std::uint32_t chip_;
+  WakeQueue& wakes_;
+  bool drops_last_chunk_;
   Picos issue_latency_ps_;
   std::uint64_t asked_bytes_ = 0;
   std::uint64_t moved_bytes_ = 0;

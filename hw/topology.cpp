@@ -96,9 +96,44 @@ LinkId Torus::first_hop(std::uint32_t from, std::uint32_t to) const {
   const Coords cur = coords(from), dst = coords(to);
   for (std::uint8_t a = 0; a < dims_.size(); ++a) {
     const auto [positive, steps] = axis_move(cur[a], dst[a], dims_[a], wraps_[a]);
-    if (steps > 0) return {from, a, positive};
+    if (steps == 0) continue;
+    // Round the other way: every chip on the detour finds the shorter way blocked too, so the
+    // hop-by-hop decisions agree.
+    if (!down_.empty() && crosses_down_link(cur, a, positive, steps)) return {from, a, !positive};
+    return {from, a, positive};
   }
   return {from, 0, true};  // from == to: no hop
+}
+
+bool Torus::crosses_down_link(const Coords& from, std::uint8_t axis, bool positive, std::int64_t steps) const {
+  const std::int64_t d = dims_[axis];
+  for (const LinkId& link : down_) {
+    if (link.axis != axis || link.positive != positive) continue;
+    const Coords at = coords(link.chip);
+    bool same_line = true;
+    for (std::size_t a = 0; a < dims_.size(); ++a) same_line = same_line && (a == axis || at[a] == from[a]);
+    if (!same_line) continue;
+    // How many hops from `from` the link is taken, going this way.
+    const std::int64_t here = from[axis], there = at[axis];
+    const std::int64_t offset = positive ? (there - here + d) % d : (here - there + d) % d;
+    if (offset < steps) return true;
+  }
+  return false;
+}
+
+bool Torus::link_down(const LinkId& link) const {
+  for (const LinkId& l : down_)
+    if (l == link) return true;
+  return false;
+}
+
+Torus Torus::of(const HwConfig& hw) {
+  Torus torus(hw.slice_dims, wraps_for(hw.slice_dims, hw.ici));
+  std::vector<LinkId> down;
+  for (const SlowLink& l : hw.slow_links)
+    if (l.bw_scale == 0) down.push_back({l.chip, l.axis, l.positive});
+  torus.set_down_links(std::move(down));
+  return torus;
 }
 
 std::vector<std::uint32_t> Torus::ring_order() const {

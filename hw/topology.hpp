@@ -30,6 +30,13 @@ class Torus {
   // Wraparound per axis as the generation's rule gives it (axes of size <= 2 never wrap: both
   // neighbours would be the same chip).
   static std::vector<bool> wraps_for(const std::vector<std::uint32_t>& dims, const IciConfig& ici);
+  // The slice `hw` describes: its shape, its wraparound and its links that are down.
+  static Torus of(const HwConfig& hw);
+
+  // Links that carry nothing: routes go the other way round their ring (one per ring at most, on
+  // an axis with wraparound; sim/config checks it).
+  void set_down_links(std::vector<LinkId> down) { down_ = std::move(down); }
+  bool link_down(const LinkId& link) const;
 
   std::uint32_t chip_count() const { return chip_count_; }
   std::uint32_t axes() const { return static_cast<std::uint32_t>(dims_.size()); }
@@ -47,7 +54,8 @@ class Torus {
   }
   std::uint32_t link_slots() const { return chip_count_ * axes() * 2; }
 
-  // Dimension-ordered route (axis 0 first), taking the shorter way round where the axis wraps.
+  // Dimension-ordered route (axis 0 first), taking the shorter way round where the axis wraps, and
+  // the longer one where the shorter crosses a link that is down.
   std::vector<LinkId> route(std::uint32_t from, std::uint32_t to) const;
   // The first link of route(from, to), without building the route; from != to.
   LinkId first_hop(std::uint32_t from, std::uint32_t to) const;
@@ -61,8 +69,12 @@ class Torus {
   std::string shape() const;
 
  private:
+  // Whether `steps` hops along `axis` from `from` in direction `positive` cross a link that is down.
+  bool crosses_down_link(const Coords& from, std::uint8_t axis, bool positive, std::int64_t steps) const;
+
   std::vector<std::uint32_t> dims_;
   std::vector<bool> wraps_;
+  std::vector<LinkId> down_;
   std::uint32_t chip_count_ = 1;
 };
 

@@ -35,7 +35,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   HwConfig hw = hw_in;
   hw.chip.cores = 1;  // one rank per chip: the chip-level collective alone
   hw.chip.megacore = false;
-  const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
+  const Torus torus = Torus::of(hw);
   for (std::uint8_t a = 0; a < 3; ++a)
     if (spec.group_axes != 0x7 && (spec.group_axes >> a & 1u) && a >= torus.axes())
       throw InputError(fmt::format("--group: a {} slice has no {} axis", torus.shape(), "xyz"[a]));
@@ -57,8 +57,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
     program.ops.push_back(op);
   }
 
-  check_injected_fault(hw);
-  const SimulatedSlice simulated = plan_simulated_slice(torus, hw, program, request.representatives);
+  const SimulatedSlice simulated = plan_simulated_slice(torus, hw, program, !request.all_chips);
   check_memory(estimate_memory(hw, program, 0, simulated), request.max_memory_bytes,
                "simulating the collective on " + torus.shape());
   Recorder recorder(1, nullptr, /*keep_spans=*/false);  // reads totals only

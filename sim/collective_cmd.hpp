@@ -14,7 +14,7 @@ struct CollectiveRequest {
   bool list_links = false;      // every used link's utilization in the JSON
   std::uint32_t concurrent = 1;  // identical collectives in flight at once (sharing the links)
   std::uint64_t max_memory_bytes = 0;  // refuse slices estimated to need more; 0: the machine's memory
-  bool representatives = false;  // one chip per class of symmetric chips, not every chip (hw/symmetry.hpp)
+  bool all_chips = false;  // every chip, not one per class of symmetric chips (hw/symmetry.hpp)
 };
 
 nlohmann::ordered_json run_collective(const HwConfig& hw, const CollectiveRequest& request);

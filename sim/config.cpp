@@ -21,6 +21,14 @@
 namespace tpusim {
 namespace {
 
+// "x+, x-, y+" : the links that leave `chip`.
+std::string link_names(const Torus& torus, std::uint32_t chip) {
+  std::string names;
+  for (const LinkId& l : torus.outgoing_links(chip))
+    names += fmt::format("{}{}{}", names.empty() ? "" : ", ", "xyz"[l.axis], l.positive ? '+' : '-');
+  return names.empty() ? "none" : names;
+}
+
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -322,7 +330,17 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   hw.chip.max_chips = get<std::uint32_t>(d, "chip.max_chips");
   for (std::size_t i = 0; i < d.at("slow_chips").size(); ++i) {
     const json& slow = d.at("slow_chips")[i];
-    hw.slow_chips.push_back({slow.at("chip").get<std::uint32_t>(), slow.at("core_freq_scale").get<double>()});
+    hw.slow_chips.push_back({slow.at("chip").get<std::uint32_t>(), slow.at("core_freq_scale").get<double>(),
+                             slow.at("hbm_bw_scale").get<double>()});
+  }
+  for (const json& fault : d.at("faults"))
+    hw.faults.push_back({fault.at("kind") == "dma_drop_chunk" ? FaultKind::DmaDropChunk : FaultKind::SkipCollective,
+                         fault.at("chip").get<std::uint32_t>()});
+  for (std::size_t i = 0; i < d.at("slow_links").size(); ++i) {
+    const json& slow = d.at("slow_links")[i];
+    const std::string direction = slow.at("direction").get<std::string>();
+    hw.slow_links.push_back({slow.at("chip").get<std::uint32_t>(), static_cast<std::uint8_t>(direction[0] - 'x'),
+                             direction[1] == '+', slow.at("bw_scale").get<double>()});
   }
   CoreConfig& c = hw.core;
   c.freq_mhz = get<double>(d, "core.freq_mhz");
@@ -424,6 +442,45 @@ HwConfig build_hw(const json& d, const std::string& origin) {
     for (std::size_t j = 0; j < i; ++j)
       if (hw.slow_chips[j].chip == hw.slow_chips[i].chip)
         fail(origin, fmt::format("hw.slow_chips[{}].chip", i), fmt::format("chip {} is listed twice", hw.slow_chips[i].chip));
+  }
+  for (std::size_t i = 0; i < hw.faults.size(); ++i)
+    if (hw.faults[i].chip >= hw.chip_count())
+      fail(origin, fmt::format("hw.faults[{}].chip", i),
+           fmt::format("chip {} is not in the {} slice (chips 0-{})", hw.faults[i].chip, topology, hw.chip_count() - 1));
+  if (!hw.slow_links.empty()) {
+    const Torus torus = Torus::of(hw);
+    for (std::size_t i = 0; i < hw.slow_links.size(); ++i) {
+      const SlowLink& l = hw.slow_links[i];
+      const std::string name = fmt::format("{}{}", "xyz"[l.axis], l.positive ? '+' : '-');
+      if (l.chip >= hw.chip_count())
+        fail(origin, fmt::format("hw.slow_links[{}].chip", i),
+             fmt::format("chip {} is not in the {} slice (chips 0-{})", l.chip, topology, hw.chip_count() - 1));
+      if (!torus.link_exists({l.chip, l.axis, l.positive}))
+        fail(origin, fmt::format("hw.slow_links[{}].direction", i),
+             fmt::format("chip {} of the {} slice has no link {} (links: {})", l.chip, topology, name,
+                         link_names(torus, l.chip)));
+      for (std::size_t j = 0; j < i; ++j)
+        if (hw.slow_links[j].chip == l.chip && hw.slow_links[j].axis == l.axis && hw.slow_links[j].positive == l.positive)
+          fail(origin, fmt::format("hw.slow_links[{}]", i), fmt::format("link {} of chip {} is listed twice", name, l.chip));
+      if (l.bw_scale > 0) continue;
+      // A link that is down is routed around the other way round its ring: there must be one.
+      if (!torus.wraps(l.axis))
+        fail(origin, fmt::format("hw.slow_links[{}].bw_scale", i),
+             fmt::format("link {} of chip {} is down on an axis without wraparound, which would cut the {} slice in two "
+                         "(a link can be down only on an axis that wraps)", name, l.chip, topology));
+      const Coords at = torus.coords(l.chip);
+      for (std::size_t j = 0; j < i; ++j) {
+        const SlowLink& o = hw.slow_links[j];
+        if (o.bw_scale > 0 || o.axis != l.axis) continue;
+        const Coords other = torus.coords(o.chip);
+        bool same_ring = true;
+        for (std::size_t a = 0; a < torus.axes(); ++a) same_ring = same_ring && (a == l.axis || other[a] == at[a]);
+        if (same_ring)
+          fail(origin, fmt::format("hw.slow_links[{}].bw_scale", i),
+               fmt::format("links of chips {} and {} are both down on one {} ring, which would cut it in two (at most one "
+                           "link per ring can be down)", o.chip, l.chip, "xyz"[l.axis]));
+      }
+    }
   }
   if (m.channel_width_bits % 8 != 0)
     fail(origin, "hw.hbm.channel_width_bits", fmt::format("expected a multiple of 8, got {}", m.channel_width_bits));

@@ -110,8 +110,7 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   } catch (const std::runtime_error& e) {
     throw InputError(fmt::format("gemm{}: {}", r.block_m > 0 ? " --block" : "", e.what()));
   }
-  check_injected_fault(hw);
-  const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
+  const Torus torus = Torus::of(hw);
   const SimulatedSlice one_chip = plan_simulated_slice(torus, hw, program, false);
   check_memory(estimate_memory(hw, program, 0, one_chip), r.max_memory_bytes, "simulating the matmul");
   Recorder recorder(1, nullptr);

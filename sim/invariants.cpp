@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "hw/faults.hpp"
 #include "hw/matmul_tiling.hpp"
 #include "sim/errors.hpp"
 
@@ -178,13 +177,6 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
           {"busiest_unit", busiest},
           {"busiest_unit_fraction", busiest_fraction},
           {"collectives_completed", completed * stands_for}};
-}
-
-void check_injected_fault(const HwConfig& hw) {
-  const InjectedFault& fault = injected_fault();
-  if (fault.kind != FaultKind::None && fault.chip >= hw.chip_count())
-    throw InputError(fmt::format("TPUSIM_INJECT_FAULT: chip {} is not in the {} slice (chips 0-{})", fault.chip,
-                                 topology_string(hw.slice_dims), hw.chip_count() - 1));
 }
 
 std::string describe_stuck(const System& system) {

@@ -38,9 +38,6 @@ struct InvariantInputs {
 //  "mxu_flops_executed", "busiest_unit", "busiest_unit_fraction", "collectives_completed"}.
 nlohmann::ordered_json check_invariants(const InvariantInputs& in);
 
-// Throws InputError when TPUSIM_INJECT_FAULT names a chip the slice does not have: a fault that
-// silently injects nothing would make a test of the checks pass for the wrong reason.
-void check_injected_fault(const HwConfig& hw);
 
 // Why the simulation stopped with work left: the collectives that never completed (the op, the
 // step, which chips of the group joined and which did not and what those wait on), or else

@@ -13,7 +13,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "hw/faults.hpp"
 #include "sim/config.hpp"
 #include "sim/collective_cmd.hpp"
 #include "sim/errors.hpp"
@@ -146,10 +145,10 @@ int cli_main(int argc, char** argv) {
   run->add_option("--trace-units", trace_units, "Only these kinds of track, comma-separated: op, collective, mxu, vpu, dma, ici, pcie, host, steps");
   run->add_option("--trace-window", trace_window, "Only slices overlapping START:END, in microseconds of simulated time");
   run->add_flag("--trace-gzip", run_options.trace_gzip, "Write trace.json.gz instead of trace.json");
-  const char* representatives_help =
-      "Simulate one representative per class of symmetric chips, not every chip: a pod in seconds, within the spread "
-      "of a full simulation's symmetric chips (see docs/model.md)";
-  run->add_flag("--representatives", run_options.representatives, representatives_help);
+  const char* all_chips_help =
+      "Simulate every chip. By default a symmetric slice simulates one chip per class of symmetric chips, which "
+      "gives the same outputs (see docs/model.md) in a fraction of the time";
+  run->add_flag("--all-chips", run_options.all_chips, all_chips_help);
   std::string run_max_memory, gemm_max_memory, coll_max_memory;
   const char* max_memory_help = "Refuse to start when the estimated memory exceeds SIZE (e.g. 4G; default: this machine's memory)";
   run->add_option("--max-memory", run_max_memory, max_memory_help);
@@ -239,7 +238,7 @@ int cli_main(int argc, char** argv) {
       ->capture_default_str();
   coll_cmd->add_flag("--links", coll.list_links, "List every used link's utilization (with --json)");
   coll_cmd->add_flag("--json", coll_json, "Print one JSON object");
-  coll_cmd->add_flag("--representatives", coll.representatives, representatives_help);
+  coll_cmd->add_flag("--all-chips", coll.all_chips, all_chips_help);
   coll_cmd->add_option("--max-memory", coll_max_memory, max_memory_help);
 
   SweepRequest sweep;
@@ -304,13 +303,6 @@ int cli_main(int argc, char** argv) {
   }
 
   try {
-    if (const char* fault = std::getenv("TPUSIM_INJECT_FAULT"); fault && *fault) {
-      try {
-        injected_fault() = parse_fault(fault);
-      } catch (const std::invalid_argument& e) {
-        throw InputError(e.what());
-      }
-    }
     if (*params) return list_params(params_hw, params_json);
     if (*check_cmd || *summary_cmd) {
       check_input_file(trace_file, 0);
@@ -470,7 +462,7 @@ int cli_main(int argc, char** argv) {
                              run_options.out_dir, if_written("timeline.json"), if_written(trace_name));
     const nlohmann::ordered_json& simulation = summary.value("simulation", nlohmann::ordered_json::object());
     if (simulation.value("mode", "") == "representatives")
-      std::cout << fmt::format("  simulated      {} of {} chips, each standing for {} symmetric ones (--representatives)\n",
+      std::cout << fmt::format("  simulated      {} of {} chips, each standing for {} symmetric ones (--all-chips for every chip)\n",
                                simulation["chips_simulated"].get<std::uint64_t>(), chip_count,
                                simulation["each_stands_for"].get<std::uint64_t>());
     else if (!run_options.trace.chips.empty() && !if_written(trace_name).empty())

@@ -43,7 +43,7 @@ std::string size_text(double bytes) {
 
 MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::uint32_t traced_chips,
                                const SimulatedSlice& simulated) {
-  const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
+  const Torus torus = Torus::of(hw);
   const double chips = simulated.chip_count(), cores = chips * hw.chip.cores;
   double links = 0;  // directed, leaving the simulated chips
   for (std::uint32_t c : simulated.chips(torus)) links += static_cast<double>(torus.outgoing_links(c).size());
@@ -118,6 +118,7 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
     const double share = std::min(1.0, traced_chips / chips);
     e.trace_bytes = static_cast<std::uint64_t>((2 * chips + links) * share * samples * kCounterSampleBytes);
   }
+  e.all_chips_because = simulated.all_chips_because;
   return e;
 }
 
@@ -177,9 +178,9 @@ void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, con
   if (2 * estimate.threads + kOtherMappings > mappings)
     throw InputError(fmt::format(
         "{} would need about {} SystemC threads, each with a stack of its own, and this machine allows a process {} "
-        "memory mappings (vm.max_map_count), about {} threads; pass --representatives to simulate one chip per class "
-        "of symmetric chips, or simulate a smaller slice",
-        what, estimate.threads, mappings, mappings > kOtherMappings ? (mappings - kOtherMappings) / 2 : 0));
+        "memory mappings (vm.max_map_count), about {} threads; simulate a smaller slice{}",
+        what, estimate.threads, mappings, mappings > kOtherMappings ? (mappings - kOtherMappings) / 2 : 0,
+        estimate.all_chips_because.empty() ? "" : " (every chip is simulated: " + estimate.all_chips_because + ")"));
   const std::uint64_t machine = machine_memory_bytes();
   const bool by_flag = limit_bytes > 0 && (machine == 0 || limit_bytes <= machine);
   const std::uint64_t limit = by_flag ? limit_bytes : machine;

@@ -24,6 +24,7 @@ struct MemoryEstimate {
   // SystemC threads alive at once at most: each has its own stack, a memory mapping (two with its
   // guard page), and the kernel allows a process vm.max_map_count mappings.
   std::uint64_t threads = 0;
+  std::string all_chips_because;  // why every chip is simulated (SimulatedSlice), for the refusal
 };
 
 // `traced_chips`: how many chips the trace covers (0: no trace, or one without bandwidth counters);

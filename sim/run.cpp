@@ -240,16 +240,18 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     return summary;
   }
 
-  check_injected_fault(hw);
-  const Torus torus(hw.slice_dims, Torus::wraps_for(hw.slice_dims, hw.ici));
-  const SimulatedSlice simulated = plan_simulated_slice(torus, hw, step.program, options.representatives);
+  const Torus torus = Torus::of(hw);
+  SimulatedSlice simulated = plan_simulated_slice(torus, hw, step.program, !options.all_chips);
+  // A trace of a chip a representative would stand for needs that chip simulated.
   if (simulated.folded() && options.trace_chips_given)
     for (const auto& [first, last] : options.trace.chips)
-      for (std::uint32_t c = first; c <= last; ++c)
-        if (!simulated.simulates(torus, c))
-          throw InputError(fmt::format("--trace-chips: chip {} is not simulated: the slice is symmetric and chip {} stands "
-                                       "for it; trace chip {}, or simulate every chip (without --representatives)",
-                                       c, simulated.representative(torus, c), simulated.representative(torus, c)));
+      for (std::uint32_t c = first; c <= last && simulated.folded(); ++c)
+        if (!simulated.simulates(torus, c)) {
+          const std::uint32_t representative = simulated.representative(torus, c);
+          simulated = plan_simulated_slice(torus, hw, step.program, false);
+          simulated.all_chips_because =
+              fmt::format("--trace-chips names chip {}, for which chip {} would stand", c, representative);
+        }
   const std::uint32_t traced_chips =
       options.trace.level >= TraceLevel::Ops ? options.trace.chip_count(simulated.chip_count()) : 0;
   check_memory(estimate_memory(hw, step.program, traced_chips, simulated), options.max_memory_bytes,
@@ -452,6 +454,12 @@ std::string format_summary(const ojson& s) {
                      pct(b["memory_bound_s"].get<double>() / step), time(b["exposed_communication_s"]),
                      pct(b["exposed_communication_s"].get<double>() / step), time(b["input_wait_s"]),
                      pct(b["input_wait_s"].get<double>() / step), time(b["idle_s"]), pct(b["idle_s"].get<double>() / step));
+    // Only when the slice loses at least 1% of the step waiting for one core (a slow chip or link).
+    const ojson& straggler = s["straggler"];
+    if (straggler.is_object() && straggler["time_lost_s"].get<double>() >= 0.01 * step)
+      t += fmt::format("  straggler      {}: the median core waits {} ({}) longer for it\n",
+                       straggler["core"].get<std::string>(), time(straggler["time_lost_s"].get<double>()),
+                       pct(straggler["time_lost_s"].get<double>() / step));
     const ojson& u = s["utilization"];
     t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}\n", pct(u["mxu"]), pct(u["vpu"]),
                      pct(u["hbm"]), pct(u["ici"]));

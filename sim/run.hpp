@@ -17,8 +17,9 @@ struct RunOptions {
   TraceFilter trace;   // level None: no trace
   bool trace_gzip = false;
   std::uint64_t max_memory_bytes = 0;  // refuse runs estimated to need more; 0: the machine's memory
-  // Simulate one representative per class of symmetric chips (hw/symmetry.hpp), not every chip.
-  bool representatives = false;
+  // Simulate every chip even where one representative per class of symmetric chips would give
+  // the same outputs (hw/symmetry.hpp).
+  bool all_chips = false;
   bool trace_chips_given = false;  // trace.chips came from --trace-chips, not the default
 };
 

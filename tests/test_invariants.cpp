@@ -1,5 +1,5 @@
 // The end-of-run checks, the stuck-simulation report and the memory limit: each shown to pass on
-// honest runs and to fire on an injected fault (TPUSIM_INJECT_FAULT) or an impossible request.
+// honest runs and to fire on an injected fault (hw.faults) or an impossible request.
 #define BOOST_TEST_MODULE invariants
 #include <boost/test/unit_test.hpp>
 
@@ -36,6 +36,13 @@ double program_matmul_flops(const Program& program) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+}  // namespace
+
+namespace {
+// The --set that injects one fault.
+std::string fault(const std::string& kind, int chip) {
+  return "--set 'hw.faults=[{\"kind\": \"" + kind + "\", \"chip\": " + std::to_string(chip) + "}]'";
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(training_flops_are_three_forward_passes_where_every_input_needs_a_gradient) {
@@ -87,7 +94,7 @@ BOOST_AUTO_TEST_CASE(a_finished_run_reports_the_checked_figures) {
 }
 
 BOOST_AUTO_TEST_CASE(a_dma_that_drops_a_chunk_breaks_the_byte_check) {
-  const CommandResult r = run_tpusim("gemm 4096 4096 4096 --hw tpu_v4", "TPUSIM_INJECT_FAULT=dma-drop-chunk:0");
+  const CommandResult r = run_tpusim("gemm 4096 4096 4096 --hw tpu_v4 " + fault("dma_drop_chunk", 0));
   BOOST_TEST(r.exit_code == 1);
   BOOST_TEST(contains(r.err, "end-of-run check failed"), r.err);
   BOOST_TEST(contains(r.err, "DMA bytes: slice.chip_0.core_0: the DMA engines were asked for"), r.err);
@@ -97,7 +104,7 @@ BOOST_AUTO_TEST_CASE(a_dma_that_drops_a_chunk_breaks_the_byte_check) {
 
 BOOST_AUTO_TEST_CASE(a_chip_that_never_joins_a_collective_is_named_with_the_op_and_the_waiting_chips) {
   const CommandResult r =
-      run_tpusim("collective --bytes 1048576 --hw tpu_v4 --topology 2x2x2", "TPUSIM_INJECT_FAULT=skip-collective:2");
+      run_tpusim("collective --bytes 1048576 --hw tpu_v4 --topology 2x2x2 " + fault("skip_collective", 2));
   BOOST_TEST(r.exit_code == 1);
   BOOST_TEST(contains(r.err, "collective stuck"), r.err);
   BOOST_TEST(contains(r.err, "collective \"all-reduce 1048576 B\" (step 0) never completed: chips 0-1, 3-7 of its group of 8 "
@@ -107,8 +114,8 @@ BOOST_AUTO_TEST_CASE(a_chip_that_never_joins_a_collective_is_named_with_the_op_a
 
 BOOST_AUTO_TEST_CASE(a_stuck_run_leaves_no_outputs) {
   TempDir dir;
-  const CommandResult r = run_tpusim("run '" + example_workload() + "' -o '" + dir.path("out") + "'",
-                                     "TPUSIM_INJECT_FAULT=skip-collective:1");
+  const CommandResult r =
+      run_tpusim("run '" + example_workload() + "' -o '" + dir.path("out") + "' " + fault("skip_collective", 1));
   BOOST_TEST(r.exit_code == 1);
   BOOST_TEST(contains(r.err, "simulation stuck"), r.err);
   BOOST_TEST(contains(r.err, "never joined: chip 1"), r.err);
@@ -117,13 +124,12 @@ BOOST_AUTO_TEST_CASE(a_stuck_run_leaves_no_outputs) {
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_fault_is_an_input_error) {
-  const CommandResult r = run_tpusim("collective --bytes 1024", "TPUSIM_INJECT_FAULT=dma-drop-chunk");
+  const CommandResult r = run_tpusim("collective --bytes 1024 " + fault("dma_drop_everything", 0));
   BOOST_TEST(r.exit_code == 2);
-  BOOST_TEST(contains(r.err, "expected dma-drop-chunk:CHIP or skip-collective:CHIP"), r.err);
-  const CommandResult outside =
-      run_tpusim("collective --bytes 1024 --hw tpu_v4 --topology 2x2x1", "TPUSIM_INJECT_FAULT=skip-collective:4");
+  BOOST_TEST(contains(r.err, "hw.faults[0].kind: expected one of dma_drop_chunk, skip_collective"), r.err);
+  const CommandResult outside = run_tpusim("collective --bytes 1024 --hw tpu_v4 --topology 2x2x1 " + fault("skip_collective", 4));
   BOOST_TEST(outside.exit_code == 2);
-  BOOST_TEST(contains(outside.err, "TPUSIM_INJECT_FAULT: chip 4 is not in the 2x2x1 slice (chips 0-3)"), outside.err);
+  BOOST_TEST(contains(outside.err, "hw.faults[0].chip: chip 4 is not in the 2x2x1 slice (chips 0-3)"), outside.err);
 }
 
 BOOST_AUTO_TEST_CASE(a_run_over_the_memory_limit_is_refused_before_it_starts) {
@@ -139,7 +145,8 @@ BOOST_AUTO_TEST_CASE(a_run_over_the_memory_limit_is_refused_before_it_starts) {
 
 BOOST_AUTO_TEST_CASE(a_slice_larger_than_the_limit_is_refused_without_being_built) {
   // 4096 chips would take minutes to simulate; the refusal must come first.
-  const CommandResult r = run_tpusim("collective --bytes 1073741824 --hw tpu_v4 --topology 16x16x16 --max-memory 100M");
+  const CommandResult r =
+      run_tpusim("collective --bytes 1073741824 --hw tpu_v4 --topology 16x16x16 --all-chips --max-memory 100M");
   BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(contains(r.err, "simulating the collective on 16x16x16 would need about"), r.err);
 }

@@ -56,6 +56,14 @@ std::string format_value(double v, bool percent = false) {
   return fmt::format("{:.3g}µ", v * 1e6);
 }
 
+// "chip5.core0, 1.61 ms lost" when the slice loses at least 1% of the step waiting for one core
+// (a slow chip, a slow link's neighbour); empty on a slice whose cores keep pace.
+std::string straggler_of(const ojson& row) {
+  const double lost = number_at(row, {"straggler", "time_lost_s"}), step = number_at(row, {"step_time_s"});
+  if (std::isnan(lost) || std::isnan(step) || lost < 0.01 * step) return "";
+  return fmt::format("{}, {}s lost", row["summary"]["straggler"]["core"].get<std::string>(), format_value(lost));
+}
+
 struct Series {
   std::string name;
   std::string color;
@@ -248,17 +256,17 @@ th { background: #f0f0f0; } td.left { text-align: left; } tr.failed td { color: 
                         escape(timeline_point));
     html += timeline_chart(timeline);
   }
-  html += "<h2>All points</h2>\n<table id=\"points\"><tr><th>point</th><th>status</th><th>step time</th><th>samples/s</th><th>MFU</th><th>memory/core</th><th>reason</th></tr>\n";
+  html += "<h2>All points</h2>\n<table id=\"points\"><tr><th>point</th><th>status</th><th>step time</th><th>samples/s</th><th>MFU</th><th>memory/core</th><th>straggler</th><th>reason</th></tr>\n";
   for (const auto& row : rows) {
     const bool good = row["status"] == "ok";
     auto cell = [&](std::initializer_list<const char*> path) {
       const double v = number_at(row, path);
       return std::isnan(v) ? std::string() : format_value(v);
     };
-    html += fmt::format("<tr{}><td class=\"left\">{}</td><td class=\"left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"left\">{}</td></tr>\n",
+    html += fmt::format("<tr{}><td class=\"left\">{}</td><td class=\"left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"left\">{}</td><td class=\"left\">{}</td></tr>\n",
                         good ? "" : " class=\"failed\"", escape(row["point"].get<std::string>()),
                         escape(row["status"].get<std::string>()), cell({"step_time_s"}), cell({"samples_per_s"}), cell({"mfu"}),
-                        cell({"memory", "per_core", "total_bytes"}), escape(row["reason"].get<std::string>()));
+                        cell({"memory", "per_core", "total_bytes"}), escape(straggler_of(row)), escape(row["reason"].get<std::string>()));
   }
   html += "</table>\n</body></html>\n";
   return html;
