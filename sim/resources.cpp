@@ -25,7 +25,7 @@ constexpr double kBaseBytes = 12.0 * (1 << 20);  // the process, SystemC, the pr
 constexpr double kChipBytes = 15e3;              // router, HBM, collective unit, sockets
 constexpr double kLinkBytes = 9.5e3;
 constexpr double kCoreBytes = 26e3;              // MXUs, VPU, DMA, sockets, reporters
-constexpr double kThreadBytes = 5e3;             // the touched part of a coroutine stack
+constexpr double kThreadBytes = 6e3;             // the touched part of a coroutine stack, its wake-up (hw/wake_queue)
 constexpr double kIntervalBytes = 22;            // a Span with its vector's spare capacity, less merged ones
 constexpr double kCounterSampleBytes = 16;       // per counter and 10 us, averaged: idle links have none
 // A matmul block while its op runs: its MatmulBlock (64), the pipeline's Block (72) and the
