@@ -21,10 +21,11 @@ std::uint32_t parse_group(const std::string& text) {
   std::uint32_t mask = 0;
   for (char c : text) {
     const auto at = std::string("xyz").find(c);
-    if (at == std::string::npos || text.size() > 3)
+    if (at == std::string::npos || text.size() > 3 || (mask >> at & 1u))
       throw InputError(fmt::format("--group {}: expected all, or torus axes such as x, y, xy, xyz", text));
     mask |= 1u << at;
   }
+  if (mask == 0) throw InputError("--group: expected all, or torus axes such as x, y, xy, xyz, got nothing");
   return mask;
 }
 
@@ -37,7 +38,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   hw.chip.megacore = false;
   const Torus torus = Torus::of(hw);
   for (std::uint8_t a = 0; a < 3; ++a)
-    if (spec.group_axes != 0x7 && (spec.group_axes >> a & 1u) && a >= torus.axes())
+    if ((request.named_axes || spec.group_axes != 0x7) && (spec.group_axes >> a & 1u) && a >= torus.axes())
       throw InputError(fmt::format("--group: a {} slice has no {} axis", torus.shape(), "xyz"[a]));
   const CollectiveSchedule schedule = plan_collective(torus, 0, spec);
   const std::uint32_t p = schedule.group_size;

@@ -15,6 +15,7 @@ struct CollectiveRequest {
   std::uint32_t concurrent = 1;  // identical collectives in flight at once (sharing the links)
   std::uint64_t max_memory_bytes = 0;  // refuse slices estimated to need more; 0: the machine's memory
   bool all_chips = false;  // every chip, not one per class of symmetric chips (hw/symmetry.hpp)
+  bool named_axes = false;  // spec.group_axes came from axes named in --group (not "all")
 };
 
 nlohmann::ordered_json run_collective(const HwConfig& hw, const CollectiveRequest& request);

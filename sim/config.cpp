@@ -278,7 +278,10 @@ void apply_set(json& hw_doc, json& workload_doc, const std::string& assignment) 
   // Walk "a.b[2].c": every [i] must name an existing element; objects are created as needed.
   static const std::regex segment_re(R"(([A-Za-z_][A-Za-z0-9_]*)(\[([0-9]{1,6})\])?)");
   std::string pattern;
-  std::stringstream ss(path.substr(dot + 1));
+  const std::string keys = path.substr(dot + 1);
+  if (keys.empty() || keys.back() == '.' || keys.find("..") != std::string::npos)
+    throw InputError(fmt::format("{}: malformed key path \"{}\" (an empty key)", origin, path));
+  std::stringstream ss(keys);
   std::string segment;
   std::vector<std::string> segments;
   while (std::getline(ss, segment, '.')) segments.push_back(segment);

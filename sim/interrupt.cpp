@@ -22,6 +22,7 @@ void install_interrupt_handlers() {
   action.sa_flags = 0;  // no SA_RESTART: a sweep's waitpid() returns to notice the signal
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);  // the terminal went away: close the outputs as partial too
 }
 
 int interrupt_signal() { return g_signal.load(std::memory_order_relaxed); }

@@ -4,10 +4,13 @@
 // document nested 80,000 levels deep (a 200 KB file) overflowed the stack.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <vector>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -31,8 +34,9 @@ struct JsonTooDeep : InputError {
 template <typename Json>
 class BoundedSax {
  public:
-  BoundedSax(Json& result, const std::string& origin, bool unique_keys)
-      : dom_(result, true), origin_(origin), unique_keys_(unique_keys) {}
+  // `text`: the document, when it is in memory (to place a number overflow; may be empty).
+  BoundedSax(Json& result, const std::string& origin, bool unique_keys, std::string_view text = {})
+      : dom_(result, true), origin_(origin), unique_keys_(unique_keys), text_(text) {}
   bool null() { return dom_.null(); }
   bool boolean(bool v) { return dom_.boolean(v); }
   bool number_integer(typename Json::number_integer_t v) { return dom_.number_integer(v); }
@@ -66,6 +70,17 @@ class BoundedSax {
   }
   template <typename Exception>
   bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    // nlohmann places syntax errors itself, not a number too large for a double: place it here.
+    if constexpr (std::is_same_v<Exception, nlohmann::detail::out_of_range>) {
+      if (!text_.empty() && position <= text_.size()) {
+        const std::string_view before = text_.substr(0, position);
+        const std::size_t line = 1 + static_cast<std::size_t>(std::count(before.begin(), before.end(), '\n'));
+        const std::size_t line_start = before.rfind('\n');
+        const std::size_t column = position - (line_start == std::string_view::npos ? 0 : line_start + 1);
+        throw InputError(fmt::format("{}: malformed JSON: number overflow parsing '{}' at line {}, column {}", origin_,
+                                     token.size() > 40 ? token.substr(0, 37) + "..." : token, line, column));
+      }
+    }
     return dom_.parse_error(position, token, e);  // throws e
   }
 
@@ -77,6 +92,7 @@ class BoundedSax {
   nlohmann::detail::json_sax_dom_parser<Json> dom_;
   const std::string& origin_;
   bool unique_keys_;
+  std::string_view text_;
   int depth_ = 0;
   std::vector<std::set<std::string>> open_objects_;  // the keys seen in each object being parsed
 };
@@ -89,7 +105,9 @@ class BoundedSax {
 template <typename Json = nlohmann::json, typename Input>
 Json parse_bounded(Input&& in, const std::string& origin, bool unique_keys = false) {
   Json result;
-  BoundedSax<Json> sax(result, origin, unique_keys);
+  std::string_view text;
+  if constexpr (std::is_convertible_v<const Input&, std::string_view>) text = in;
+  BoundedSax<Json> sax(result, origin, unique_keys, text);
   Json::sax_parse(std::forward<Input>(in), &sax);
   return result;
 }

@@ -5,7 +5,9 @@
 #include <sstream>
 #include <thread>
 #include <tuple>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <system_error>
 #include <limits>
@@ -25,9 +27,21 @@
 #include "sim/run.hpp"
 #include "sim/sweep.hpp"
 #include "traces/trace_check.hpp"
+#include "traces/trace_file.hpp"
 
 namespace tpusim {
 namespace {
+
+// Digits only: an unsigned option would otherwise take -8 as 2^64 - 8.
+CLI::Validator whole_number_of(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& text) {
+        return text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos
+                   ? fmt::format("expected a whole number{}, got {}", what.empty() ? "" : " of " + what, text)
+                   : std::string();
+      },
+      "N");
+}
 
 void add_config_options(CLI::App& cmd, ConfigRequest& request) {
   cmd.add_option("--hw", request.hw, "Hardware preset (" + [] {
@@ -170,14 +184,7 @@ int cli_main(int argc, char** argv) {
   std::uint32_t gemm_mxus = 0;
   bool gemm_json = false;
   auto* gemm_cmd = app.add_subcommand("gemm", "One TensorCore runs one M x K @ K x N matmul with operands in HBM");
-  // Digits only: an unsigned option would otherwise take -8 as 2^64 - 8.
-  const CLI::Validator whole_number(
-      [](std::string& text) {
-        return text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos
-                   ? "expected a whole number of elements, got " + text
-                   : std::string();
-      },
-      "SIZE");
+  const CLI::Validator whole_number = whole_number_of("elements");
   gemm_cmd->add_option("M", gemm.m, "Rows of the result (streamed through the MXU)")->required()->check(whole_number);
   gemm_cmd->add_option("N", gemm.n, "Columns of the result")->required()->check(whole_number);
   gemm_cmd->add_option("K", gemm.k, "Contracted dimension")->required()->check(whole_number);
@@ -190,7 +197,7 @@ int cli_main(int argc, char** argv) {
   std::string gemm_block;
   gemm_cmd->add_option("--block", gemm_block, "Force the vector-memory block BMxBKxBN (default: the largest that fits)");
   gemm_cmd->add_option("--mxus", gemm_mxus, "Override the MXUs per core")->check(CLI::Range(1, 16));
-  gemm_cmd->add_option("--cores", gemm.cores, "TensorCores of the chip running the same matmul at once, sharing its HBM")
+  gemm_cmd->add_option("--cores", gemm.cores, "TensorCores of the chip running the same matmul at once, sharing its HBM")->check(whole_number_of(""))
       ->capture_default_str();
   gemm_cmd->add_flag("--scalesim-compat", gemm.scalesim_compat,
                      "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
@@ -207,12 +214,12 @@ int cli_main(int argc, char** argv) {
   mem_cmd->add_option("--set", mem_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
   mem_cmd->add_option("--pattern", mem_pattern, "stream-read, stream-write, copy (1 read : 1 write), triad (2 reads : 1 write), random (reads) or random-write")
       ->check(CLI::IsMember({"stream-read", "stream-write", "copy", "triad", "random", "random-write"}))->capture_default_str();
-  mem_cmd->add_option("--bytes", mem.bytes, "Bytes moved in all, reads plus writes")->capture_default_str();
-  mem_cmd->add_option("--request-bytes", mem.request_bytes, "Size of each request")->capture_default_str();
-  mem_cmd->add_option("--requesters", mem.requesters, "Independent requesters (each its own stream)")->capture_default_str();
-  mem_cmd->add_option("--outstanding", mem.outstanding, "Requests each requester keeps in flight")->capture_default_str();
-  mem_cmd->add_option("--footprint-bytes", mem.footprint_bytes, "random, random-write: addresses are drawn from [0, footprint)")->capture_default_str();
-  mem_cmd->add_option("--seed", mem.seed, "random, random-write: first requester's splitmix64 seed (the k-th uses seed + k)")->capture_default_str();
+  mem_cmd->add_option("--bytes", mem.bytes, "Bytes moved in all, reads plus writes")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_option("--request-bytes", mem.request_bytes, "Size of each request")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_option("--requesters", mem.requesters, "Independent requesters (each its own stream)")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_option("--outstanding", mem.outstanding, "Requests each requester keeps in flight")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_option("--footprint-bytes", mem.footprint_bytes, "random, random-write: addresses are drawn from [0, footprint)")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_option("--seed", mem.seed, "random, random-write: first requester's splitmix64 seed (the k-th uses seed + k)")->check(whole_number_of(""))->capture_default_str();
   mem_cmd->add_flag("--json", mem_json, "Print one JSON object");
 
   ConfigRequest coll_request;
@@ -222,7 +229,7 @@ int cli_main(int argc, char** argv) {
   auto* coll_cmd = app.add_subcommand("collective", "Simulate one collective over the chips of a slice (one rank per chip)");
   coll_cmd->add_option("--op", coll_op, "Collective")->check(CLI::IsMember({"all-reduce", "reduce-scatter", "all-gather"}))
       ->capture_default_str();
-  coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out)")
+  coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out)")->check(whole_number_of(""))
       ->required();
   coll_cmd->add_option("--hw", coll_request.hw, "Hardware preset or JSON file")->capture_default_str();
   coll_cmd->add_option("--topology", coll_request.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
@@ -231,10 +238,10 @@ int cli_main(int argc, char** argv) {
       ->check(CLI::IsMember({"ring", "bidir_ring", "torus", "torus_all_axes"}))->capture_default_str();
   coll_cmd->add_option("--group", coll_group, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")
       ->capture_default_str();
-  coll_cmd->add_option("--chunk-bytes", coll.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)");
+  coll_cmd->add_option("--chunk-bytes", coll.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)")->check(whole_number_of(""));
   coll_cmd->add_option("--dtype", coll_dtype, "Element type of the reduction")->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
-  coll_cmd->add_option("--concurrent", coll.concurrent, "Identical collectives in flight at once, sharing the links")
+  coll_cmd->add_option("--concurrent", coll.concurrent, "Identical collectives in flight at once, sharing the links")->check(whole_number_of(""))
       ->capture_default_str();
   coll_cmd->add_flag("--links", coll.list_links, "List every used link's utilization (with --json)");
   coll_cmd->add_flag("--json", coll_json, "Print one JSON object");
@@ -252,7 +259,7 @@ int cli_main(int argc, char** argv) {
   sweep_cmd->add_option("--set", sweep.sets, "Fixed override for every point (repeatable)");
   sweep_cmd->add_option("-o,--out", sweep.out_dir, "Output directory (default: out/sweep_<workload file name>)");
   sweep.jobs = 0;
-  sweep_cmd->add_option("-j,--jobs", sweep.jobs, "Points run at once (default: the number of cores)");
+  sweep_cmd->add_option("-j,--jobs", sweep.jobs, "Points run at once (default: the number of cores)")->check(whole_number_of(""));
   sweep_cmd->add_flag("--resume", sweep.resume, "Keep the points an interrupted sweep into the same directory finished");
   sweep_cmd->add_flag("--force", sweep.force, "Replace the output directory");
   sweep_cmd->add_option("--max-memory", sweep.max_memory, "Refuse each point whose estimated memory exceeds SIZE (e.g. 4G)");
@@ -274,7 +281,7 @@ int cli_main(int argc, char** argv) {
   check_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
   auto* summary_cmd = app.add_subcommand("trace-summary", "Print a trace's top ops and each track's busy time");
   summary_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
-  summary_cmd->add_option("--top", summary_top, "How many ops to list")->capture_default_str();
+  summary_cmd->add_option("--top", summary_top, "How many ops to list")->check(whole_number_of(""))->capture_default_str();
 
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;
@@ -306,8 +313,9 @@ int cli_main(int argc, char** argv) {
     if (*params) return list_params(params_hw, params_json);
     if (*check_cmd || *summary_cmd) {
       check_input_file(trace_file, 0);
-      std::ifstream in(trace_file, std::ios::binary);
-      if (!in) throw InputError(fmt::format("{}: cannot read the file", trace_file));
+      TraceFileBuf buf(trace_file);
+      if (!buf.good()) throw InputError(fmt::format("{}: cannot read the file", trace_file));
+      std::istream in(&buf);
       nlohmann::json trace;
       try {
         trace = parse_bounded(in, trace_file);
@@ -318,17 +326,35 @@ int cli_main(int argc, char** argv) {
         }
         throw;
       } catch (const nlohmann::json::exception& e) {  // syntax, or a number beyond a double
+        // A gzip stream that broke off: say that, not what the parser saw of it.
+        const std::string what = buf.error().empty() ? fmt::format("not JSON ({})", e.what())
+                                                     : fmt::format("a corrupt gzip file ({})", buf.error());
         if (*check_cmd) {
-          std::cout << fmt::format("{}: invalid: not JSON ({})\n", trace_file, e.what());
+          std::cout << fmt::format("{}: invalid: {}\n", trace_file, what);
           return 1;
         }
-        throw InputError(fmt::format("{}: malformed JSON", trace_file));
+        throw InputError(fmt::format("{}: {}", trace_file, buf.error().empty() ? "malformed JSON" : what));
       }
+      if (!buf.error().empty()) {  // the JSON ended before the damage (a bad checksum at the end)
+        if (*check_cmd) {
+          std::cout << fmt::format("{}: invalid: a corrupt gzip file ({})\n", trace_file, buf.error());
+          return 1;
+        }
+        throw InputError(fmt::format("{}: a corrupt gzip file ({})", trace_file, buf.error()));
+      }
+      const TraceCheck r = check_trace(trace);
       if (*summary_cmd) {
+        // Any trace is summarised, but a summary of a broken one must say so.
+        if (r.problems.size() == 1 && r.events == 0 && r.problems[0].rfind("not a trace", 0) == 0)
+          throw InputError(fmt::format("{}: {}", trace_file, r.problems[0]));
+        if (!r.problems.empty())
+          std::cerr << fmt::format("tpusim: warning: {}: {} problem(s), e.g. {}; events of the wrong shape are left out "
+                                   "(tpusim trace-check names them all)\n",
+                                   trace_file, r.problems.size() == 50 ? "50 or more" : std::to_string(r.problems.size()),
+                                   one_line(r.problems[0]));
         std::cout << summarize_trace(trace, summary_top);
         return 0;
       }
-      const TraceCheck r = check_trace(trace);
       if (r.problems.empty()) {
         std::cout << fmt::format("{}: valid: {} events, {} slices on {} tracks of {} processes\n", trace_file, r.events,
                                  r.slices, r.tracks, r.processes);
@@ -371,6 +397,7 @@ int cli_main(int argc, char** argv) {
                                                      : CollectiveKind::AllGather;
       coll.spec.algorithm = parse_collective_algorithm(coll_algorithm);
       coll.spec.group_axes = parse_group(coll_group);
+      coll.named_axes = coll_group != "all";
       coll.spec.dtype = coll_dtype == "bf16" ? DType::BF16 : DType::F32;
       if (!coll_max_memory.empty()) coll.max_memory_bytes = parse_memory_size(coll_max_memory, "--max-memory");
       const auto result = run_collective(config.hw, coll);
@@ -496,8 +523,18 @@ int cli_main(int argc, char** argv) {
 }  // namespace
 }  // namespace tpusim
 
+
 int main(int argc, char** argv) {
   // SystemC prints a banner on stdout when its kernel starts; results go to stdout.
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
-  return tpusim::cli_main(argc, argv);
+  const int code = tpusim::cli_main(argc, argv);
+  // Results printed into a full disk or a closed pipe are lost: say so rather than exit 0.
+  errno = 0;
+  std::cout.flush();
+  if (!std::cout && code == 0) {
+    std::cerr << "tpusim: error: writing to standard output failed" << (errno ? std::string(": ") + std::strerror(errno) : "")
+              << "\n";
+    return 1;
+  }
+  return code;
 }

@@ -1,8 +1,12 @@
 #include "sim/run.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -37,9 +41,12 @@ namespace fs = std::filesystem;
 // marker from the start, so the staging folder of a killed run is recognised and cleaned up.
 class StagedOutput {
  public:
-  StagedOutput(const std::string& dir, bool force, const std::vector<std::string>& inputs) {
+  StagedOutput(const std::string& dir, bool force, const std::vector<std::string>& inputs) : shown_(dir), force_(force) {
     final_ = checked_output_path(dir, inputs);
     std::error_code ec;
+    if (fs::is_symlink(fs::symlink_status(final_, ec)))
+      throw InputError(fmt::format("-o {}: is a symbolic link; name the directory itself", dir));
+    existed_ = fs::exists(fs::symlink_status(final_, ec));
     if (!empty_or_missing(final_)) {
       if (!force) throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", dir));
       check_replaceable(final_, dir);
@@ -55,7 +62,10 @@ class StagedOutput {
       throw InputError(fmt::format("-o {}: cannot create the output directory ({})", dir,
                                    ec ? ec.message() : "permission denied"));
     try {
-      write_output_marker(staging_, "run", {});
+      // Every file the run may write, so that a killed run's staging folder holds nothing foreign
+      // and the next run beside it removes it (remove_stale_staging).
+      write_output_marker(staging_, "run", {"effective_config.json", "report.html", "summary.csv", "summary.json",
+                                            "timeline.json", "trace.json", "trace.json.gz"});
     } catch (const SimError&) {
       fs::remove_all(staging_, ec);
       throw InputError(fmt::format("-o {}: the output directory is not writable", dir));
@@ -82,24 +92,51 @@ class StagedOutput {
     std::sort(written_.begin(), written_.end());
     written_.erase(std::unique(written_.begin(), written_.end()), written_.end());
     write_output_marker(staging_, "run", written_);
-    // The old outputs move aside first and go only once the new ones are in place.
+    // What is at -o now must still be what the checks at the start allowed: another run, or a
+    // user, may have put something there while this one simulated.
     std::error_code ec;
+    const fs::file_status now = fs::symlink_status(final_, ec);
+    const bool replacing = fs::exists(now);
+    if (replacing && (!existed_ || fs::is_symlink(now) || !fs::is_directory(now)))
+      throw InputError(fmt::format("-o {}: something was created there while the simulation ran; it is left as it is "
+                                   "and these outputs are discarded", shown_));
+    if (replacing && !empty_or_missing(final_)) {
+      if (!force_)
+        throw InputError(fmt::format("-o {}: was empty when the run started and has been filled since; it is left as "
+                                     "it is and these outputs are discarded (pass --force to replace it)", shown_));
+      check_replaceable(final_, shown_);
+    }
+    // The old outputs move aside first and go only once the new ones are in place.
     const fs::path old = final_.parent_path() / fmt::format(".{}.old-{}", final_.filename().string(), ::getpid());
-    const bool replacing = fs::exists(final_, ec);
     if (replacing) {
       fs::rename(final_, old, ec);
       if (ec) throw SimError(fmt::format("cannot replace {}: {}", final_.string(), ec.message()));
     }
-    fs::rename(staging_, final_, ec);
-    if (ec) {
+    if (const int error = rename_unless_taken(staging_, final_)) {
       if (replacing) fs::rename(old, final_, ec);
-      throw SimError(fmt::format("cannot move the outputs into {}: {}", final_.string(), ec.message()));
+      if (error == EEXIST || error == ENOTEMPTY)
+        throw InputError(fmt::format("-o {}: something was created there while the simulation ran; it is left as it "
+                                     "is and these outputs are discarded", shown_));
+      throw SimError(fmt::format("cannot move the outputs into {}: {}", final_.string(), std::strerror(error)));
     }
     committed_ = true;
     if (replacing) fs::remove_all(old, ec);
   }
 
  private:
+  // Renames `from` to `to` unless `to` exists, atomically where the file system can; 0 or errno.
+  static int rename_unless_taken(const fs::path& from, const fs::path& to) {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS) return errno;
+    std::error_code ec;  // a file system without RENAME_NOREPLACE: check, then rename
+    if (fs::exists(fs::symlink_status(to, ec))) return EEXIST;
+    fs::rename(from, to, ec);
+    return ec.value();
+  }
+
+  std::string shown_;
+  bool force_ = false;
+  bool existed_ = false;  // -o existed when the run started (and --force allowed replacing it)
   fs::path final_;
   fs::path staging_;
   std::vector<std::string> written_;

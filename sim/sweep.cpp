@@ -313,6 +313,19 @@ SweepAxis parse_vary(const std::string& text) {
 
 int run_sweep(const SweepRequest& r) {
   if (r.axes.empty()) throw InputError("sweep: nothing varies (give --vary KEY=V1,V2,... or --hw A,B)");
+  // One axis per key: a second would label points with values that were not simulated.
+  auto same_key = [](const std::string& key) { return key == "hw.slice.topology" ? std::string("topology") : key; };
+  for (std::size_t i = 0; i < r.axes.size(); ++i) {
+    const std::string key = same_key(r.axes[i].key);
+    if (key == "topology" && !r.fixed_topology.empty())
+      throw InputError(fmt::format("--vary {}: the topology is fixed by --topology {}; give the values there, "
+                                   "comma-separated", r.axes[i].key, r.fixed_topology));
+    for (std::size_t j = 0; j < i; ++j)
+      if (same_key(r.axes[j].key) == key)
+        throw InputError(fmt::format("sweep: {} varies twice ({} and {}); give its values once, comma-separated",
+                                     key, r.axes[j].key == "topology" ? "--topology" : "--vary " + r.axes[j].key,
+                                     r.axes[i].key == "topology" ? "--topology" : "--vary " + r.axes[i].key));
+  }
   if (r.jobs == 0 || r.jobs > 256) throw InputError(fmt::format("-j {}: expected 1 to 256", r.jobs));
   if (r.shard_count == 0 || r.shard_index == 0 || r.shard_index > r.shard_count)
     throw InputError(fmt::format("--shard {}/{}: expected K/N with 1 <= K <= N", r.shard_index, r.shard_count));
@@ -472,7 +485,7 @@ int run_sweep(const SweepRequest& r) {
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     const fs::path summary = dir / "points" / p.id / "summary.json";
     const std::string log = (dir / "points" / (p.id + ".log")).string();
-    const bool stopped = code == 128 + SIGINT || code == 128 + SIGTERM;
+    const bool stopped = code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP;
     if ((code == 0 || stopped) && fs::exists(summary)) {
       std::ifstream in(summary);
       const ojson s = parse_bounded<ojson>(in, summary.string());

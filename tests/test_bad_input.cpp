@@ -151,6 +151,9 @@ BOOST_AUTO_TEST_CASE(numbers_beyond_a_double_are_malformed_json) {
   const CommandResult r = run_tpusim("dump-config --hw '" + hw + "'");
   BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(r.err.find("hw.json: malformed JSON: number overflow") != std::string::npos, r.err);
+  // Placed like a syntax error: the line and column where the number ends.
+  expect_input_error(replaced("\"global_batch\": 1024", "\"global_batch\": 1e400"), "",
+                     "malformed JSON: number overflow parsing '1e400' at line ");
 }
 
 // Found by fuzz_hardware: an override that is not UTF-8 is an input error, not an escaping
@@ -216,7 +219,22 @@ BOOST_AUTO_TEST_CASE(adversarial_inputs_get_one_clear_line) {
            {"run " + workload + " --hw '" + hw9 + "' -o '" + dir.path("o") + "'", "hw9.json: hw.base: unknown hardware preset \"tpu_v9\""},
            {"runn " + workload, "unknown command \"runn\" (expected one of: run,"},
            {"dump-config " + workload + " --set hw.base=tpu_v4", "choose the preset with --hw, not with --set"},
-           {"run '" + dup + "' -o '" + dir.path("o") + "'", "the key \"training\" appears twice"}}) {
+           {"run '" + dup + "' -o '" + dir.path("o") + "'", "the key \"training\" appears twice"},
+           // The second adversarial pass (docs/reliability.md):
+           {"dump-config --set hw.=3", "--set hw.=3: malformed key path \"hw.\" (an empty key)"},
+           {"membench --bytes -1", "--bytes: expected a whole number, got -1"},
+           {"collective --bytes -5", "--bytes: expected a whole number, got -5"},
+           {"trace-summary '" + example_workload() + "' --top -1", "--top: expected a whole number, got -1"},
+           {"collective --bytes 1024 --group ''", "--group: expected all, or torus axes such as x, y, xy, xyz, got nothing"},
+           {"collective --bytes 1024 --group xyz", "--group: a 2x2 slice has no z axis"},
+           {"run " + workload + " --set workload.model.layers[0].type=patch_embedding --set workload.model.input_shape=[32,32,3] "
+            "--set workload.model.layers[0].kernel=16 --set workload.model.layers[0].dim=8 --set workload.model.layers[0].positions=2 -o '" +
+                dir.path("o") + "'",
+            "workload.model.layers[0].positions: 2 positions for 4 tokens"},
+           {"sweep " + workload + " -o '" + dir.path("o") + "' --vary workload.training.steps=1,2 --vary workload.training.steps=1",
+            "sweep: workload.training.steps varies twice"},
+           {"sweep " + workload + " -o '" + dir.path("o") + "' --vary hw.slice.topology=2x2 --topology 2x2,4x4",
+            "sweep: topology varies twice (--topology and --vary hw.slice.topology)"}}) {
     const CommandResult r = run_tpusim(args);
     BOOST_TEST_CONTEXT(args << "\nstderr: " << r.err) {
       BOOST_TEST(r.exit_code == 2);
@@ -228,6 +246,16 @@ BOOST_AUTO_TEST_CASE(adversarial_inputs_get_one_clear_line) {
 }
 
 // Found by the adversarial pass: an end beyond 2^64 ps overflowed into an empty trace.
+// Results that cannot be written to standard output are a failure, not a success.
+BOOST_AUTO_TEST_CASE(a_full_standard_output_is_an_error) {
+  TempDir dir;
+  const int status = std::system(
+      ("'" + std::string(TPUSIM_BINARY) + "' gemm 128 128 128 --json >/dev/full 2>'" + dir.path("err") + "'").c_str());
+  BOOST_TEST(WEXITSTATUS(status) == 1);
+  const std::string err = read_file(dir.path("err"));
+  BOOST_TEST(err.find("writing to standard output failed: No space left on device") != std::string::npos, err);
+}
+
 BOOST_AUTO_TEST_CASE(a_trace_window_beyond_any_run_keeps_everything) {
   TempDir dir;
   const std::string out = dir.path("out");

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -85,11 +86,10 @@ inline CommandResult run_tpusim(const std::string& args, const std::string& env 
   return r;
 }
 
-// Runs `tpusim ARGS`, sends it `signal` once `ready_file` exists (then `delay_ms` later; at most
-// `timeout_ms` after the start), and waits for it to exit. Sanitizer builds run several times
-// slower, so a test that must land its signal at a given stage waits for that stage.
-inline CommandResult run_tpusim_interrupted_after(const std::string& args, int signal, const std::string& ready_file,
-                                                  int delay_ms, int timeout_ms = 300000) {
+// Runs `tpusim ARGS` in the background; once `ready()` holds (polled every 20 ms, for at most
+// `timeout_ms`), calls `meanwhile(pid)`, and waits for the run to exit.
+inline CommandResult run_tpusim_meanwhile(const std::string& args, const std::function<bool()>& ready,
+                                          const std::function<void(pid_t)>& meanwhile, int timeout_ms = 300000) {
   TempDir capture;
   const std::string command = std::string("exec '") + TPUSIM_BINARY + "' " + args + " >'" + capture.path("out") +
                               "' 2>'" + capture.path("err") + "' </dev/null";
@@ -98,10 +98,9 @@ inline CommandResult run_tpusim_interrupted_after(const std::string& args, int s
     ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  for (int waited = 0; waited < timeout_ms && !std::filesystem::exists(ready_file); waited += 20)
+  for (int waited = 0; waited < timeout_ms && !ready(); waited += 20)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-  ::kill(pid, signal);
+  meanwhile(pid);
   int status = 0;
   ::waitpid(pid, &status, 0);
   CommandResult r;
@@ -109,6 +108,18 @@ inline CommandResult run_tpusim_interrupted_after(const std::string& args, int s
   r.out = read_file(capture.path("out"));
   r.err = without_coroutine_stack_warning(read_file(capture.path("err")));
   return r;
+}
+
+// Runs `tpusim ARGS`, sends it `signal` `delay_ms` after `ready_file` exists, and waits for it to exit.
+inline CommandResult run_tpusim_interrupted_after(const std::string& args, int signal, const std::string& ready_file,
+                                                  int delay_ms, int timeout_ms = 300000) {
+  return run_tpusim_meanwhile(
+      args, [&] { return !ready_file.empty() && std::filesystem::exists(ready_file); },
+      [&](pid_t pid) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+        ::kill(pid, signal);
+      },
+      timeout_ms);
 }
 
 // Runs `tpusim ARGS`, sends it `signal` after `delay_ms`, and waits for it to exit.

@@ -187,3 +187,72 @@ BOOST_AUTO_TEST_CASE(a_killed_runs_staging_folder_is_removed_by_the_next_run_bes
   BOOST_TEST(!fs::exists(stale));
   BOOST_TEST(read_file(dir.path(".mine.tmp-999999998/data")) == "x");
 }
+
+namespace {
+
+// The staging folder `.NAME.tmp-PID` of a run writing `dir/NAME`, once it holds `file`.
+bool staging_holds(const TempDir& dir, const std::string& name, const std::string& file) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir.path(""), ec))
+    if (entry.path().filename().string().rfind("." + name + ".tmp-", 0) == 0 && fs::exists(entry.path() / file, ec)) return true;
+  return false;
+}
+
+const std::string kLongRun = " --hw tpu_v5e --topology 4x4 --set workload.training.steps=1";
+
+}  // namespace
+
+// What appears at -o while a run simulates (a user's files, another run's outputs) is left as it
+// is, with or without --force: the run's outputs are discarded and it says why.
+BOOST_AUTO_TEST_CASE(what_appears_at_the_output_path_during_a_run_is_left_alone) {
+  for (const std::string force : {"", " --force"}) {
+    TempDir dir;
+    const CommandResult r = run_tpusim_meanwhile(
+        "run " + quoted(source_path("workloads/examples/bert_large_128.json")) + kLongRun + force + " -o " + quoted(dir.path("out")),
+        [&] { return staging_holds(dir, "out", ".tpusim-output"); },
+        [&](pid_t) {
+          fs::create_directories(dir.path("out/sub"));
+          dir.write("out/precious.txt", "keep");
+        });
+    expect_refused(r, "something was created there while the simulation ran; it is left as it is");
+    BOOST_TEST(read_file(dir.path("out/precious.txt")) == "keep");
+    BOOST_TEST(fs::exists(dir.path("out/sub")));
+    BOOST_TEST(!staging_holds(dir, "out", ".tpusim-output"));
+  }
+}
+
+// A link to a directory names that directory; a link that leads nowhere (dangling, or a loop) is
+// refused before the run, not after it.
+BOOST_AUTO_TEST_CASE(an_output_path_that_is_a_broken_symbolic_link_is_refused_before_the_run) {
+  TempDir dir;
+  fs::create_directory_symlink(dir.path("missing"), dir.path("dangling"));
+  fs::create_symlink(dir.path("loop"), dir.path("loop"));
+  for (const std::string name : {"dangling", "loop"})
+    expect_refused(run_tpusim("run " + quoted(example_workload()) + " -o " + quoted(dir.path(name)) + " --force"),
+                   "is a symbolic link; name the directory itself");
+  fs::create_directory(dir.path("target"));
+  fs::create_directory_symlink(dir.path("target"), dir.path("link"));
+  BOOST_TEST(run_tpusim("run " + quoted(example_workload()) + " -o " + quoted(dir.path("link")) + " --trace none").exit_code == 0);
+  BOOST_TEST(fs::exists(dir.path("target/summary.json")));
+  BOOST_TEST(fs::is_symlink(dir.path("link")));
+}
+
+// A run killed while it wrote its trace leaves a staging folder that the next run beside it
+// removes (the marker lists every file a run may write from the start); SIGHUP ends a run like
+// SIGTERM, with its outputs closed as partial.
+BOOST_AUTO_TEST_CASE(a_killed_run_is_cleaned_up_and_a_hung_up_one_closes_its_outputs) {
+  TempDir dir;
+  const std::string workload = quoted(source_path("workloads/examples/bert_large_128.json"));
+  const CommandResult killed = run_tpusim_meanwhile(
+      "run " + workload + kLongRun + " -o " + quoted(dir.path("out")), [&] { return staging_holds(dir, "out", "trace.json"); },
+      [](pid_t pid) { ::kill(pid, SIGKILL); });
+  BOOST_TEST(killed.exit_code == -1);  // killed
+  BOOST_REQUIRE(staging_holds(dir, "out", "trace.json"));
+  BOOST_REQUIRE(run_tpusim("run " + quoted(example_workload()) + " -o " + quoted(dir.path("next")) + " --trace none").exit_code == 0);
+  BOOST_TEST(!staging_holds(dir, "out", ".tpusim-output"));
+  const CommandResult hung_up = run_tpusim_meanwhile(
+      "run " + workload + kLongRun + " -o " + quoted(dir.path("hup")), [&] { return staging_holds(dir, "hup", "trace.json"); },
+      [](pid_t pid) { ::kill(pid, SIGHUP); });
+  BOOST_TEST(hung_up.exit_code == 128 + SIGHUP, hung_up.err);
+  BOOST_TEST(read_file(dir.path("hup/summary.json")).find("\"status\": \"interrupted\"") != std::string::npos);
+}

@@ -452,6 +452,47 @@ BOOST_AUTO_TEST_CASE(trace_check_and_summary_take_any_json) {
   BOOST_TEST(overflow.out.find("invalid: not JSON") != std::string::npos, overflow.out);
 }
 
+// Found by the second adversarial pass: what trace-check let through, what trace-summary
+// summarised silently, and the gzip traces of --trace-gzip, which neither could read.
+BOOST_AUTO_TEST_CASE(trace_tools_read_gzip_and_name_every_broken_event) {
+  TempDir dir;
+  const std::string broken = dir.write("broken.json", R"({"traceEvents": [
+    {"name": "x", "ph": "", "pid": 1, "tid": 1, "ts": 0},
+    {"name": "y", "ph": "X", "pid": "one", "tid": null, "ts": 0, "dur": 1},
+    {"name": "z", "ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 1e308},
+    {"name": "b", "ph": "B", "pid": 1, "tid": 1, "ts": 0},
+    {"name": "e", "ph": "E", "pid": 1, "tid": 2, "ts": 1}]})");
+  const CommandResult check = run_tpusim("trace-check '" + broken + "'");
+  BOOST_TEST(check.exit_code == 1);
+  for (const std::string expected : {"event 0: \"ph\" \"\" is not an event phase of the format", "event 1: \"pid\" is not an integer",
+                                     "event 1: \"tid\" is not an integer", "event 2: \"dur\" is beyond any trace's time",
+                                     "event 4: an end (E) with no begin (B) open on its track",
+                                     "track pid 1 tid 1: 1 begin (B) event(s) never ended"})
+    BOOST_TEST(check.out.find(expected) != std::string::npos, expected << " in\n" << check.out);
+  const CommandResult summary = run_tpusim("trace-summary '" + broken + "'");
+  BOOST_TEST(summary.exit_code == 0);
+  BOOST_TEST(summary.err.find("warning: " + broken + ": 6 problem(s)") != std::string::npos, summary.err);
+  const CommandResult not_a_trace = run_tpusim("trace-summary '" + dir.write("empty.json", "{}") + "'");
+  BOOST_TEST(not_a_trace.exit_code == 2);
+  BOOST_TEST(not_a_trace.err.find("not a trace: expected a JSON array of events") != std::string::npos, not_a_trace.err);
+
+  const auto run = run_example("--trace-gzip");
+  const std::string gz = run->out() + "/trace.json.gz";
+  const CommandResult valid = run_tpusim("trace-check '" + gz + "'");
+  BOOST_TEST(valid.exit_code == 0, valid.out);
+  BOOST_TEST(valid.out.find(": valid:") != std::string::npos);
+  BOOST_TEST(run_tpusim("trace-summary '" + gz + "'").out.find("Busy time per track") != std::string::npos);
+  const std::string bytes = read_file(gz);
+  const CommandResult cut = run_tpusim("trace-check '" + dir.write("cut.json.gz", bytes.substr(0, bytes.size() / 2)) + "'");
+  BOOST_TEST(cut.exit_code == 1);
+  BOOST_TEST(cut.out.find("invalid: a corrupt gzip file") != std::string::npos, cut.out);
+  std::string flipped = bytes;
+  flipped[flipped.size() - 6] = static_cast<char>(~flipped[flipped.size() - 6]);  // the CRC: the JSON itself is whole
+  const CommandResult crc = run_tpusim("trace-summary '" + dir.write("crc.json.gz", flipped) + "'");
+  BOOST_TEST(crc.exit_code == 2);
+  BOOST_TEST(crc.err.find("a corrupt gzip file") != std::string::npos, crc.err);
+}
+
 BOOST_AUTO_TEST_CASE(trace_summary_lists_the_ops_and_tracks) {
   const auto run = run_example("--trace tiles");
   const CommandResult r = run_tpusim("trace-summary '" + run->out() + "/trace.json' --top 50");

@@ -28,6 +28,11 @@ std::string name_of(const json& e) {
   return e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : std::string();
 }
 
+// Every phase of the Trace Event Format (durations, complete, instant, counter, async, flow,
+// sample, object, metadata, memory dump, mark, clock sync, context).
+const std::set<std::string> kPhases = {"B", "E", "X", "i", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f",
+                                        "P", "N", "O", "D", "M", "V", "v", "R", "c", "(", ")"};
+
 const json& events_of(const json& trace) {
   static const json kEmpty = json::array();
   if (trace.is_array()) return trace;
@@ -52,6 +57,7 @@ TraceCheck check_trace(const json& trace) {
   std::map<Track, std::vector<std::pair<std::int64_t, std::int64_t>>> slices;
   std::map<std::pair<Track, std::string>, std::int64_t> counter_last;
   std::map<std::string, int> flows;  // id -> starts minus finishes
+  std::map<Track, std::size_t> open_begins;  // B events not yet ended, per track
   for (std::size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     ++r.events;
@@ -63,8 +69,12 @@ TraceCheck check_trace(const json& trace) {
     for (const char* key : {"name", "ph", "pid", "tid"})
       if (!e.contains(key)) problem(fmt::format("{}: missing \"{}\"", at, key));
     if (e.contains("name") && !e["name"].is_string()) problem(at + ": \"name\" is not a string");
-    if (!e.contains("ph") || !e["ph"].is_string() || !e.contains("pid") || !e.contains("tid") || !e["pid"].is_number_integer() ||
-        !e["tid"].is_number_integer())
+    for (const char* key : {"pid", "tid"})
+      if (e.contains(key) && !e[key].is_number_integer()) problem(fmt::format("{}: \"{}\" is not an integer", at, key));
+    if (e.contains("ph") && (!e["ph"].is_string() || !kPhases.count(e["ph"].get<std::string>())))
+      problem(fmt::format("{}: \"ph\" {} is not an event phase of the format", at, e["ph"].dump()));
+    if (!e.contains("ph") || !e["ph"].is_string() || !kPhases.count(e["ph"].get<std::string>()) || !e.contains("pid") ||
+        !e.contains("tid") || !e["pid"].is_number_integer() || !e["tid"].is_number_integer())
       continue;
     const std::string ph = e["ph"];
     const Track track{e["pid"].get<std::int64_t>(), e["tid"].get<std::int64_t>()};
@@ -83,8 +93,12 @@ TraceCheck check_trace(const json& trace) {
       else if (name == "process_name" && e["args"].contains("name")) named_processes.insert(track.first);
       else if (name == "thread_name" && e["args"].contains("name")) named_tracks.insert(track);
     } else if (ph == "X") {
-      if (!(e.contains("dur") && time_in_range(e["dur"])) || e["dur"].get<double>() < 0) {
+      if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
         problem(at + ": a complete event needs a non-negative \"dur\"");
+        continue;
+      }
+      if (!time_in_range(e["dur"])) {
+        problem(at + ": \"dur\" is beyond any trace's time");
         continue;
       }
       ++r.slices;
@@ -96,6 +110,11 @@ TraceCheck check_trace(const json& trace) {
       if (it != counter_last.end() && t < it->second)
         problem(fmt::format("{}: counter \"{}\" goes back in time", at, key.second));
       counter_last[key] = t;
+    } else if (ph == "B") {
+      ++open_begins[track];
+    } else if (ph == "E") {
+      if (open_begins[track] == 0) problem(fmt::format("{}: an end (E) with no begin (B) open on its track", at));
+      else --open_begins[track];
     } else if (ph == "s" || ph == "f" || ph == "t") {
       const std::string id = e.contains("id") ? e["id"].dump() : "";
       if (id.empty()) problem(at + ": a flow event needs an \"id\"");
@@ -103,6 +122,8 @@ TraceCheck check_trace(const json& trace) {
       else if (ph == "f") --flows[id];
     }
   }
+  for (const auto& [track, open] : open_begins)
+    if (open > 0) problem(fmt::format("track pid {} tid {}: {} begin (B) event(s) never ended", track.first, track.second, open));
   for (const auto& [id, open] : flows)
     if (open != 0) problem(fmt::format("flow {} has {} unmatched {}", id, std::abs(open), open > 0 ? "start(s)" : "finish(es)"));
   std::set<std::int64_t> pids;
@@ -156,7 +177,8 @@ std::string summarize_trace(const json& trace, std::size_t top) {
         e["args"]["name"].is_string()) {
       if (name == "process_name") process_names[track.first] = e["args"]["name"].get<std::string>();
       if (name == "thread_name") track_names[track] = e["args"]["name"].get<std::string>();
-    } else if (ph == "X" && e.contains("dur") && time_in_range(e["dur"]) && e.contains("ts") && time_in_range(e["ts"])) {
+    } else if (ph == "X" && e.contains("dur") && time_in_range(e["dur"]) && e["dur"].get<double>() >= 0 && e.contains("ts") &&
+               time_in_range(e["ts"])) {
       const double d = e["dur"].get<double>(), ts = e["ts"].get<double>();
       Total& t = by_name[name.empty() ? "?" : name];
       t.us += d;

@@ -183,9 +183,10 @@ ModelGraph analyze_model(const Workload& w) {
       if (in[0] % s.kernel || in[1] % s.kernel) fail(i, "kernel", fmt::format("{}x{} patches do not tile a {} image", s.kernel, s.kernel, shape_string(in)));
       const std::uint64_t patches = (in[0] / s.kernel) * (in[1] / s.kernel);
       const std::uint64_t tokens = patches + (s.class_token ? 1 : 0);
+      if (s.positions && s.positions < tokens) fail(i, "positions", fmt::format("{} positions for {} tokens", s.positions, tokens));
       node.out = {tokens, s.dim};
       const std::uint64_t weights = checked_mul(s.kernel * s.kernel * in[2], s.dim, i);
-      node.params = node.trainable = weights + s.dim + (s.class_token ? s.dim : 0) + (s.positions ? tokens * s.dim : 0);
+      node.params = node.trainable = weights + s.dim + (s.class_token ? s.dim : 0) + checked_mul(s.positions, s.dim, i);
       node.forward_flops = 2.0 * static_cast<double>(patches) * static_cast<double>(weights);
     } else if (t == "attention") {
       need_rank(2, "a [tokens, features]");
