@@ -13,10 +13,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   nlohmann::json trace;
   try {
     trace = tpusim::parse_bounded(std::string(reinterpret_cast<const char*>(data), size), "trace.json");
-  } catch (const nlohmann::json::exception&) {  // syntax, or a number beyond a double
+  } catch (const nlohmann::json::exception&) {  // syntax
     return 0;
-  } catch (const tpusim::JsonTooDeep&) {  // the command line's verdict: invalid
-    return 0;
+  } catch (const tpusim::InputError&) {  // too deep, a repeated key, a number beyond a double: the
+    return 0;                              // command line's verdict is "invalid", exit 2
   }
   tpusim::check_trace(trace);
   tpusim::summarize_trace(trace, 10);

@@ -12,7 +12,17 @@ cmake --build build-fuzz -j"$(nproc)" >&2
 for target in fuzz_workload fuzz_hardware fuzz_trace_check; do
   scratch=$(mktemp -d)
   echo "fuzz: $target ${limit[*]}" >&2
+  log="$scratch.log"
+  status=0
   (cd build-fuzz && "fuzz/$target" "${limit[@]}" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
-      "$scratch" "../fuzz/corpus/$target" 2>&1 | grep -E "^(Done|stat::number_of_executed_units|==[0-9]+==|SUMMARY|artifact)" >&2)
+      "$scratch" "../fuzz/corpus/$target") >"$log" 2>&1 || status=$?
   rm -rf "$scratch"
+  if [ "$status" -ne 0 ]; then
+    # The whole report: the cause (an escaping exception's what(), a sanitizer's stack) is above the summary.
+    grep -v -E "^#[0-9]+\s" "$log" | tail -n 60 >&2
+    rm -f "$log"
+    exit "$status"
+  fi
+  grep -E "^(Done|stat::number_of_executed_units)" "$log" >&2
+  rm -f "$log"
 done
