@@ -2,12 +2,13 @@
 # Installs what tpusim needs from Debian's packages (only what is missing), then configures and
 # builds it into build/. Safe to run again: a second run only rebuilds what changed.
 #   ./setup.sh           what building and running needs
-#   ./setup.sh --tests   also Chromium, in which a test renders the HTML report
+#   ./setup.sh --tests   also Chromium, in which a test renders the HTML report, and Python for
+#                        the validation test (bench/validate.py --check)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 packages=(g++ cmake make pkg-config libsystemc-dev libfmt-dev nlohmann-json3-dev libboost-test-dev libcli11-dev zlib1g-dev)
-if [ "${1:-}" = "--tests" ]; then packages+=(chromium gzip); fi
+if [ "${1:-}" = "--tests" ]; then packages+=(chromium gzip python3); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -223,17 +223,27 @@ Picos CollectiveUnit::hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, cons
                                  std::uint32_t step, Picos at) {
   if (bytes == 0) return std::max(at, now_ps());
   counts_.hbm_bytes += bytes;
-  // Above the cores' regions, which start at the bottom of HBM.
-  const std::uint64_t region = hw_.hbm.capacity_bytes / 8;
-  Request& r = request_.reset();
-  r.set_access(cmd, hw_.hbm.capacity_bytes - region + next_address_ % region, bytes);
+  // The buffers are every core's, so where each core has its own HBM the access is shared out
+  // between them, each share at the top of that core's slice (the cores' data starts at the bottom).
+  const std::uint32_t shares = hw_.chip.hbm_per_core ? hw_.chip.cores : 1;
+  const std::uint64_t slice = hw_.hbm.capacity_bytes / shares;
+  const std::uint64_t region = slice / 8;
+  const std::uint64_t offset = next_address_ % region;
   next_address_ += round_up<std::uint64_t>(bytes, 4096);
-  r.job().bytes = bytes;
-  r.job().label = label;
-  r.job().step = step;
-  sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
-  hbm_->b_transport(r.payload(), delay);
-  return now_ps() + delay.value();
+  Picos done = std::max(at, now_ps());
+  for (std::uint32_t s = 0; s < shares; ++s) {
+    const std::uint64_t share = bytes / shares + (s + 1 == shares ? bytes % shares : 0);
+    if (share == 0) continue;
+    Request& r = request_.reset();
+    r.set_access(cmd, s * slice + slice - region + offset, share);
+    r.job().bytes = share;
+    r.job().label = label;
+    r.job().step = step;
+    sc_core::sc_time delay = at > now_ps() ? ps_time(at - now_ps()) : sc_core::SC_ZERO_TIME;
+    hbm_->b_transport(r.payload(), delay);
+    done = std::max<Picos>(done, now_ps() + delay.value());
+  }
+  return done;
 }
 
 Picos CollectiveUnit::vpu_add(std::uint64_t elements, Picos at, const std::string* label, std::uint32_t step) {

@@ -6,8 +6,14 @@
 
 namespace tpusim {
 
-Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t chip, EventSink* sink)
-    : sc_module(name), socket("socket"), config_(config), channel_count_(config.channels) {
+Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t partitions, std::uint32_t chip,
+         EventSink* sink)
+    : sc_module(name),
+      socket("socket"),
+      config_(config),
+      channel_count_(std::max<std::uint32_t>(1, config.channels / partitions)),
+      partition_bytes_(std::max<std::uint64_t>(1, config.capacity_bytes / partitions)),
+      partitions_(partitions) {
   const HbmStreamProfile& profile = hbm_stream_profile(config);
   read_bw_gbps_ = config.bw_gbps / config.channels * profile.read_efficiency;
   write_bw_gbps_ = config.bw_gbps / config.channels * profile.write_efficiency;
@@ -26,9 +32,10 @@ Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t ch
 }
 
 void Hbm::flush_reports() {
+  Picos busy_until = 0;
+  for (const Occupancy& p : partitions_) busy_until = std::max(busy_until, p.busy_until_ps());
   for (std::uint32_t step = 0; step < unreported_.size(); ++step)
-    if (unreported_[step].busy_ps > 0) reporter_.add_totals(step, unreported_[step].busy_ps, unreported_[step].bytes,
-                                                                channels_.busy_until_ps());
+    if (unreported_[step].busy_ps > 0) reporter_.add_totals(step, unreported_[step].busy_ps, unreported_[step].bytes, busy_until);
   unreported_.clear();
 }
 
@@ -59,12 +66,14 @@ void Hbm::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay
       memo_bw_gbps_ = bw_gbps;
       memo_ps_ = transfer_ps(channel_bytes, bw_gbps);
     }
-    whole = channels_.reserve(now, earliest, memo_ps_);
+    const std::size_t partition = std::min<std::size_t>(payload.get_address() / partition_bytes_, partitions_.size() - 1);
+    whole = partitions_[partition].reserve(now, earliest, memo_ps_);
   }
   (payload.is_read() ? bytes_read_ : bytes_written_) += length;
   job.served = whole;
   if (length > 0 && whole.end > whole.start) {
-    const Picos busy_ps = std::max<Picos>(1, whole.end - whole.start);
+    // The unit is the whole HBM: a partition's booking keeps its share of the channels busy.
+    const Picos busy_ps = std::max<Picos>(1, (whole.end - whole.start) / partitions_.size());
     if (itemize_) {
       reporter_.busy(whole, job, length, 0, busy_ps);
     } else {

@@ -7,6 +7,9 @@
 // first-access time to the on-chip path latency. `tpusim membench` runs the burst-group model
 // itself.
 //
+// Where each core has its own share of the channels (HbmConfig via `partitions`), an address
+// belongs to the partition whose slice of the capacity holds it, and spreads over its channels.
+//
 // Every transfer is taken to spread evenly over the channels, so the channels' bookings are
 // identical and one Occupancy stands for all of them. Transfers smaller than one stripe over
 // the channels really touch fewer channels for longer; they are about 1% of the transfers and
@@ -28,7 +31,9 @@ class Hbm : public sc_core::sc_module, public BlockingTarget {
  public:
   tlm::tlm_target_socket<32, tlm::tlm_base_protocol_types, 0> socket;  // any number of initiators
 
-  Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t chip, EventSink* sink);
+  // `partitions`: independent equal shares of the channels, each serving one slice of the
+  // addresses (1: every access spreads over every channel).
+  Hbm(sc_core::sc_module_name name, const HbmConfig& config, std::uint32_t partitions, std::uint32_t chip, EventSink* sink);
 
   std::uint64_t bytes_read() const { return bytes_read_; }
   std::uint64_t bytes_written() const { return bytes_written_; }
@@ -51,11 +56,12 @@ class Hbm : public sc_core::sc_module, public BlockingTarget {
     std::uint64_t bytes = 0;
   };
   std::vector<StepSums> unreported_;  // by step
-  std::uint32_t channel_count_;
+  std::uint32_t channel_count_;  // per partition
+  std::uint64_t partition_bytes_;
   double read_bw_gbps_;   // per channel, sustained
   double write_bw_gbps_;
   Picos latency_ps_;
-  Occupancy channels_;  // every channel's bookings, identical
+  std::vector<Occupancy> partitions_;  // per partition: every channel's bookings, identical
   std::uint64_t memo_bytes_ = 0;  // the last conversion of a channel's share to time
   double memo_bw_gbps_ = 0;
   Picos memo_ps_ = 0;

@@ -97,11 +97,17 @@ struct HostConfig {
   std::uint32_t chips_per_host = 4;
   double pcie_bw_gbps = 16;  // per chip, host to chip
   double pcie_latency_ns = 2000;
+  // A framework's call of one compiled program, as its timer sees it: dispatch from the host, the
+  // program's start on the device and the completion's return, beyond the device's own time.
+  double launch_overhead_us = 0;
 };
 
 struct ChipConfig {
   std::uint32_t cores = 2;
   bool megacore = false;  // the chip's cores form one replica (v4, v5p)
+  // Each core has its own share of the HBM channels (v2, v3: each core is a device with its own
+  // HBM slice); otherwise every core's accesses spread over all of them.
+  bool hbm_per_core = false;
   double documented_peak_bf16_tflops = 0;
   std::uint32_t max_chips = 4096;
 };

@@ -7,7 +7,7 @@ namespace tpusim {
 Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
            const Program& program, Host& host, EventSink* sink)
     : sc_module(name),
-      hbm("hbm", hw.hbm_of(index), index, sink),
+      hbm("hbm", hw.hbm_of(index), hw.chip.hbm_per_core ? hw.chip.cores : 1, index, sink),
       router("router", index, torus, torus.outgoing_links(index)),
       cores("core"),
       collective("collective", index, hw, torus, host.wakes, host.slot(index), sink),

@@ -10,6 +10,7 @@
 #include "sim/invariants.hpp"
 #include "sim/resources.hpp"
 #include "sim/simulate.hpp"
+#include "sim/single_op.hpp"
 #include "sim/stats.hpp"
 
 namespace tpusim {
@@ -36,6 +37,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   HwConfig hw = hw_in;
   hw.chip.cores = 1;  // one rank per chip: the chip-level collective alone
   hw.chip.megacore = false;
+  hw.chip.hbm_per_core = false;  // the one rank's buffers use the whole HBM
   const Torus torus = Torus::of(hw);
   for (std::uint8_t a = 0; a < 3; ++a)
     if ((request.named_axes || spec.group_axes != 0x7) && (spec.group_axes >> a & 1u) && a >= torus.axes())
@@ -80,7 +82,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   out["concurrent"] = request.concurrent;
   out["group_size"] = p;
   out["groups"] = torus.chip_count() / p;
-  out["time_s"] = time_s;
+  add_times(out, hw, time_s);
   const double alpha_beta = collective_closed_form_s(torus, schedule, hw, spec);
   out["alpha_beta_s"] = alpha_beta;
   const double algbw = static_cast<double>(spec.bytes) / time_s / 1e9;
@@ -128,8 +130,7 @@ std::string format_collective(const ojson& c) {
                               c["group_size"].get<std::uint32_t>(), c["hw"].get<std::string>(),
                               c["topology"].get<std::string>(), c["wraparound"].get<std::string>(),
                               c["algorithm"].get<std::string>());
-  t += fmt::format("  time           {:.3f} us (alpha-beta closed form {:.3f} us)\n", c["time_s"].get<double>() * 1e6,
-                   c["alpha_beta_s"].get<double>() * 1e6);
+  t += format_times(c, fmt::format(" (alpha-beta closed form {:.3f} us)", c["alpha_beta_s"].get<double>() * 1e6));
   t += fmt::format("  bandwidth      algbw {:.2f} GB/s, busbw {:.2f} GB/s\n", c["algbw_gbps"].get<double>(),
                    c["busbw_gbps"].get<double>());
   t += fmt::format("  ICI links      {} used, busy {:.1f}% at most, {:.1f}% on average; {} bytes moved\n",

@@ -329,6 +329,7 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   hw.name = get<std::string>(d, "name");
   hw.chip.cores = get<std::uint32_t>(d, "chip.cores");
   hw.chip.megacore = get<bool>(d, "chip.megacore");
+  hw.chip.hbm_per_core = get<bool>(d, "chip.hbm_per_core");
   hw.chip.documented_peak_bf16_tflops = get<double>(d, "chip.documented_peak_bf16_tflops");
   hw.chip.max_chips = get<std::uint32_t>(d, "chip.max_chips");
   for (std::size_t i = 0; i < d.at("slow_chips").size(); ++i) {
@@ -402,6 +403,7 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   hw.host.chips_per_host = get<std::uint32_t>(d, "host.chips_per_host");
   hw.host.pcie_bw_gbps = get<double>(d, "host.pcie_bw_gbps");
   hw.host.pcie_latency_ns = get<double>(d, "host.pcie_latency_ns");
+  hw.host.launch_overhead_us = get<double>(d, "host.launch_overhead_us");
 
   const std::string topology = get<std::string>(d, "slice.topology");
   try {

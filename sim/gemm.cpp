@@ -5,13 +5,10 @@
 #include <fmt/format.h>
 
 #include "hw/matmul_tiling.hpp"
-#include "hw/system.hpp"
 #include "hw/systolic_timing.hpp"
+#include "hw/tensor_core.hpp"
 #include "sim/errors.hpp"
-#include "sim/invariants.hpp"
-#include "sim/resources.hpp"
-#include "sim/simulate.hpp"
-#include "sim/stats.hpp"
+#include "sim/single_op.hpp"
 #include "workloads/model.hpp"
 
 namespace tpusim {
@@ -36,12 +33,7 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   const double rate = rows_per_cycle(hw_in.core.mxu, r.dtype);
   if (rate <= 0) throw InputError(fmt::format("gemm --dtype {}: the MXU of {} has no {} path", dtype_name(r.dtype), hw_in.name, dtype_name(r.dtype)));
 
-  if (r.cores < 1 || r.cores > hw_in.chip.cores)
-    throw InputError(fmt::format("gemm --cores {}: {} chips have 1 to {} TensorCores", r.cores, hw_in.name, hw_in.chip.cores));
-  HwConfig hw = hw_in;
-  hw.chip.cores = r.cores;
-  hw.chip.megacore = false;
-  hw.slice_dims = {1};
+  const HwConfig hw = cores_alone(hw_in, r.cores, "gemm");
   const MxuConfig& mxu = hw.core.mxu;
   const double useful_flops = 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
   const double core_peak = 2.0 * mxu.per_core * mxu.rows * mxu.cols * rate * hw.core.freq_mhz * 1e6;
@@ -58,6 +50,7 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   out["mxus"] = mxu.per_core;
   out["freq_mhz"] = hw.core.freq_mhz;
   out["cores"] = r.cores;
+  out["hbm_per_core"] = hw.chip.hbm_per_core;
   if (r.block_m > 0) out["block"] = fmt::format("{}x{}x{}", r.block_m, r.block_k, r.block_n);
 
   // The analytic modes report the same keys as a simulation, from a cycle count alone.
@@ -65,7 +58,7 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
     const double time_s = ps_to_s(clock.cycles_to_ps(cycles));
     out["mode"] = mode;
     out["cycles"] = cycles;
-    out["time_s"] = time_s;
+    add_times(out, hw, time_s);
     out["flops_per_s"] = useful_flops / time_s;
     out["mxu_utilization"] = useful_flops * r.passes / (time_s * core_peak);
     out["hbm_bytes"] = 0;
@@ -86,8 +79,6 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
     return analytic(cycles, "compute-only");
   }
 
-  Program program;
-  program.steps = 1;
   Op op;
   op.kind = OpKind::Matmul;
   op.phase = Phase::Forward;
@@ -102,7 +93,6 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   op.matmul.block_m = r.block_m;
   op.matmul.block_k = r.block_k;
   op.matmul.block_n = r.block_n;
-  program.ops.push_back(op);
 
   // A forced block that cannot fit vector memory is the request's mistake, found before anything runs.
   try {
@@ -110,46 +100,19 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   } catch (const std::runtime_error& e) {
     throw InputError(fmt::format("gemm{}: {}", r.block_m > 0 ? " --block" : "", e.what()));
   }
-  const Torus torus = Torus::of(hw);
-  const SimulatedSlice one_chip = plan_simulated_slice(torus, hw, program, false);
-  check_memory(estimate_memory(hw, program, 0, one_chip), r.max_memory_bytes, "simulating the matmul");
-  Recorder recorder(1, nullptr);
-  System& system = elaborate(hw, program, InfeedSpec{}, &recorder, one_chip);
-  simulate(system, "gemm");
-  check_invariants({&system, &program, &hw, &recorder, system.step_end_ps()[0]});
-
-  Picos op_ps = 0, mxu_busy_ps = 0, hbm_busy_ps = 0;
-  std::uint64_t hbm_bytes = 0, hbm_channels = 0;
-  for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
-    const UnitInfo& info = recorder.units()[u];
-    const StepTotals& t = recorder.totals(u, 0);
-    // With several cores the slowest one's matmul is the time.
-    const std::string suffix = ".ops.matmul";
-    if (info.path.size() > suffix.size() && info.path.compare(info.path.size() - suffix.size(), suffix.size(), suffix) == 0)
-      op_ps = std::max(op_ps, t.busy_ps);
-    if (info.kind == UnitKind::Mxu) mxu_busy_ps = std::max(mxu_busy_ps, t.busy_ps);
-    if (info.kind == UnitKind::Hbm) {
-      hbm_busy_ps += t.busy_ps;
-      hbm_bytes += t.bytes;
-      ++hbm_channels;
-    }
-  }
-  const double time_s = ps_to_s(op_ps);
-  const double mxu_busy = static_cast<double>(mxu_busy_ps) / static_cast<double>(op_ps);
-  const double hbm_busy = static_cast<double>(hbm_busy_ps) / static_cast<double>(hbm_channels) / static_cast<double>(op_ps);
+  const SingleOpTiming t = simulate_single_op(hw, op, r.max_memory_bytes, "simulating the matmul");
+  const double time_s = ps_to_s(t.op_ps);
   out["mode"] = "simulated";
-  out["cycles"] = clock.ps_to_cycles(op_ps);
-  out["time_s"] = time_s;
+  out["cycles"] = clock.ps_to_cycles(t.op_ps);
+  add_times(out, hw, time_s);
   out["flops_per_s"] = useful_flops / time_s;
   out["mxu_utilization"] = useful_flops * r.passes / (time_s * core_peak);
-  out["hbm_bytes"] = hbm_bytes;
-  out["hbm_bw_gbps"] = static_cast<double>(hbm_bytes) / time_s / 1e9;
-  out["mxu_busy_fraction"] = mxu_busy;
-  out["hbm_busy_fraction"] = hbm_busy;
-  // Whichever resource was busier bounds the matmul; when neither was busy half the time, fixed
-  // costs (DMA issue, HBM latency, pipeline fill and drain) did.
-  out["bound"] = std::max(mxu_busy, hbm_busy) < 0.5 ? "latency" : mxu_busy >= hbm_busy ? "compute" : "memory";
-  out["arithmetic_intensity_flops_per_byte"] = useful_flops / static_cast<double>(std::max<std::uint64_t>(hbm_bytes, 1));
+  out["hbm_bytes"] = t.hbm_bytes;
+  out["hbm_bw_gbps"] = static_cast<double>(t.hbm_bytes) / time_s / 1e9;
+  out["mxu_busy_fraction"] = t.mxu_busy_fraction;
+  out["hbm_busy_fraction"] = t.hbm_busy_fraction;
+  out["bound"] = bound_of(t.mxu_busy_fraction, t.hbm_busy_fraction);
+  out["arithmetic_intensity_flops_per_byte"] = useful_flops / static_cast<double>(std::max<std::uint64_t>(t.hbm_bytes, 1));
   return out;
 }
 
@@ -160,10 +123,10 @@ std::string format_gemm(const ojson& g) {
                               g["dtype"].get<std::string>(),
                               g["passes"].get<std::uint32_t>() > 1 ? fmt::format(", {} passes", g["passes"].get<std::uint32_t>()) : "",
                               cores == 1 ? std::string("one") : std::to_string(cores), g["hw"].get<std::string>(),
-                              cores == 1 ? "" : "s sharing its HBM", g["array"].get<std::string>(),
+                              cores_text(g), g["array"].get<std::string>(),
                               g["mxus"].get<std::uint32_t>(), g["freq_mhz"].get<double>(), g["mode"].get<std::string>());
   t += fmt::format("  cycles         {}\n", g["cycles"].get<std::uint64_t>());
-  t += fmt::format("  time           {:.3f} us\n", g["time_s"].get<double>() * 1e6);
+  t += format_times(g);
   t += fmt::format("  achieved       {:.2f} TFLOP/s, MXU utilization {:.1f}%\n", g["flops_per_s"].get<double>() / 1e12,
                    100 * g["mxu_utilization"].get<double>());
   if (g["mode"] == "simulated")

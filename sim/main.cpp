@@ -19,6 +19,7 @@
 #include "sim/collective_cmd.hpp"
 #include "sim/errors.hpp"
 #include "sim/gemm.hpp"
+#include "sim/op_cmd.hpp"
 #include "sim/membench.hpp"
 #include "sim/interrupt.hpp"
 #include "sim/json_input.hpp"
@@ -121,6 +122,20 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> parse_chip_list(const std::
   return ranges;
 }
 
+// "--shape": dimensions separated by commas or x ("8192,4096", "8192x4096").
+std::vector<std::uint64_t> parse_shape(std::string text) {
+  const auto bad = InputError(fmt::format("op --shape {}: expected dimensions such as 8192,4096", text));
+  std::replace(text.begin(), text.end(), 'x', ',');
+  if (text.empty() || text.back() == ',') throw bad;  // getline would not yield a trailing empty item
+  std::vector<std::uint64_t> shape;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (item.empty() || item.size() > 12 || item.find_first_not_of("0123456789") != std::string::npos) throw bad;
+    shape.push_back(std::stoull(item));
+  }
+  return shape;
+}
+
 // An error is one line on stderr, whatever the input it quotes holds (a --topology ending in a
 // newline made two): control characters are shown escaped. A simulation error's own list of
 // findings ("\n  ...") keeps its lines.
@@ -204,6 +219,22 @@ int cli_main(int argc, char** argv) {
   gemm_cmd->add_flag("--compute-only", gemm.compute_only, "tpusim's MXU timing alone: no memory system, one block");
   gemm_cmd->add_flag("--json", gemm_json, "Print one JSON object");
   gemm_cmd->add_option("--max-memory", gemm_max_memory, max_memory_help);
+
+  ConfigRequest op_request;
+  VectorOpRequest vector_op;
+  std::string op_shape, op_dtype = "bf16", op_max_memory;
+  bool op_json = false;
+  auto* op_cmd = app.add_subcommand("op", "One TensorCore runs one vector op (elementwise, activation, softmax, normalization) on a tensor in HBM");
+  op_cmd->add_option("KIND", vector_op.kind, "The op")->required()->check(CLI::IsMember(vector_op_kinds()));
+  op_cmd->add_option("--shape", op_shape, "The input tensor's dimensions, e.g. 8192,4096 (each input's, for add and mul)")->required();
+  op_cmd->add_option("--dtype", op_dtype, "Element type in HBM (the vector unit computes in fp32)")
+      ->check(CLI::IsMember({"bf16", "fp32"}))->capture_default_str();
+  op_cmd->add_option("--hw", op_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  op_cmd->add_option("--set", op_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+  op_cmd->add_option("--cores", vector_op.cores, "TensorCores of the chip running the same op at once, sharing its HBM")->check(whole_number_of(""))
+      ->capture_default_str();
+  op_cmd->add_flag("--json", op_json, "Print one JSON object");
+  op_cmd->add_option("--max-memory", op_max_memory, max_memory_help);
 
   ConfigRequest mem_request;
   MembenchRequest mem;
@@ -436,6 +467,15 @@ int cli_main(int argc, char** argv) {
       if (!gemm_max_memory.empty()) gemm.max_memory_bytes = parse_memory_size(gemm_max_memory, "--max-memory");
       const auto result = run_gemm(config.hw, gemm);
       std::cout << (gemm_json ? result.dump(2) + "\n" : format_gemm(result));
+      return 0;
+    }
+    if (*op_cmd) {
+      vector_op.shape = parse_shape(op_shape);
+      const Config config = load_config(op_request);
+      vector_op.dtype = op_dtype == "fp32" ? DType::F32 : DType::BF16;
+      if (!op_max_memory.empty()) vector_op.max_memory_bytes = parse_memory_size(op_max_memory, "--max-memory");
+      const auto result = run_vector_op(config.hw, vector_op);
+      std::cout << (op_json ? result.dump(2) + "\n" : format_vector_op(result));
       return 0;
     }
     if (*dump) {

@@ -89,3 +89,56 @@ BOOST_AUTO_TEST_CASE(two_cores_of_a_chip_contend_for_its_hbm) {
   BOOST_TEST(square_two["time_s"].get<double>() < 1.05 * square_one["time_s"].get<double>());
   BOOST_TEST(run_tpusim("gemm 64 64 64 --hw tpu_v5e --cores 2").exit_code == 2);  // v5e has one core
 }
+
+BOOST_AUTO_TEST_CASE(each_v3_core_has_its_own_half_of_the_hbm) {
+  // On v2 and v3 each TensorCore is a device with its own HBM slice: a memory-bound op on one
+  // core gets half the chip's bandwidth, and the other core running the same op costs nothing.
+  const auto op = [](const std::string& args) {
+    const CommandResult r = run_tpusim("op add --shape 8192,4096 --hw tpu_v3 --json " + args);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return json::parse(r.out);
+  };
+  const json one = op("");
+  const json two = op("--cores 2");
+  const json shared = op("--set hw.chip.hbm_per_core=false");
+  BOOST_TEST(one["bound"] == "memory");
+  BOOST_TEST(two["time_s"].get<double>() == one["time_s"].get<double>());
+  BOOST_TEST(one["time_s"].get<double>() > 1.9 * shared["time_s"].get<double>());
+  BOOST_TEST(one["hbm_bw_gbps"].get<double>() < 450);  // the core's share of the 900 GB/s
+  BOOST_TEST(op("--set hw.chip.hbm_per_core=false --cores 2")["time_s"].get<double>() > 1.9 * shared["time_s"].get<double>());
+}
+
+BOOST_AUTO_TEST_CASE(a_framework_timer_sees_the_launch_too) {
+  const json g = gemm("1024 1024 1024 --hw tpu_v5e --set hw.host.launch_overhead_us=80");
+  BOOST_TEST(g["launch_overhead_s"].get<double>() == 80e-6, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(g["framework_time_s"].get<double>() == g["time_s"].get<double>() + 80e-6, boost::test_tools::tolerance(1e-12));
+  const json none = gemm("1024 1024 1024 --hw tpu_v5e --set hw.host.launch_overhead_us=0");
+  BOOST_TEST(none["framework_time_s"].get<double>() == none["time_s"].get<double>());
+  BOOST_TEST(none["time_s"].get<double>() == g["time_s"].get<double>());  // the device does not see it
+}
+
+BOOST_AUTO_TEST_CASE(one_vector_op_is_charged_as_a_training_step_charges_it) {
+  const auto op = [](const std::string& args) {
+    const CommandResult r = run_tpusim("op " + args + " --json");
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return json::parse(r.out);
+  };
+  // A large bf16 softmax reads and writes its tensor once and streams at HBM's rate.
+  const json softmax = op("softmax --shape 8192,4096 --hw tpu_v5e");
+  BOOST_TEST(softmax["hbm_bytes"].get<std::uint64_t>() == 2ull * 8192 * 4096 * 2);
+  BOOST_TEST(softmax["bound"] == "memory");
+  BOOST_TEST(softmax["hbm_bw_gbps"].get<double>() > 0.8 * 819);
+  // An add reads two inputs; fp32 doubles the bytes and (memory-bound) about the time.
+  const json add = op("add --shape 8192x4096 --hw tpu_v5e");
+  BOOST_TEST(add["hbm_bytes"].get<std::uint64_t>() == 3ull * 8192 * 4096 * 2);
+  const json add32 = op("add --shape 8192x4096 --hw tpu_v5e --dtype fp32");
+  BOOST_TEST(add32["time_s"].get<double>() > 1.8 * add["time_s"].get<double>());
+  // More vector work per element on the same bytes can only take longer.
+  const json gelu = op("gelu --shape 8192,4096 --hw tpu_v5e");
+  const json relu = op("relu --shape 8192,4096 --hw tpu_v5e");
+  BOOST_TEST(gelu["time_s"].get<double>() >= relu["time_s"].get<double>());
+  BOOST_TEST(gelu["framework_time_s"].get<double>() == gelu["time_s"].get<double>() + gelu["launch_overhead_s"].get<double>());
+  for (const char* bad : {"op softmax --shape 0,4", "op softmax --shape 4,", "op softmax --shape a", "op sofmax --shape 4",
+                          "op add --shape 4 --cores 2 --hw tpu_v5e", "op add --shape 99999999,99999999"})
+    BOOST_TEST(run_tpusim(bad).exit_code == 2, bad);
+}

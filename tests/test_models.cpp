@@ -41,7 +41,11 @@ BOOST_AUTO_TEST_CASE(parameter_counts_match_the_published_models) {
   const std::map<std::string, std::pair<std::uint64_t, double>> expected = {
       {"resnet50", {25636712, 25.6e6}},         {"bert_base_128", {109482240 + 1538, 110e6}},
       {"bert_large_512", {335141888 + 2050, 340e6}}, {"vit_b16", {86567656, 86e6}},
-      {"gpt2_small", {124439808, 124e6}},       {"gpt2_medium", {354823168, 355e6}}};
+      {"gpt2_small", {124439808, 124e6}},       {"gpt2_medium", {354823168, 355e6}},
+      // torchvision's ResNet-50 (v1.5, no convolution bias): 25,557,032; plus the 1001st class
+      // (2,049), the space-to-depth conv1's larger kernel (2,880) and the batch norms' moving
+      // statistics (53,120), which the Keras count above includes too.
+      {"resnet50_mlperf", {25557032 + 2049 + 2880 + 53120, 25.6e6}}};
   for (const auto& [name, counts] : expected) {
     BOOST_TEST_CONTEXT(name) {
       const auto params = model(name).params();
@@ -56,6 +60,7 @@ BOOST_AUTO_TEST_CASE(forward_flops_match_the_published_figures) {
   // ResNet-50 v1: 3.8 G multiply-adds per 224x224 image (He et al. 2015, table 1); the 4.1 G
   // often quoted is v1.5, with the stride on the 3x3 convolution.
   BOOST_TEST(model("resnet50").forward_flops_per_sample() / 2 == 3.8e9, boost::test_tools::tolerance(0.02));
+  BOOST_TEST(model("resnet50_mlperf").forward_flops_per_sample() / 2 == 4.1e9, boost::test_tools::tolerance(0.02));
   // GPT-2 small at 1024 tokens: 2 x tokens x (12 layers x (4 d^2 + 8 d^2) + d x vocab for the
   // head) for the matmuls, plus 12 layers x 4 x tokens^2 x d for QK^T and AV.
   const double d = 768, t = 1024;

@@ -103,7 +103,7 @@ class StepEmitter {
                     0, 1, c.fwd_lhs_fraction);
     }
     if (t == "batch_norm" || t == "layer_norm")  // statistics then normalization: two reads
-      return vector(base + "/" + t, Phase::Forward, e_in, 8, 2 * e_in * act_bytes_, e_out * act_bytes_, deps);
+      return vector(base + "/" + t, Phase::Forward, e_in, kNormVpuOps, 2 * e_in * act_bytes_, e_out * act_bytes_, deps);
     if (t == "activation") return vector(base + "/" + s.activation, Phase::Forward, e_in, activation_vpu_ops(s.activation),
                                          e_in * act_bytes_, e_out * act_bytes_, deps);
     if (t == "dropout")
@@ -192,7 +192,7 @@ class StepEmitter {
       return r;
     };
     if (t == "batch_norm" || t == "layer_norm") {
-      const std::uint32_t op = vector(base + "/" + t, Phase::Backward, e_in, 12, 3 * e_in * act_bytes_, e_in * act_bytes_, dy);
+      const std::uint32_t op = vector(base + "/" + t, Phase::Backward, e_in, kNormGradVpuOps, 3 * e_in * act_bytes_, e_in * act_bytes_, dy);
       r.grads.push_back(op);
       return pass_through(op);
     }
@@ -273,7 +273,7 @@ class StepEmitter {
       const Node& node = *chain[i];
       const std::string& t = node.spec.type;
       if (t == "batch_norm" || t == "layer_norm") {
-        ops += 8;
+        ops += kNormVpuOps;
         // Batch statistics need the whole tensor first; row statistics (layer norm) stay in VMEM.
         if (t == "batch_norm" && !(i == 0 && stats_in_producer)) reads += e;
       } else if (t == "activation") {
@@ -300,7 +300,7 @@ class StepEmitter {
       const Node& node = *member;
       const std::string& t = node.spec.type;
       if (t == "batch_norm" || t == "layer_norm") {
-        ops += 12;
+        ops += kNormGradVpuOps;
         reads += e * act_bytes_;  // the normalized input
       } else if (t == "activation") {
         ops += activation_grad_vpu_ops(node.spec.activation);

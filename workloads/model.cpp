@@ -241,8 +241,10 @@ double loss_vpu_ops(const std::string& loss) {
 }
 
 OptimizerCost optimizer_cost(const std::string& optimizer) {
+  // LARS (You et al. 2017, MLPerf ResNet-50's optimizer at large batch): momentum with weight
+  // decay plus each layer's weight and gradient norms for its trust ratio.
   static const std::map<std::string, OptimizerCost> kCost = {
-      {"sgd", {2, 0}}, {"momentum", {4, 1}}, {"adam", {14, 2}}, {"adamw", {16, 2}}, {"lamb", {20, 2}}};
+      {"sgd", {2, 0}}, {"momentum", {4, 1}}, {"lars", {8, 1}}, {"adam", {14, 2}}, {"adamw", {16, 2}}, {"lamb", {20, 2}}};
   return kCost.at(optimizer);
 }
 

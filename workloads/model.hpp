@@ -51,6 +51,10 @@ ModelGraph analyze_model(const Workload& workload);
 
 // VPU ALU operations per element. Relative costs follow the Pallas TPU notes: add/mul/max/select
 // cost one op; exp, tanh and division are several; the exact numbers are assumptions of ours.
+// A normalization's vector work per element: statistics and normalization forward (mean,
+// variance, subtract, scale, shift), and its gradient.
+constexpr double kNormVpuOps = 8;
+constexpr double kNormGradVpuOps = 12;
 double activation_vpu_ops(const std::string& activation);
 double activation_grad_vpu_ops(const std::string& activation);
 double loss_vpu_ops(const std::string& loss);  // forward and its gradient, fused, per logit

@@ -36,6 +36,28 @@ def resnet50():
     """Keras applications ResNet50 (v1): convolutions with biases, batch norm, bottleneck blocks."""
     m = Layers()
     x = m.add("conv2d", "conv1_conv", filters=64, kernel=7, strides=2)
+    return resnet_body(m, x, v15=False)
+
+
+def resnet50_mlperf():
+    """ResNet-50 v1.5 as MLPerf Training's TPU submissions run it: the 3x3 convolution of a
+    downsampling block has the stride; no convolution bias (batch norm follows every one); 1001
+    classes; LARS; conv1 on the space-to-depth input (the host turns 224x224x3 into 112x112x12,
+    and the 7x7/2 convolution becomes a 4x4/1 one, which uses the MXU far better)."""
+    m = Layers()
+    x = m.add("conv2d", "conv1_conv", filters=64, kernel=4, strides=1, use_bias=False)
+    doc = resnet_body(m, x, v15=True)
+    doc["name"] = "resnet50_mlperf"
+    doc["description"] = ("ResNet-50 v1.5 as MLPerf Training's TPU submissions run it (no convolution bias, stride on the "
+                          "3x3 convolution, space-to-depth conv1, 1001 classes, LARS).")
+    doc["model"]["input_shape"] = [112, 112, 12]
+    doc["training"]["optimizer"] = {"name": "lars", "learning_rate": 0.1}
+    return doc
+
+
+def resnet_body(m, x, v15):
+    """Everything after conv1: bottleneck stages and the classifier."""
+    bias = {"use_bias": False} if v15 else {}
     x = m.add("batch_norm", "conv1_bn")
     x = m.add("activation", "conv1_relu", activation="relu")
     x = m.add("max_pool", "pool1_pool", pool=3, strides=2)
@@ -45,22 +67,22 @@ def resnet50():
             s = stride if block == 1 else 1
             entry = x
             if block == 1:
-                m.add("conv2d", p + "_0_conv", filters=4 * filters, kernel=1, strides=s, inputs=[entry])
+                m.add("conv2d", p + "_0_conv", filters=4 * filters, kernel=1, strides=s, inputs=[entry], **bias)
                 shortcut = m.add("batch_norm", p + "_0_bn")
             else:
                 shortcut = entry
-            m.add("conv2d", p + "_1_conv", filters=filters, kernel=1, strides=s, inputs=[entry])
+            m.add("conv2d", p + "_1_conv", filters=filters, kernel=1, strides=1 if v15 else s, inputs=[entry], **bias)
             m.add("batch_norm", p + "_1_bn")
             m.add("activation", p + "_1_relu", activation="relu")
-            m.add("conv2d", p + "_2_conv", filters=filters, kernel=3)
+            m.add("conv2d", p + "_2_conv", filters=filters, kernel=3, **({"strides": s} if v15 and s > 1 else {}), **bias)
             m.add("batch_norm", p + "_2_bn")
             m.add("activation", p + "_2_relu", activation="relu")
-            m.add("conv2d", p + "_3_conv", filters=4 * filters, kernel=1)
+            m.add("conv2d", p + "_3_conv", filters=4 * filters, kernel=1, **bias)
             y = m.add("batch_norm", p + "_3_bn")
             m.add("add", p + "_add", inputs=[y, shortcut])
             x = m.add("activation", p + "_out", activation="relu")
     m.add("global_avg_pool", "avg_pool")
-    m.add("dense", "predictions", units=1000, activation="softmax")
+    m.add("dense", "predictions", units=1001 if v15 else 1000, activation="softmax")
     return workload("resnet50",
                     "ResNet-50 v1 at 224x224 (Keras applications: 25,636,712 parameters), ImageNet classification.",
                     [224, 224, 3], "uint8", m.layers, 128, "momentum", 0.1)
@@ -138,6 +160,7 @@ def write(doc):
 
 if __name__ == "__main__":
     write(resnet50())
+    write(resnet50_mlperf())
     for size in ("base", "large"):
         for seq in (128, 512):
             write(bert(size, seq))
