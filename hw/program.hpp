@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "hw/units.hpp"
+
 namespace tpusim {
 
 enum class DType : std::uint8_t { F32, BF16, Int8, Fp8 };
@@ -108,6 +110,11 @@ struct Op {
 struct Program {
   std::vector<Op> ops;
   std::uint32_t steps = 1;
+  // The host launches the program once per `steps_per_launch` steps, one launch every `launch_ps`
+  // and ahead of the device (dispatch is asynchronous): execution e starts no earlier than
+  // (e + 1) x launch_ps.
+  std::uint32_t steps_per_launch = 1;
+  Picos launch_ps = 0;
 };
 
 }  // namespace tpusim

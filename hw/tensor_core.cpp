@@ -183,9 +183,12 @@ void TensorCore::sequencer() {
     for (int s = 0; s < 10000; ++s) names.push_back("step " + std::to_string(s));
     return names;
   }();
+  host_.wakes.set_rank(WakeQueue::rank(host_.slot(site_.chip), site_.core, WakeQueue::kSequencerRole));
   for (std::uint32_t step = 0; step < program_.steps; ++step) {
     step_ = step;
     const Picos step_start = now_ps();
+    if (program_.launch_ps > 0 && step % program_.steps_per_launch == 0)
+      host_.wakes.wait_until((step / program_.steps_per_launch + 1) * program_.launch_ps);
     std::fill(done_.begin(), done_.end(), false);
     for (const Op& op : program_.ops) {
       waiting_on_ = op.id;

@@ -32,8 +32,8 @@ class WakeQueue : public sc_core::sc_module {
   // asked); returns the one it had, for a thread that acts for another part of the cell a while.
   std::uint64_t set_rank(std::uint64_t rank);
   static constexpr std::uint64_t kUnranked = ~std::uint64_t{0};
-  // Roles within a chip (rank's last part): a core's engines, its DMA stages, the collective unit.
-  static constexpr std::uint32_t kEngineRoles = 1, kDmaStageRoles = 1000, kCollectiveRoles = 2000;
+  // Roles within a chip (rank's last part): a core's sequencer, engines, DMA stages, the collective unit.
+  static constexpr std::uint32_t kSequencerRole = 0, kEngineRoles = 1, kDmaStageRoles = 1000, kCollectiveRoles = 2000;
   // A thread's rank from its place: the host's own threads are slot 0 and core 0.
   static std::uint64_t rank(std::uint32_t chip_slot_in_host, std::uint32_t core, std::uint32_t role) {
     return (std::uint64_t{chip_slot_in_host} << 40) | (std::uint64_t{core} << 32) | role;

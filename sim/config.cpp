@@ -589,6 +589,7 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.optimizer = get<std::string>(d, "training.optimizer.name");
   w.learning_rate = get<double>(d, "training.optimizer.learning_rate");
   w.steps = get<std::uint32_t>(d, "training.steps");
+  w.steps_per_execution = get<std::uint32_t>(d, "training.steps_per_execution");
   w.all_reduce_algorithm = parse_collective_algorithm(get<std::string>(d, "training.all_reduce.algorithm"));
   w.all_reduce_chunk_bytes = get<std::uint64_t>(d, "training.all_reduce.chunk_bytes");
   w.all_reduce_bucket_bytes = get<std::uint64_t>(d, "training.all_reduce.bucket_bytes");

@@ -149,6 +149,7 @@ std::vector<ParamSpec> build() {
       wl("training.weight_update_sharding", T::Bool, "", false, "Cross-replica weight-update sharding (Xu et al. 2020): each bucket's gradients are reduce-scattered, each replica updates its 1/replicas share of the weights and holds that share of the optimizer state, and the updated weights are all-gathered"),
       wl("training.fusion", T::Bool, "", true, "Fuse chains of elementwise layers (normalization, activation, residual add, dropout) into one pass over HBM, as XLA does; false: one pass per layer, to compare"),
       wl("training.steps", T::Int, "steps", 3, "Training steps to simulate; the summary's step time is the last one's", 1, 10000),
+      wl("training.steps_per_execution", T::Int, "steps", 1, "Steps per launch of the compiled program (Keras steps_per_execution, TPUEstimator iterations_per_loop). The host launches one execution per hw.host.launch_overhead_us, ahead of the device, so a launch costs a step only when the device runs an execution faster than that", 1, 1000000),
       wl("input_pipeline.host_samples_per_s", T::Float, "samples/s", 0, "Preprocessing rate of one host; 0: never the bottleneck", 0, 1e12),
       wl("input_pipeline.prefetch_batches", T::Int, "batches", 2, "Batches the host may prepare ahead of the TPU (tf.data prefetch)", 1, 1024),
       wl("input_pipeline.bytes_per_sample", T::Int, "bytes", 0, "Bytes of one sample on the host-to-chip link; 0: input_shape x input_dtype", 0, 1e10),

@@ -160,7 +160,7 @@ BOOST_AUTO_TEST_CASE(doubling_the_per_core_batch_changes_mxu_time_as_the_systoli
   const auto base = run_example("--trace tiles");  // every MXU transaction in the trace
   const auto doubled = run_example("--trace tiles --set workload.training.global_batch=2048");
   BOOST_TEST(doubled->summary["per_core_batch"] == 256);
-  const std::uint32_t last = 3;  // the example simulates 4 steps
+  const std::uint32_t last = 7;  // the example simulates 8 steps
   const auto at_128 = traced_mxu_cycles(json::parse(read_file(base->out() + "/trace.json")), last);
   const auto at_256 = traced_mxu_cycles(json::parse(read_file(doubled->out() + "/trace.json")), last);
   BOOST_TEST(at_128 == predicted_mxu_cycles(1024));
@@ -169,6 +169,20 @@ BOOST_AUTO_TEST_CASE(doubling_the_per_core_batch_changes_mxu_time_as_the_systoli
   BOOST_TEST(at_256 > at_128);
   BOOST_TEST(at_256 < 2 * at_128);
   BOOST_TEST(doubled->summary["breakdown"]["compute_s"].get<double>() > base->summary["breakdown"]["compute_s"].get<double>());
+}
+
+BOOST_AUTO_TEST_CASE(a_step_faster_than_a_launch_waits_for_the_host_to_launch_it) {
+  // The example's device step is about 40 us. Launched once per step, one launch every 200 us,
+  // every step waits for its launch; launched once for the whole run, only the first does.
+  const std::string slow_host = "--trace none --set hw.host.launch_overhead_us=200 --set workload.input_pipeline.host_samples_per_s=0"
+                                " --set hw.host.pcie_bw_gbps=10000";
+  const auto every_step = run_example(slow_host + " --set workload.training.steps_per_execution=1");
+  const auto once = run_example(slow_host + " --set workload.training.steps_per_execution=1000");
+  BOOST_TEST(to_ns(json(every_step->summary["step_time_s"].get<double>() * 1e6)) == 200000);
+  BOOST_TEST(every_step->summary["breakdown"]["idle_s"].get<double>() > 0.7 * 200e-6);
+  BOOST_TEST(once->summary["step_time_s"].get<double>() < 60e-6);
+  BOOST_TEST(once->summary["first_step_time_s"].get<double>() > 200e-6);
+  BOOST_TEST(once->summary["first_step_time_s"].get<double>() < 200e-6 + 2 * once->summary["step_time_s"].get<double>());
 }
 
 BOOST_AUTO_TEST_CASE(adding_chips_adds_all_reduce_traffic_over_ici) {

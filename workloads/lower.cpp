@@ -434,6 +434,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
 
   Program& program = out.program;
   program.steps = w.steps;
+  program.steps_per_launch = w.steps_per_execution;
+  program.launch_ps = ns_to_ps(hw.host.launch_overhead_us * 1000);
   ProgramBuilder pb(program);
   StepEmitter em(pb, model, b, act, passes);
 

@@ -48,6 +48,7 @@ struct Workload {
   std::string optimizer = "adam";
   double learning_rate = 0.001;
   std::uint32_t steps = 3;
+  std::uint32_t steps_per_execution = 1;  // steps per launch of the compiled program (Keras)
   CollectiveAlgorithm all_reduce_algorithm = CollectiveAlgorithm::TorusAllAxes;
   std::uint64_t all_reduce_chunk_bytes = 0;
   std::uint64_t all_reduce_bucket_bytes = 32ull << 20;  // gradients of consecutive layers combined up to this
