@@ -31,14 +31,20 @@ class CycleUnit : public sc_core::sc_module, public BlockingTarget {
  private:
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override {
     UnitRequest& job = job_of(payload);
-    const std::uint64_t cycles = static_cast<Derived*>(this)->service_cycles(job);
     const Picos now = now_ps();
+    // Work of the same op that can start the moment the unit's last work ends continues its
+    // stream (the unit's bookings are in order: one engine feeds it, block after block).
+    const bool continues = job.label != nullptr && job.label == last_label_ && now + delay.value() <= last_end_ &&
+                           occupancy_.busy_until_ps() == last_end_;
+    const std::uint64_t cycles = static_cast<Derived*>(this)->service_cycles(job, continues);
     // Blocks of one matmul repeat one cycle count: convert once (cycles_to_ps rounds in long double).
     if (cycles != memo_cycles_) {
       memo_cycles_ = cycles;
       memo_ps_ = clock_.cycles_to_ps(cycles);
     }
     job.served = occupancy_.reserve(now, now + delay.value(), memo_ps_);
+    last_label_ = job.label;
+    last_end_ = job.served.end;
     busy_cycles_ += cycles;
     flops_ += job.flops;
     static_cast<Derived*>(this)->account(job);
@@ -54,6 +60,8 @@ class CycleUnit : public sc_core::sc_module, public BlockingTarget {
   double flops_ = 0;
   std::uint64_t memo_cycles_ = 0;
   Picos memo_ps_ = 0;
+  const std::string* last_label_ = nullptr;
+  Picos last_end_ = 0;
 };
 
 class Mxu : public CycleUnit<Mxu> {
@@ -62,8 +70,8 @@ class Mxu : public CycleUnit<Mxu> {
       UnitInfo info)
       : CycleUnit(name, clock, sink, std::move(info)),
         array_{config.rows, config.cols, config.weight_double_buffered} {}
-  std::uint64_t service_cycles(const UnitRequest& job) const {
-    return systolic_cycles(array_, job.rows, job.weight_tiles, job.rows_per_cycle);
+  std::uint64_t service_cycles(const UnitRequest& job, bool continues_stream) const {
+    return systolic_cycles(array_, job.rows, job.weight_tiles, job.rows_per_cycle, continues_stream);
   }
   // Every cell of the array multiplies for every row through every tile, padding included.
   void account(const UnitRequest& job) {
@@ -83,7 +91,7 @@ class Vpu : public CycleUnit<Vpu> {
       UnitInfo info)
       : CycleUnit(name, clock, sink, std::move(info)),
         shape_{config.lanes, config.sublanes, config.alus_per_element} {}
-  std::uint64_t service_cycles(const UnitRequest& job) const {
+  std::uint64_t service_cycles(const UnitRequest& job, bool) const {
     return vector_cycles(shape_, job.elements, job.ops_per_element);
   }
   void account(const UnitRequest&) {}

@@ -34,13 +34,14 @@ MatmulPlan plan_matmul(const SystolicArray& array, std::uint64_t m, std::uint64_
 }
 
 std::uint64_t systolic_cycles(const SystolicArray& array, std::uint64_t rows,
-                              std::uint64_t weight_tiles, double rows_per_cycle) {
+                              std::uint64_t weight_tiles, double rows_per_cycle, bool continues_stream) {
   if (weight_tiles == 0 || rows == 0) return 0;
   const std::uint64_t stream =
       static_cast<std::uint64_t>(std::ceil(static_cast<double>(rows) / rows_per_cycle));
   const std::uint64_t load = array.rows;
   const std::uint64_t later_load_exposed =
       array.weight_double_buffered ? (load > stream ? load - stream : 0) : load;
+  if (continues_stream) return weight_tiles * (stream + later_load_exposed);
   const std::uint64_t fill_drain = array.rows + array.cols - 1;
   return load + weight_tiles * stream + (weight_tiles - 1) * later_load_exposed + fill_drain;
 }

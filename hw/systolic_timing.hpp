@@ -42,11 +42,15 @@ MatmulPlan plan_matmul(const SystolicArray& array, std::uint64_t m, std::uint64_
 
 // Cycles for one array to stream `rows` LHS rows through each of `weight_tiles` stationary
 // tiles, one after the other, at `rows_per_cycle` (1 for bf16; 2 where int8 runs at twice the
-// rate). The first weight load (R cycles) is exposed; later loads hide behind the previous
-// tile's streaming when double-buffered and cost max(0, R - streamed cycles) otherwise
-// they cost R each. The pipeline fills and drains once (R + C - 1 cycles) per call.
+// rate). Later weight loads hide behind the previous tile's streaming when double-buffered
+// (costing max(0, R - streamed cycles)) and cost R each otherwise. A stream that starts on an
+// idle array pays its first weight load (R cycles) and the pipeline's fill and drain
+// (R + C - 1) once; work that `continues_stream` (the array's previous work was the same op's
+// and ended just as this starts) enters right behind it: "after that initial bubble, new inputs
+// and weights can be loaded in without an additional bubble" (scaling book, appendix B), so its
+// first load costs as a later one and there is no fill or drain of its own.
 std::uint64_t systolic_cycles(const SystolicArray& array, std::uint64_t rows,
-                              std::uint64_t weight_tiles, double rows_per_cycle);
+                              std::uint64_t weight_tiles, double rows_per_cycle, bool continues_stream = false);
 
 // SCALE-Sim's weight-stationary count for the same mapping (K on the array rows, N on its
 // columns, the M rows streamed): every fold of the weights loads, streams and drains with no

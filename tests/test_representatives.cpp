@@ -286,7 +286,10 @@ BOOST_AUTO_TEST_CASE(a_slow_chip_slows_a_compute_bound_step_by_its_extra_compute
   BOOST_TEST(grew > 0.8 * expected);
   BOOST_TEST(grew < 1.25 * expected);
   BOOST_TEST(uneven["straggler"]["core"] == "chip5.core0");
-  BOOST_TEST(read_file(dir.path("uneven/report.html")).find("<td class=\"left\">chip5.core0, 1.6") != std::string::npos);
+  const std::string report = read_file(dir.path("uneven/report.html"));
+  const std::size_t cell = report.find("<td class=\"left\">chip5.core0, ");
+  BOOST_REQUIRE(cell != std::string::npos);
+  BOOST_TEST(report.substr(cell, 60).find("ms lost") != std::string::npos);
   BOOST_TEST(read_file(dir.path("even/report.html")).find("lost</td>") == std::string::npos);
   BOOST_TEST(uneven["straggler"]["time_lost_s"].get<double>() > 0.5 * expected);
   BOOST_TEST(even["straggler"]["time_lost_s"].get<double>() < 0.05 * expected);

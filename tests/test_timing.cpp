@@ -34,6 +34,16 @@ BOOST_AUTO_TEST_CASE(double_buffering_hides_later_loads_behind_long_streams) {
   BOOST_TEST(systolic_cycles(array, 8, 4, 1.0) == 775u);
 }
 
+BOOST_AUTO_TEST_CASE(work_that_continues_a_stream_has_no_bubble_of_its_own) {
+  const SystolicArray array{128, 128, true};
+  // Behind the same op's previous block: no first load, no fill or drain: 4 x 512 = 2048
+  BOOST_TEST(systolic_cycles(array, 512, 4, 1.0, true) == 2048u);
+  // Short streams still expose each load's remainder: 4 x (8 + 120) = 512
+  BOOST_TEST(systolic_cycles(array, 8, 4, 1.0, true) == 512u);
+  // Without double buffering every load is exposed: 4 x (512 + 128) = 2560
+  BOOST_TEST(systolic_cycles(SystolicArray{128, 128, false}, 512, 4, 1.0, true) == 2560u);
+}
+
 BOOST_AUTO_TEST_CASE(without_double_buffering_every_load_is_exposed) {
   const SystolicArray array{128, 128, false};
   // 128 + 4 x 512 + 3 x 128 + 255 = 2815
