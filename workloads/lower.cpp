@@ -180,8 +180,8 @@ class StepEmitter {
           pb_.op(dx).model_flops = static_cast<double>(b_) * node.forward_flops;
         }
       }
+      if (s.use_bias) fuse_bias_gradient(dw, e_out);
       r.grads.push_back(dw);
-      if (s.use_bias) r.grads.push_back(vector(base + "/dbias", Phase::Backward, e_out, 1, e_out * act_bytes_, node.out.back() * 4, dy));
       r.dx = dx;
       r.has_dx = needs_dx;
       return r;
@@ -234,9 +234,11 @@ class StepEmitter {
       const std::uint32_t dq = matmul(base + "/dQ", Phase::Backward, a.seq, a.seq, a.dh, act_, {ds}, 0, 0, a.heads_total);
       const std::uint32_t dk = matmul(base + "/dK", Phase::Backward, a.seq, a.seq, a.dh, act_, {ds}, 0, 0, a.heads_total);
       const std::uint32_t dw_qkv = matmul(base + "/qkv/dW", Phase::Backward, a.d, a.tokens, 3 * a.d, DType::F32, {dq, dk, dv});
+      if (s.use_bias) {
+        fuse_bias_gradient(dw_out, a.tokens * a.d);
+        fuse_bias_gradient(dw_qkv, 3 * a.tokens * a.d);
+      }
       r.grads = {dw_out, dw_qkv};
-      if (s.use_bias) r.grads.push_back(vector(base + "/dbias", Phase::Backward, 4 * a.tokens * a.d, 1,
-                                               4 * a.tokens * a.d * act_bytes_, 4 * a.d * 4, {dq, dk, dv}));
       if (needs_dx) {
         r.dx = matmul(base + "/qkv/dX" + in_grad_name, Phase::Backward, a.tokens, 3 * a.d, a.d, act_, {dq, dk, dv}, in_grad_ops,
                       in_grad_bytes);
@@ -246,6 +248,16 @@ class StepEmitter {
     }
     // add, flatten, take_first: the gradient passes through
     return pass_through(dy.front());
+  }
+
+  // A bias gradient is the output gradient summed over rows. XLA computes it in the weight
+  // gradient's fusion, which reads that gradient anyway (a multi-output fusion): vector work on
+  // the way, no pass over HBM of its own. `sums`: the additions, one per output-gradient element.
+  void fuse_bias_gradient(std::uint32_t dw, std::uint64_t sums) {
+    Op& op = pb_.op(dw);
+    const MatmulWork& mm = op.matmul;
+    op.matmul.epilogue_vpu_ops_per_element += static_cast<double>(sums) / static_cast<double>(mm.batch * mm.m * mm.n);
+    op.name += "+dbias";
   }
 
   // The node's activation gradient will be applied by its consumer's dX epilogue.
@@ -292,10 +304,14 @@ class StepEmitter {
 
   // The backward of such a chain as one pass: reads the gradient and what the layers kept, writes
   // the input gradient (and the normalizations' parameter gradients).
+  // The output gradient may come in several parts (a residual block's output feeds the next
+  // block and its shortcut): the pass adds them as it reads them, as XLA fuses the sum into the
+  // chain's backward instead of writing it out first.
   std::uint32_t fused_backward(const std::vector<const Node*>& chain, std::vector<std::uint32_t> dy) {
     const std::uint64_t e = b_ * elements(chain.back()->out);
-    double ops = 0;
-    std::uint64_t reads = e * act_bytes_;
+    const std::uint64_t gradient_parts = std::max<std::size_t>(1, dy.size());
+    double ops = static_cast<double>(gradient_parts - 1);
+    std::uint64_t reads = gradient_parts * e * act_bytes_;
     for (const Node* member : chain) {
       const Node& node = *member;
       const std::string& t = node.spec.type;
@@ -555,7 +571,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     const Node& node = model.nodes[i];
     if (dy[i].empty()) continue;  // not on the loss's path
     std::vector<std::uint32_t> deps = dy[i];
-    if (deps.size() > 1)
+    if (deps.size() > 1 && !fused(i))
       deps = {em.vector(node.spec.name + "/bwd/sum_grads", Phase::Backward, b * elements(node.out),
                         static_cast<double>(deps.size() - 1), deps.size() * b * elements(node.out) * act_bytes,
                         b * elements(node.out) * act_bytes, deps)};
