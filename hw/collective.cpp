@@ -48,6 +48,7 @@ void add_ring(SchedulePart& part, const CollectiveSpec& spec, std::vector<std::u
   pass.ring = std::move(ring);
   pass.shard_bytes = ceil_div<std::uint64_t>(per_direction, p);
   pass.bidirectional = bidirectional;
+  pass.steps = static_cast<std::uint32_t>(p - 1);
   (void)spec;
   if (reduce_scatter) {
     pass.reduce = true;
@@ -99,6 +100,17 @@ CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const
   const auto axes = group_axes_of(torus, spec.group_axes);
   schedule.group_size = group_size(torus, spec.group_axes);
   if (schedule.group_size <= 1 || spec.bytes == 0) return schedule;
+  if (spec.kind == CollectiveKind::Permute) {  // one step of a ring through the group, whatever the algorithm
+    RingPass pass;
+    pass.ring = snake(torus, chip, axes);
+    pass.position = position_of(pass.ring, chip);
+    pass.reduce = false;
+    pass.shard_bytes = spec.bytes;
+    pass.steps = 1;
+    pass.label = "permute";
+    schedule.parts.push_back(SchedulePart{{pass}});
+    return schedule;
+  }
   const bool rs = spec.kind != CollectiveKind::AllGather;
   const bool ag = spec.kind != CollectiveKind::ReduceScatter;
   switch (spec.algorithm) {
@@ -142,7 +154,7 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
         if (pass.bidirectional) max_hops = std::max(max_hops, torus.route(pass.ring[(i + 1) % p], pass.ring[i]).size());
       }
       double step = static_cast<double>(max_hops) * hw.ici.hop_latency_ns * 1e-9 +
-                    ps_to_s(transfer_ps(pass.shard_bytes, hw.ici.link_bw_gbps));
+                    ps_to_s(transfer_ps(pass.shard_bytes, hw.ici.payload_bw_gbps()));
       if (pass.reduce) {
         // Both directions' last pieces arrive together and queue on the one vector unit.
         const std::uint64_t piece = ring_piece_bytes(pass, spec.chunk_bytes);
@@ -150,7 +162,7 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
         const std::uint64_t one = vector_cycles(vpu, elements, 1.0);
         step += ps_to_s(clock.cycles_to_ps(pass.bidirectional ? 2 * one : one));
       }
-      t += static_cast<double>(p - 1) * step;
+      t += static_cast<double>(pass.steps) * step;
     }
     slowest_part = std::max(slowest_part, t);
   }

@@ -26,6 +26,7 @@ struct RingPass {
   std::vector<std::uint32_t> ring;  // the chips of this ring, in ring order
   std::uint32_t position = 0;       // this chip's index in `ring`
   std::uint64_t shard_bytes = 0;    // what each chip sends per step in each direction
+  std::uint32_t steps = 0;          // ring steps: ring size - 1 for a whole pass, 1 for a permute
   bool bidirectional = false;       // a second ring runs the other way with the other half of the data
   std::string label;                // "RS x", "AG y", "RS ring"
 };

@@ -104,7 +104,7 @@ void CollectiveUnit::from_core(int, tlm::tlm_generic_payload& payload, sc_core::
     // Whichever core arrives last runs the chip's part, which must not take that core's rank.
     const std::uint64_t core_rank = wakes_.set_rank(wake_rank(0));
     const Context ctx{spec, job.instance, job.label, job.step};
-    if (hw_.chip.cores > 1 && spec.kind != CollectiveKind::AllGather) {
+    if (hw_.chip.cores > 1 && (spec.kind == CollectiveKind::AllReduce || spec.kind == CollectiveKind::ReduceScatter)) {
       // The cores' contributions are summed through HBM before the chips exchange anything.
       const std::uint64_t elements = ceil_div<std::uint64_t>(spec.bytes, dtype_bytes(spec.dtype));
       wakes_.wait_until(hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx.label, ctx.step));
@@ -160,7 +160,7 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
   const auto hops = [&](std::uint32_t to) { return static_cast<std::uint32_t>(torus_.route(chip_, to).size()); };
   const std::uint32_t hops_to[2] = {hops(next), hops(prev)};
 
-  for (std::uint32_t s = 0; s + 1 < p; ++s) {
+  for (std::uint32_t s = 0; s < pass.steps; ++s) {
     for (std::uint32_t dir = 0; dir < static_cast<std::uint32_t>(directions); ++dir) {
       const RingDelivery delivery{ctx.instance, part, index, dir, s, static_cast<std::uint32_t>(pieces), pass.reduce, elem_bytes};
       for (std::uint64_t j = 0; j < pieces; ++j)
@@ -191,7 +191,7 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
     }
     while (local_ready == kPending) sc_core::wait(step_arrived_[part % kMaxParts]);
     done = std::max(done, local_ready);
-    if (pass.reduce && s + 2 == p)
+    if (pass.reduce && s + 1 == pass.steps)
       post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::WriteBack, done, pass.shard_bytes * directions, true,
             elem_bytes, 1, ctx.label, ctx.step, nullptr});
     wakes_.wait_until(done);

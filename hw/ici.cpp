@@ -6,7 +6,7 @@ namespace tpusim {
 
 IciLink::IciLink(sc_core::sc_module_name name, const IciConfig& config, LinkId id, EventSink* sink,
                  UnitInfo info)
-    : sc_module(name), in("in"), out("out"), id_(id), reporter_(sink, std::move(info)), bw_gbps_(config.link_bw_gbps),
+    : sc_module(name), in("in"), out("out"), id_(id), reporter_(sink, std::move(info)), bw_gbps_(config.payload_bw_gbps()),
       hop_ps_(ns_to_ps(config.hop_latency_ns)) {
   in.bind(*this);
 }

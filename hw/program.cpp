@@ -19,6 +19,7 @@ const char* collective_kind_name(CollectiveKind k) {
     case CollectiveKind::AllReduce: return "all-reduce";
     case CollectiveKind::ReduceScatter: return "reduce-scatter";
     case CollectiveKind::AllGather: return "all-gather";
+    case CollectiveKind::Permute: return "permute";
   }
   return "?";
 }

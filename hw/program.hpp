@@ -61,7 +61,9 @@ struct VectorWork {
   std::uint64_t hbm_write_run_bytes = 0;
 };
 
-enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather };
+// Permute: each chip sends its whole buffer to the next chip of its group's ring and receives the
+// previous one's (XLA's collective-permute, JAX's ppermute with a shift).
+enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Permute };
 enum class CollectiveAlgorithm : std::uint8_t {
   Ring,          // one unidirectional ring through the group
   BidirRing,     // two rings, one each way, half the data each
@@ -76,7 +78,8 @@ CollectiveAlgorithm parse_collective_algorithm(const std::string& name);
 // A collective among the chips of a group (the cores of a chip combine through its HBM first).
 struct CollectiveSpec {
   CollectiveKind kind = CollectiveKind::AllReduce;
-  // The whole buffer: what goes into and out of an all-reduce, into a reduce-scatter, out of an all-gather.
+  // The whole buffer: what goes into and out of an all-reduce, into a reduce-scatter, out of an
+  // all-gather; what each chip sends in a permute.
   std::uint64_t bytes = 0;
   DType dtype = DType::F32;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::TorusAllAxes;

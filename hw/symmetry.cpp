@@ -65,7 +65,9 @@ SimulatedSlice plan_simulated_slice(const Torus& torus, const HwConfig& hw, cons
     if (op.kind == OpKind::Infeed) infeed = true;
     if (op.kind != OpKind::Collective) continue;
     const CollectiveAlgorithm alg = op.collective.algorithm;
-    if (alg != CollectiveAlgorithm::Ring && alg != CollectiveAlgorithm::BidirRing) continue;
+    const bool ring = alg == CollectiveAlgorithm::Ring || alg == CollectiveAlgorithm::BidirRing ||
+                      op.collective.kind == CollectiveKind::Permute;  // a permute is one step of a ring
+    if (!ring) continue;
     std::uint32_t spanned = 0;
     for (std::uint32_t a = 0; a < torus.axes(); ++a)
       if ((op.collective.group_axes >> a & 1u) && torus.dims()[a] > 1) ++spanned;

@@ -86,9 +86,12 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   const double alpha_beta = collective_closed_form_s(torus, schedule, hw, spec);
   out["alpha_beta_s"] = alpha_beta;
   const double algbw = static_cast<double>(spec.bytes) / time_s / 1e9;
-  const double factor = p <= 1 ? 0.0
+  // nccl-tests' bus bandwidth: what each link would carry if the algorithm were ideal (a permute
+  // moves the buffer once).
+  const double factor = p <= 1                                   ? 0.0
                         : spec.kind == CollectiveKind::AllReduce ? 2.0 * (p - 1) / p
-                                                                  : static_cast<double>(p - 1) / p;
+                        : spec.kind == CollectiveKind::Permute   ? 1.0
+                                                                 : static_cast<double>(p - 1) / p;
   out["algbw_gbps"] = algbw;
   out["busbw_gbps"] = algbw * factor;
 

@@ -393,6 +393,7 @@ HwConfig build_hw(const json& d, const std::string& origin) {
                      t.trfc_ns, t.trefi_ns));
   hw.ici.ports_per_chip = get<std::uint32_t>(d, "ici.ports_per_chip");
   hw.ici.link_bw_gbps = get<double>(d, "ici.link_bw_gbps");
+  hw.ici.payload_efficiency = get<double>(d, "ici.payload_efficiency");
   hw.ici.hop_latency_ns = get<double>(d, "ici.hop_latency_ns");
   const auto wrap = get<std::string>(d, "ici.wraparound");
   hw.ici.wraparound = wrap == "never"    ? Wraparound::Never

@@ -258,7 +258,7 @@ int cli_main(int argc, char** argv) {
   std::string coll_op = "all-reduce", coll_algorithm = "torus_all_axes", coll_group = "all", coll_dtype = "f32";
   bool coll_json = false;
   auto* coll_cmd = app.add_subcommand("collective", "Simulate one collective over the chips of a slice (one rank per chip)");
-  coll_cmd->add_option("--op", coll_op, "Collective")->check(CLI::IsMember({"all-reduce", "reduce-scatter", "all-gather"}))
+  coll_cmd->add_option("--op", coll_op, "Collective")->check(CLI::IsMember({"all-reduce", "reduce-scatter", "all-gather", "permute"}))
       ->capture_default_str();
   coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out)")->check(whole_number_of(""))
       ->required();
@@ -425,6 +425,7 @@ int cli_main(int argc, char** argv) {
       const Config config = load_config(coll_request);
       coll.spec.kind = coll_op == "all-reduce"       ? CollectiveKind::AllReduce
                        : coll_op == "reduce-scatter" ? CollectiveKind::ReduceScatter
+                       : coll_op == "permute"        ? CollectiveKind::Permute
                                                      : CollectiveKind::AllGather;
       coll.spec.algorithm = parse_collective_algorithm(coll_algorithm);
       coll.spec.group_axes = parse_group(coll_group);

@@ -21,6 +21,7 @@ struct VectorCost {
 };
 
 VectorCost cost_of(const std::string& kind) {
+  if (kind == "copy") return {0, 1};  // what jnp's copy() lowers to: a read and a write, no arithmetic
   if (kind == "add" || kind == "mul") return {1, 2};
   if (kind == "layer_norm") return {kNormVpuOps, 1};  // row statistics stay in vector memory
   if (kind == "batch_norm") return {kNormVpuOps, 2};  // batch statistics need the whole tensor first
@@ -30,7 +31,7 @@ VectorCost cost_of(const std::string& kind) {
 }  // namespace
 
 const std::vector<std::string>& vector_op_kinds() {
-  static const std::vector<std::string> kinds = {"add", "mul", "relu", "gelu", "tanh", "sigmoid", "softmax", "layer_norm", "batch_norm"};
+  static const std::vector<std::string> kinds = {"copy", "add", "mul", "relu", "gelu", "tanh", "sigmoid", "softmax", "layer_norm", "batch_norm"};
   return kinds;
 }
 

@@ -83,6 +83,7 @@ std::vector<ParamSpec> build() {
       hw("hbm.timing.trefi_ns", T::Float, "ns", "tREFI: refresh interval", 1, 1e7),
       hw("ici.ports_per_chip", T::Int, "ports", "ICI ports per chip (2 per torus axis)", 0, 12),
       hw("ici.link_bw_gbps", T::Float, "GB/s", "ICI bandwidth per link per direction (10^9 bytes/s)", 0.001, 1e6),
+      hw("ici.payload_efficiency", T::Float, "", "Share of ici.link_bw_gbps that carries payload (the rest: headers, flow control)", 0.01, 1),
       hw("ici.hop_latency_ns", T::Float, "ns", "Latency per ICI hop", 0, 1e8),
       hw("ici.wraparound", T::String, "", "Which torus axes wrap around", -kInf, kInf, {"never", "always", "full_axis", "multiple_of_4"}),
       hw("ici.full_axis_chips", T::Int, "chips", "Axis length that has wraparound when ici.wraparound is full_axis", 1, 1024),

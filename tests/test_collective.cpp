@@ -17,13 +17,14 @@ using json = nlohmann::json;
 
 namespace {
 
-// v5e chips with every axis wrapping and any shape allowed: rings whose hops are all one link.
+// v5e chips with every axis wrapping and any shape allowed: rings whose hops are all one link,
+// every byte of whose rate is payload, as the textbook formulas count it.
 // Their HBM is twice as fast as v5e's: the closed form has no memory term, and with v5e's own
 // HBM (at its sustained ~92% of peak) a 4 GiB all-axes reduction on 4x4 is within 1% of being
 // bound by the reduction's HBM traffic rather than by the links.
 const TempDir kDir;
 const std::string kWrapped =
-    kDir.write("wrapped.json", R"({"base": "tpu_v5e", "name": "v5e_wrapped", "ici": {"wraparound": "always"},
+    kDir.write("wrapped.json", R"({"base": "tpu_v5e", "name": "v5e_wrapped", "ici": {"wraparound": "always", "payload_efficiency": 1},
                                    "hbm": {"bw_gbps": 1638}, "slice": {"shapes": []}})");
 
 json collective(const std::string& args) {
@@ -44,6 +45,32 @@ BOOST_AUTO_TEST_CASE(closed_form_matches_the_textbook_ring) {
   // what arrives (15 steps of 6.25 MB f32: 1526 vregs over 2 ALUs, 763 cycles at 1.5 GHz each: 7.6 us).
   const json c = collective("--bytes 100000000 --hw " + kWrapped + " --topology 16 --algorithm ring");
   BOOST_TEST(c["alpha_beta_s"].get<double>() == 4.1967e-3 + 15 * 763 / 1.5e9, boost::test_tools::tolerance(1e-4));
+}
+
+BOOST_AUTO_TEST_CASE(links_carry_payload_at_their_efficiency) {
+  // A 1 GiB all-reduce on a ring of 2 chips is two steps (reduce-scatter, all-gather), each moving
+  // half the buffer over the link. Halving the share of the link rate that is payload doubles
+  // those transfers and nothing else.
+  const std::string ring = "--bytes 1073741824 --hw " + kWrapped + " --topology 2 --algorithm ring";
+  const json full = collective(ring);
+  const json half = collective(ring + " --set hw.ici.payload_efficiency=0.5");
+  const double transfer_s = 2 * (1073741824.0 / 2) / 45e9;
+  BOOST_TEST(half["alpha_beta_s"].get<double>() - full["alpha_beta_s"].get<double>() == transfer_s,
+             boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(half["time_s"].get<double>() - full["time_s"].get<double>() == transfer_s, boost::test_tools::tolerance(0.02));
+}
+
+BOOST_AUTO_TEST_CASE(a_permute_is_one_ring_step_of_the_whole_buffer) {
+  // Each chip sends its 64 MiB to its ring neighbour once: one hop, one transfer, whatever the
+  // ring's length, and every chip's links carry it once.
+  for (const char* topology : {"2", "4", "8"}) {
+    const json c = collective(std::string("--op permute --bytes 67108864 --hw ") + kWrapped + " --topology " + topology);
+    BOOST_TEST_CONTEXT(topology) {
+      BOOST_TEST(c["alpha_beta_s"].get<double>() == 1e-6 + 67108864 / 45e9, boost::test_tools::tolerance(1e-9));
+      BOOST_TEST(relative_gap(c) <= 0.01);
+      BOOST_TEST(c["ici_bytes"].get<std::uint64_t>() == 67108864ull * c["group_size"].get<std::uint64_t>());
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(every_algorithm_matches_its_closed_form_when_nothing_contends) {
