@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE run
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -517,6 +518,92 @@ BOOST_AUTO_TEST_CASE(trace_summary_lists_the_ops_and_tracks) {
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(r.out.find("dense/fwd/matmul+bias+relu") != std::string::npos);
   BOOST_TEST(r.out.find("chip 0 / core0.mxu0") != std::string::npos);
+}
+
+// Issue 18: "top ops" listed `step 0` and `batch 0` and summed one all-reduce over every track
+// that carries it; the track list and the trace's own track order did not follow chip, core, unit.
+BOOST_AUTO_TEST_CASE(trace_summary_ranks_ops_per_step_per_core_and_tracks_in_chip_core_unit_order) {
+  const auto run = run_example("--trace tiles");
+  const std::string path = run->out() + "/trace.json";
+  const CommandResult r = run_tpusim("trace-summary '" + path + "' --top 1000");
+  BOOST_REQUIRE(r.exit_code == 0);
+  const std::size_t ops_at = r.out.find("ops by time per step per core"), tracks_at = r.out.find("Busy time per track");
+  BOOST_REQUIRE(ops_at != std::string::npos && tracks_at != std::string::npos);
+  const std::string ops = r.out.substr(ops_at, tracks_at - ops_at);
+  BOOST_TEST(ops.find("  step 0\n") == std::string::npos, ops);
+  BOOST_TEST(ops.find("  batch 0\n") == std::string::npos, ops);
+
+  // Each op's figure, computed from the trace: its time on the cores' op tracks over steps x cores.
+  const json trace = json::parse(read_file(path));
+  std::map<std::pair<std::int64_t, std::int64_t>, std::string> names;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> order;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") names[{e["pid"], e["tid"]}] = e["args"]["name"];
+    else if (e["ph"] == "M" && e["name"] == "thread_sort_index") order[{e["pid"], e["tid"]}] = e["args"]["sort_index"];
+  std::map<std::string, double> op_us;
+  std::set<std::pair<std::int64_t, std::string>> cores;
+  std::set<std::int64_t> steps;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const std::string track = names[{e["pid"], e["tid"]}];
+    const std::size_t dot = track.find(".ops.");
+    if (dot == std::string::npos) continue;
+    cores.emplace(e["pid"].get<std::int64_t>(), track.substr(0, dot));
+    steps.insert(e["args"]["step"].get<std::int64_t>());
+    op_us[e["name"]] += e["dur"].get<double>();
+  }
+  BOOST_TEST(cores.size() == run->summary["cores"].get<std::size_t>());
+  BOOST_TEST(steps.size() == run->summary["steps"].get<std::size_t>());
+  const std::string all_reduce = "grads[dense_1..dense]/all-reduce";
+  BOOST_REQUIRE(op_us.count(all_reduce));
+  const double per_step_per_core_us = op_us[all_reduce] / static_cast<double>(cores.size() * steps.size());
+  const std::string row = fmt::format("{:.3f}", per_step_per_core_us);
+  const std::size_t line = ops.find(all_reduce + "\n");
+  BOOST_REQUIRE(line != std::string::npos);
+  const std::string all_reduce_row = ops.substr(ops.rfind('\n', line) + 1, line - ops.rfind('\n', line) - 1);
+  BOOST_TEST(all_reduce_row.find(row) != std::string::npos, all_reduce_row << " should show " << row);
+  BOOST_TEST(all_reduce_row.find("  1  ") != std::string::npos, all_reduce_row << ": once per step per core");
+
+  // The track list: chips in order, and within a chip each core's tracks together, in core order.
+  std::stringstream lines(r.out.substr(tracks_at));
+  std::vector<std::pair<int, int>> seen;  // (chip, core; 99 for the chip's shared units)
+  for (std::string l; std::getline(lines, l);) {
+    int chip = -1, core = 99;
+    const std::size_t at = l.find("%  chip ");
+    if (at == std::string::npos || std::sscanf(l.c_str() + at + 8, "%d / core%d", &chip, &core) < 1) continue;
+    seen.emplace_back(chip, core);
+  }
+  BOOST_REQUIRE(seen.size() > 8);
+  BOOST_TEST(std::is_sorted(seen.begin(), seen.end()));
+
+  // The trace itself: per process, tracks by their sort index run core0's, core1's, then the chip's.
+  std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::string>>> by_pid;
+  for (const auto& [track, name] : names) {
+    BOOST_REQUIRE(order.count(track));
+    by_pid[track.first].emplace_back(order[track], name);
+  }
+  for (auto& [pid, tracks] : by_pid) {
+    std::sort(tracks.begin(), tracks.end());
+    int last_core = -1;
+    bool shared_seen = false;
+    for (const auto& [index, name] : tracks) {
+      int core = -1;
+      if (std::sscanf(name.c_str(), "core%d.", &core) == 1) {
+        BOOST_TEST(!shared_seen, name << " after the chip's shared units");
+        BOOST_TEST(core >= last_core, name << " after core" << last_core);
+        last_core = core;
+      } else if (pid < 1000000) {
+        shared_seen = true;
+      }
+    }
+    const auto at = [&](const std::string& name) {
+      return std::find_if(tracks.begin(), tracks.end(), [&](const auto& t) { return t.second == name; }) - tracks.begin();
+    };
+    if (pid < 1000000) {
+      BOOST_TEST(at("core0.steps") < at("core0.ops.matmul"));
+      BOOST_TEST(at("core0.ops.matmul") < at("core0.mxu0"));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(an_interrupted_run_closes_every_output_as_valid_partial_results) {
