@@ -349,6 +349,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   const double model_flops = step.model_flops_per_core * static_cast<double>(hw.core_count());
 
   summary["step_time_s"] = step_s;
+  // With one step there is no steady state: the one step pays the first input transfer and the
+  // program's launch, which later steps overlap.
+  summary["steady_state"] = n >= 2;
   summary["first_step_time_s"] = seconds(ends[0]);
   summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
   summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
@@ -436,6 +439,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   if (padding < 0.5)
     warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "
                                    "multiples of the {}x{} array)", 100 * padding, hw.core.mxu.rows, hw.core.mxu.cols));
+  if (n < 2)
+    warnings.push_back("one step simulated: its figures are of the first step, which pays the first input transfer and "
+                       "launch, not of the steady state (set workload.training.steps to 2 or more)");
   if (input_s / cores > 0.1 * step_s)
     warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * input_s / cores / step_s));
   summary["warnings"] = warnings;
@@ -467,10 +473,11 @@ std::string format_summary(const ojson& s) {
   t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas)\n", s["workload"].get<std::string>(),
                    s["hw"].get<std::string>(), s["topology"].get<std::string>(), s["chips"].get<std::uint64_t>(),
                    s["cores"].get<std::uint64_t>(), s["replicas"].get<std::uint64_t>());
-  t += fmt::format("  batch          {} global, {} per replica, {} per core; {}, {}, {} steps\n",
+  const std::uint32_t steps = s["steps"].get<std::uint32_t>();
+  t += fmt::format("  batch          {} global, {} per replica, {} per core; {}, {}, {} step{}\n",
                    s["global_batch"].get<std::uint64_t>(), s["per_replica_batch"].get<std::uint64_t>(),
                    s["per_core_batch"].get<std::uint64_t>(), s["precision"].get<std::string>(),
-                   s["optimizer"].get<std::string>(), s["steps"].get<std::uint32_t>());
+                   s["optimizer"].get<std::string>(), steps, steps == 1 ? "" : "s");
   const ojson& m = s["memory"];
   const ojson& pc = m["per_core"];
   t += fmt::format("  memory/core    {} of {} HBM ({}): params {}, grads {}, optimizer {}, activations {}\n",
@@ -480,8 +487,11 @@ std::string format_summary(const ojson& s) {
                    bytes(pc["activations_bytes"].get<double>()));
   if (s["step_time_s"].is_number()) {  // ok, or interrupted after a step
     const double step = s["step_time_s"].get<double>();
-    t += fmt::format("  step time      {} (steady state; first step {})\n", time(step),
-                     time(s["first_step_time_s"].get<double>()));
+    if (s.value("steady_state", true))
+      t += fmt::format("  step time      {} (steady state; first step {})\n", time(step),
+                       time(s["first_step_time_s"].get<double>()));
+    else
+      t += fmt::format("  step time      {} (the first step: one step was simulated, no steady state)\n", time(step));
     t += fmt::format("  throughput     {} samples/s, {} samples/s per chip\n", rate(s["samples_per_s"].get<double>()),
                      rate(s["samples_per_s_per_chip"].get<double>()));
     t += fmt::format("  MFU            {}\n", pct(s["mfu"].get<double>()));

@@ -416,6 +416,44 @@ BOOST_AUTO_TEST_CASE(trace_none_writes_no_trace) {
   BOOST_TEST(fs::exists(run->out() + "/summary.json"));
 }
 
+// Issue 18: pcie_bytes was 0 in every run, even input-bound ones where PCIe was the busiest unit.
+BOOST_AUTO_TEST_CASE(pcie_traffic_is_the_batch_shipped_to_the_chips) {
+  const auto run = run_example("--trace ops");
+  const json workload = json::parse(read_file(example_workload()));
+  std::uint64_t sample_bytes = 4;  // float32 input
+  for (const auto& d : workload["model"]["input_shape"]) sample_bytes *= d.get<std::uint64_t>();
+  const std::uint64_t batch = run->summary["global_batch"].get<std::uint64_t>();
+  BOOST_TEST(run->summary["traffic_per_step"]["pcie_bytes"].get<std::uint64_t>() == batch * sample_bytes);
+  const json trace = json::parse(read_file(run->out() + "/trace.json"));
+  const double pcie_gbps = json::parse(run_tpusim("dump-config '" + example_workload() + "'").out)["hw"]["host"]["pcie_bw_gbps"];
+  // A host's counter adds up its PCIe links, one per chip it serves.
+  std::map<std::int64_t, double> links, peak;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"].get<std::string>().rfind("pcie -> ", 0) == 0)
+      links[e["pid"]] += 1;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "C" && e["name"] == "PCIe GB/s") peak[e["pid"]] = std::max(peak[e["pid"]], e["args"]["GB/s"].get<double>());
+  BOOST_TEST(!peak.empty());
+  for (const auto& [pid, gbps] : peak) {
+    BOOST_TEST(gbps > 0.5 * pcie_gbps);
+    BOOST_TEST(gbps <= links[pid] * pcie_gbps * 1.0001);
+  }
+}
+
+// Issue 18: with one step, the first step was reported as the steady state ("1 steps").
+BOOST_AUTO_TEST_CASE(a_one_step_run_says_its_step_is_the_first_and_warns) {
+  const auto one = run_example("--trace none --set workload.training.steps=1");
+  BOOST_TEST(one->summary["steady_state"] == false);
+  BOOST_TEST(one->summary["step_time_s"] == one->summary["first_step_time_s"]);
+  BOOST_TEST(one->summary["warnings"].dump().find("one step simulated") != std::string::npos, one->summary["warnings"].dump());
+  BOOST_TEST(one->result.out.find("(the first step: one step was simulated, no steady state)") != std::string::npos, one->result.out);
+  BOOST_TEST(one->result.out.find("steady state;") == std::string::npos);
+  BOOST_TEST(one->result.out.find(", 1 step\n") != std::string::npos, one->result.out);
+  const auto two = run_example("--trace none --set workload.training.steps=2");
+  BOOST_TEST(two->summary["steady_state"] == true);
+  BOOST_TEST(two->summary["warnings"].dump().find("one step simulated") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(readme_shows_the_real_output_of_the_first_command) {
   const std::string readme = read_file(source_path("README.md"));
   const std::string open = "```\nmlp_mnist on tpu_v2 2x2";
