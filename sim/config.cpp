@@ -667,13 +667,31 @@ json load_hw_document(const std::string& name_or_file) {
   return doc;
 }
 
+bool is_effective_config(const json& doc) {
+  return doc.is_object() && doc.size() == 2 && doc.contains("hw") && doc.contains("workload") && doc["hw"].is_object() &&
+         doc["workload"].is_object();
+}
+
 Config load_config(const ConfigRequest& request) {
   Config config;
-  config.hw_doc = load_hw_document(request.hw);
-  const std::string hw_origin = looks_like_file(request.hw) ? request.hw : "hw/presets/" + request.hw + ".json";
+  std::string hw_origin = looks_like_file(request.hw) ? request.hw : "hw/presets/" + request.hw + ".json";
   config.input_files = input_files(request);
+  // Hardware asked for is loaded first, so that a bad --hw is the error whatever the workload.
+  if (request.hw_given) config.hw_doc = load_hw_document(request.hw);
+  bool hw_loaded = request.hw_given;
   if (!request.workload_path.empty()) {
     config.workload_doc = read_json_file(request.workload_path);
+    // DIR/effective_config.json (or dump-config's output) reruns as it is: the workload and the
+    // hardware it was simulated on, unless --hw asks for other hardware.
+    if (is_effective_config(config.workload_doc)) {
+      json both = std::move(config.workload_doc);
+      config.workload_doc = std::move(both["workload"]);
+      if (!request.hw_given) {
+        config.hw_doc = std::move(both["hw"]);
+        hw_origin = request.workload_path;
+        hw_loaded = true;
+      }
+    }
     if (!config.workload_doc.is_object())
       throw InputError(fmt::format("{}: workload: expected a JSON object, got {}", request.workload_path, brief(config.workload_doc)));
     // Checked before anything walks the layers: lowering takes about 5 KB a layer (100,000
@@ -685,6 +703,7 @@ Config load_config(const ConfigRequest& request) {
       fail(request.workload_path, "workload.model.layers",
            fmt::format("{} layers; tpusim takes at most {}", config.workload_doc.at(layers).size(), kMaxLayers));
   }
+  if (!hw_loaded) config.hw_doc = load_hw_document(request.hw);
   // Validate the documents as written first, so an error blames the file, then apply overrides.
   validate_object(config.hw_doc, "hw", "", "hw", hw_origin);
   if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", request.workload_path);

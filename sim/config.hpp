@@ -16,6 +16,9 @@ namespace tpusim {
 struct ConfigRequest {
   std::string workload_path;  // empty: hardware only (dump-config without a workload)
   std::string hw = "tpu_v2";  // preset name or JSON file
+  // Whether `hw` was asked for (--hw) rather than the default: a workload file that is an
+  // effective configuration ({"hw": ..., "workload": ...}) keeps its own hardware unless asked.
+  bool hw_given = true;
   std::string topology;       // empty: the preset's slice
   std::vector<std::string> sets;  // "hw.hbm.bw_gbps=1000", "workload.training.global_batch=2048"
 };
@@ -31,6 +34,10 @@ struct Config {
 
 // Throws InputError with a one-line message naming the file or option and the JSON path.
 Config load_config(const ConfigRequest& request);
+
+// Whether a workload file is an effective configuration ({"hw": ..., "workload": ...}, as
+// `run` writes to DIR/effective_config.json and `dump-config` prints).
+bool is_effective_config(const nlohmann::json& doc);
 
 // The files `request` reads: a hardware file (not a preset) and the workload.
 std::vector<std::string> input_files(const ConfigRequest& request);

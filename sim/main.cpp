@@ -151,6 +151,21 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
+// The command as typed, each argument quoted for a POSIX shell where it needs it.
+std::string command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                              "0123456789_-+=/.,:@%") == std::string::npos;
+    std::string quoted = "'";
+    for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    line += (i ? " " : "") + (plain ? arg : quoted);
+  }
+  return line;
+}
+
 int cli_main(int argc, char** argv) {
   CLI::App app{"tpusim: a cycle-approximate simulator of data-parallel training on TPU slices"};
   app.require_subcommand(1);
@@ -340,6 +355,10 @@ int cli_main(int argc, char** argv) {
     return 2;
   }
 
+  run_request.hw_given = run->get_option("--hw")->count() > 0;
+  dump_request.hw_given = dump->get_option("--hw")->count() > 0;
+  sweep.hw_given = sweep_cmd->get_option("--hw")->count() > 0;
+  run_options.command_line = command_line(argc, argv);
   try {
     if (*params) return list_params(params_hw, params_json);
     if (*check_cmd || *summary_cmd) {

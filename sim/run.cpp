@@ -64,7 +64,7 @@ class StagedOutput {
     try {
       // Every file the run may write, so that a killed run's staging folder holds nothing foreign
       // and the next run beside it removes it (remove_stale_staging).
-      write_output_marker(staging_, "run", {"effective_config.json", "report.html", "summary.csv", "summary.json",
+      write_output_marker(staging_, "run", {"command.txt", "effective_config.json", "report.html", "summary.csv", "summary.json",
                                             "timeline.json", "trace.json", "trace.json.gz"});
     } catch (const SimError&) {
       fs::remove_all(staging_, ec);
@@ -221,6 +221,11 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     out.write("summary.json", summary.dump(2) + "\n");
     out.write("summary.csv", csv_of(summary));
     out.write("effective_config.json", effective_config(config).dump(2) + "\n");
+    if (!options.command_line.empty()) {
+      std::error_code ec;
+      const std::string cwd = fs::current_path(ec).string();
+      out.write("command.txt", (ec ? "" : "# run in " + cwd + "\n") + options.command_line + "\n");
+    }
     const ojson row = {{"point", config.workload.name}, {"status", summary["status"]}, {"reason", ""},
                        {"varied", ojson::object()}, {"summary", summary}};
     if (!timeline.is_null()) out.write("timeline.json", timeline.dump() + "\n");

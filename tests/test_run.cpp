@@ -454,6 +454,42 @@ BOOST_AUTO_TEST_CASE(a_one_step_run_says_its_step_is_the_first_and_warns) {
   BOOST_TEST(two->summary["warnings"].dump().find("one step simulated") == std::string::npos);
 }
 
+// Issue 18: `tpusim run out/x/effective_config.json` failed ("workload.hw: unknown key"), and the
+// command line was not kept.
+BOOST_AUTO_TEST_CASE(the_effective_configuration_reruns_as_is_and_command_txt_repeats_the_run) {
+  TempDir dir;
+  const std::string first = dir.path("first");
+  const CommandResult a = run_tpusim("run '" + example_workload() + "' --hw tpu_v4 --topology 2x2x1 --trace none "
+                                     "--set workload.training.steps=2 --set 'workload.training.optimizer.name=sgd' -o '" + first + "'");
+  BOOST_REQUIRE_MESSAGE(a.exit_code == 0, a.err);
+  const std::string config = dir.write("config.json", read_file(first + "/effective_config.json"));
+  const CommandResult b = run_tpusim("run '" + config + "' --trace none -o '" + dir.path("again") + "'");
+  BOOST_REQUIRE_MESSAGE(b.exit_code == 0, b.err);
+  BOOST_TEST(read_file(dir.path("again/summary.json")) == read_file(first + "/summary.json"));
+  BOOST_TEST(read_file(dir.path("again/effective_config.json")) == read_file(first + "/effective_config.json"));
+  const CommandResult dumped = run_tpusim("dump-config '" + config + "'");
+  BOOST_TEST(json::parse(dumped.out) == json::parse(read_file(config)));
+  // Asked-for hardware replaces the file's; the workload stays.
+  const CommandResult other = run_tpusim("run '" + config + "' --hw tpu_v5e --trace none -o '" + dir.path("v5e") + "'");
+  BOOST_REQUIRE_MESSAGE(other.exit_code == 0, other.err);
+  const json v5e = json::parse(read_file(dir.path("v5e/summary.json")));
+  BOOST_TEST(v5e["hw"] == "tpu_v5e");
+  BOOST_TEST(v5e["optimizer"] == "sgd");
+
+  // command.txt: where the run ran, then the command; running it again gives the same outputs.
+  const std::string command = read_file(first + "/command.txt");
+  const std::size_t newline = command.find('\n');
+  BOOST_REQUIRE(command.rfind("# run in ", 0) == 0);
+  const std::string cwd = command.substr(9, newline - 9);
+  const std::string line = command.substr(newline + 1, command.size() - newline - 2);
+  BOOST_TEST(line.find(" run " + example_workload() + " --hw tpu_v4 --topology 2x2x1") != std::string::npos, line);
+  BOOST_TEST(line.find("-o " + first) != std::string::npos, line);
+  const std::string saved = read_file(first + "/summary.json");
+  BOOST_REQUIRE(std::system(("cd '" + cwd + "' && " + line + " --force >/dev/null 2>&1").c_str()) == 0);
+  BOOST_TEST(read_file(first + "/summary.json") == saved);
+  BOOST_TEST(read_file(first + "/command.txt") == command.substr(0, command.size() - 1) + " --force\n");
+}
+
 BOOST_AUTO_TEST_CASE(readme_shows_the_real_output_of_the_first_command) {
   const std::string readme = read_file(source_path("README.md"));
   const std::string open = "```\nmlp_mnist on tpu_v2 2x2";
