@@ -15,6 +15,7 @@
 #include "hw/topology.hpp"
 #include "hw/units.hpp"
 #include "sim/errors.hpp"
+#include "sim/names.hpp"
 #include "sim/json_input.hpp"
 #include "sim/params.hpp"
 
@@ -102,7 +103,8 @@ void check_value(const ParamSpec& spec, const json& value, const std::string& or
           std::find(spec.choices.begin(), spec.choices.end(), value.get<std::string>()) == spec.choices.end()) {
         std::string list;
         for (const auto& c : spec.choices) list += (list.empty() ? "" : ", ") + c;
-        expected("one of " + list);
+        fail(origin, display, fmt::format("expected one of {}, got {}{}", list, brief(value),
+                                          did_you_mean(value.get<std::string>(), spec.choices)));
       }
       break;
     case ParamType::IntList:
@@ -170,8 +172,9 @@ void validate_object(json& obj, const std::string& doc, const std::string& patte
     const auto it = std::find_if(children.begin(), children.end(), [&](const auto& c) { return c.first == name; });
     if (it == children.end()) {
       std::string known;
-      for (const auto& c : children) known += (known.empty() ? "" : ", ") + c.first;
-      fail(origin, child_display, fmt::format("unknown key (expected one of: {})", known));
+      std::vector<std::string> names;
+      for (const auto& c : children) known += (known.empty() ? "" : ", ") + c.first, names.push_back(c.first);
+      fail(origin, child_display, fmt::format("unknown key{} (expected one of: {})", did_you_mean(key, names), known));
     }
     if (it->second) {
       check_value(*it->second, value, origin, child_display);
@@ -293,8 +296,12 @@ void apply_set(json& hw_doc, json& workload_doc, const std::string& assignment) 
     const std::string key = m[1];
     pattern = join_pattern(pattern, key);
     const bool last = i + 1 == segments.size();
-    if (!find_param(doc, pattern) && !has_children(doc, pattern))
-      throw InputError(fmt::format("{}: {}: unknown key (see `tpusim list-params`)", origin, path));
+    if (!find_param(doc, pattern) && !has_children(doc, pattern)) {
+      std::vector<std::string> keys;
+      for (const auto& p : param_registry())
+        if (p.doc == doc && p.path.find("[]") == std::string::npos) keys.push_back(p.doc + "." + p.path);
+      throw InputError(fmt::format("{}: {}: unknown key{} (see `tpusim list-params`)", origin, path, did_you_mean(path, keys)));
+    }
     if (!node->is_object()) throw InputError(fmt::format("{}: {}: the parent is not an object", origin, path));
     json& child = (*node)[key];
     if (m[2].matched) {
@@ -645,9 +652,13 @@ std::vector<std::string> input_files(const ConfigRequest& request) {
 json load_hw_document(const std::string& name_or_file) {
   std::string file = name_or_file;
   if (!looks_like_file(name_or_file)) {
-    if (const std::string known = presets_if_unknown(name_or_file); !known.empty())
-      throw InputError(fmt::format("--hw {}: unknown hardware preset (expected one of: {}, or a JSON file)", name_or_file, known));
-    file = preset_dir() + "/" + name_or_file + ".json";
+    std::string preset = name_or_file;
+    if (const auto accelerator = parse_accelerator(name_or_file, "--hw")) preset = accelerator->preset;
+    if (const std::string known = presets_if_unknown(preset); !known.empty())
+      throw InputError(fmt::format("--hw {}: unknown hardware preset{} (expected one of: {}, a Cloud TPU accelerator type "
+                                   "such as v4-32 or v5e-256, or a JSON file)",
+                                   name_or_file, did_you_mean(name_or_file, preset_names()), known));
+    file = preset_dir() + "/" + preset + ".json";
   }
   json doc = read_json_file(file);
   if (!doc.is_object()) throw InputError(fmt::format("{}: hw: expected a JSON object, got {}", file, brief(doc)));
@@ -672,8 +683,53 @@ bool is_effective_config(const json& doc) {
          doc["workload"].is_object();
 }
 
-Config load_config(const ConfigRequest& request) {
+Config load_config(const ConfigRequest& request_as_given) {
   Config config;
+  // A Cloud TPU accelerator type names a preset and, with a count, a slice: "--hw v4-32" is
+  // tpu_v4 in 2x2x4 unless --topology gives another shape of the same 16 chips; "--topology
+  // v4-32" is that shape on tpu_v4 hardware.
+  ConfigRequest request = request_as_given;
+  std::optional<Accelerator> accelerator;
+  if (!looks_like_file(request.hw)) accelerator = parse_accelerator(request.hw, "--hw");
+  if (const auto shape = parse_accelerator(request.topology, "--topology")) {
+    if (shape->topology.empty())
+      throw InputError(fmt::format("--topology {}: names hardware, not a slice (expected a shape such as 4x4, or an "
+                                   "accelerator type such as v4-32)", request.topology));
+    if (request.hw_given && accelerator && accelerator->preset != shape->preset)
+      throw InputError(fmt::format("--topology {}: a {} slice, but --hw is {}", request.topology, shape->preset,
+                                   request.hw == accelerator->preset ? request.hw
+                                                                     : request.hw + " (" + accelerator->preset + ")"));
+    if (request.hw_given && !accelerator && !looks_like_file(request.hw) && request.hw != shape->preset)
+      throw InputError(fmt::format("--topology {}: a {} slice, but --hw is {} (give --hw {} or a shape such as 4x4)",
+                                   request.topology, shape->preset, request.hw, request.topology));
+    if (!request.hw_given || (accelerator && accelerator->topology.empty())) {
+      request.hw = shape->preset;
+      request.hw_given = true;
+    }
+    accelerator = shape;
+    request.topology = shape->topology;
+  } else if (accelerator && !accelerator->topology.empty()) {
+    if (request.topology.empty()) {
+      request.topology = accelerator->topology;
+    } else {
+      std::uint64_t chips = 0;
+      try {
+        chips = 1;
+        for (auto d : parse_topology(request.topology)) chips *= d;
+      } catch (const std::invalid_argument&) {
+        chips = 0;  // the topology's own check names the problem
+      }
+      if (chips != 0 && chips != accelerator->chips)
+        throw InputError(fmt::format("--topology {}: {} chips, but --hw {} is {} chips ({} counts {})", request.topology, chips,
+                                     request.hw, accelerator->chips, request.hw, accelerator->counts));
+    }
+  }
+  if (accelerator && !looks_like_file(request.hw)) request.hw = accelerator->preset;
+  if (accelerator && !accelerator->topology.empty()) {
+    config.accelerator = accelerator->name;
+    config.accelerator_note = describe(*accelerator);
+    if (request.topology != accelerator->topology) config.accelerator_note += fmt::format(", shaped {} by --topology", request.topology);
+  }
   std::string hw_origin = looks_like_file(request.hw) ? request.hw : "hw/presets/" + request.hw + ".json";
   config.input_files = input_files(request);
   // Hardware asked for is loaded first, so that a bad --hw is the error whatever the workload.

@@ -30,6 +30,9 @@ struct Config {
   Workload workload;
   std::string origin;  // where the documents came from, to prefix later input errors
   std::vector<std::string> input_files;  // the files read (workload, hardware file): never inside an output directory
+  // The Cloud TPU accelerator type given as --hw or --topology ("v4-32"), and what it was taken
+  // to mean ("v4-32 = tpu_v4 2x2x4 (16 chips; ...)"); empty when none was.
+  std::string accelerator, accelerator_note;
 };
 
 // Throws InputError with a one-line message naming the file or option and the JSON path.

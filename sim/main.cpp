@@ -358,6 +358,7 @@ int cli_main(int argc, char** argv) {
   run_request.hw_given = run->get_option("--hw")->count() > 0;
   dump_request.hw_given = dump->get_option("--hw")->count() > 0;
   sweep.hw_given = sweep_cmd->get_option("--hw")->count() > 0;
+  coll_request.hw_given = coll_cmd->get_option("--hw")->count() > 0;
   run_options.command_line = command_line(argc, argv);
   try {
     if (*params) return list_params(params_hw, params_json);

@@ -249,6 +249,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["workload"] = config.workload.name;
   summary["hw"] = hw.name;
   summary["topology"] = topology_string(hw.slice_dims);
+  if (!config.accelerator.empty()) {
+    summary["accelerator_type"] = config.accelerator;
+    summary["accelerator_mapping"] = config.accelerator_note;
+  }
   summary["chips"] = hw.chip_count();
   summary["cores"] = hw.core_count();
   summary["replicas"] = step.replicas;
@@ -478,6 +482,7 @@ std::string format_summary(const ojson& s) {
   t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas)\n", s["workload"].get<std::string>(),
                    s["hw"].get<std::string>(), s["topology"].get<std::string>(), s["chips"].get<std::uint64_t>(),
                    s["cores"].get<std::uint64_t>(), s["replicas"].get<std::uint64_t>());
+  if (s.contains("accelerator_mapping")) t += fmt::format("  accelerator    {}\n", s["accelerator_mapping"].get<std::string>());
   const std::uint32_t steps = s["steps"].get<std::uint32_t>();
   t += fmt::format("  batch          {} global, {} per replica, {} per core; {}, {}, {} step{}\n",
                    s["global_batch"].get<std::uint64_t>(), s["per_replica_batch"].get<std::uint64_t>(),

@@ -60,6 +60,12 @@ BOOST_AUTO_TEST_CASE(unknown_key) {
                      "workload.model.layers[1].kernel: not a key of a dense layer");
 }
 
+BOOST_AUTO_TEST_CASE(typos_get_a_suggestion_on_one_line) {
+  expect_input_error(kValid, "--hw tpu_v5", "--hw tpu_v5: unknown hardware preset (did you mean tpu_v5e or tpu_v5p?)");
+  expect_input_error(kValid, "--set workload.training.global_bach=2048", "(did you mean workload.training.global_batch?)");
+  expect_input_error(kValid, "--hw v5e-12", "--hw v5e-12: not a Cloud TPU v5e accelerator type");
+}
+
 BOOST_AUTO_TEST_CASE(missing_required_field) {
   expect_input_error(replaced("\"name\": \"mlp_mnist\",", ""), "", "workload.name: missing required key");
   expect_input_error(replaced("\"units\": 128, ", ""), "", "workload.model.layers[1].units: missing required key");

@@ -490,6 +490,18 @@ BOOST_AUTO_TEST_CASE(the_effective_configuration_reruns_as_is_and_command_txt_re
   BOOST_TEST(read_file(first + "/command.txt") == command.substr(0, command.size() - 1) + " --force\n");
 }
 
+// Issue 18: `--hw v4-32` was refused; the summary says what an accelerator type was taken to mean.
+BOOST_AUTO_TEST_CASE(an_accelerator_type_runs_and_the_summary_prints_its_mapping) {
+  const auto run = run_example("--hw v4-32 --trace none --set workload.training.steps=2 --set workload.training.global_batch=2048");
+  BOOST_TEST(run->summary["hw"] == "tpu_v4");
+  BOOST_TEST(run->summary["topology"] == "2x2x4");
+  BOOST_TEST(run->summary["chips"] == 16);
+  BOOST_TEST(run->summary["accelerator_type"] == "v4-32");
+  BOOST_TEST(run->result.out.find("  accelerator    v4-32 = tpu_v4 2x2x4 (16 chips; v4 names count TensorCores, 2 per chip)\n") !=
+                 std::string::npos,
+             run->result.out);
+}
+
 BOOST_AUTO_TEST_CASE(readme_shows_the_real_output_of_the_first_command) {
   const std::string readme = read_file(source_path("README.md"));
   const std::string open = "```\nmlp_mnist on tpu_v2 2x2";
