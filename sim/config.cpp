@@ -177,6 +177,14 @@ void validate_object(json& obj, const std::string& doc, const std::string& patte
       fail(origin, child_display, fmt::format("unknown key{} (expected one of: {})", did_you_mean(key, names), known));
     }
     if (it->second) {
+      // A byte count may be written with its unit in a file too: "capacity_bytes": "16GiB".
+      if (it->second->type == ParamType::Int && it->second->unit == "bytes" && value.is_string()) {
+        const auto bytes = parse_byte_size(value.get<std::string>());
+        if (!bytes)
+          fail(origin, child_display, fmt::format("expected a whole number of bytes, e.g. 17179869184, \"16GiB\" or \"512KiB\", got {}",
+                                                  brief(value)));
+        value = *bytes;
+      }
       check_value(*it->second, value, origin, child_display);
       if (it->second->type == ParamType::ObjectList)
         for (std::size_t i = 0; i < value.size(); ++i)
@@ -205,6 +213,10 @@ json parse_set_value(const ParamSpec& spec, const std::string& text, const std::
   auto bad = [&](const std::string& what) -> json { fail(origin, display, fmt::format("expected {}, got \"{}\"", what, text)); };
   switch (spec.type) {
     case ParamType::Int: {
+      if (spec.unit == "bytes" && !std::regex_match(text, std::regex("-?[0-9]{1,19}"))) {
+        if (const auto bytes = parse_byte_size(text)) return json(*bytes);
+        return bad("a whole number of bytes, e.g. 17179869184, 16GiB or 512KiB");
+      }
       if (!std::regex_match(text, std::regex("-?[0-9]{1,19}"))) return bad("an integer");
       try {
         if (text[0] == '-') return json(std::stoll(text));
@@ -678,6 +690,27 @@ json load_hw_document(const std::string& name_or_file) {
   return doc;
 }
 
+// Keys of which a workload sets one: overriding one clears the other, since the override says
+// which the user means, and the summary says what was cleared.
+static void clear_the_other_of_a_pair(Config& config, const std::string& assignment) {
+  static const std::pair<const char*, const char*> kPairs[] = {
+      {"training.global_batch", "training.per_replica_batch"},
+      {"training.per_replica_batch", "training.global_batch"}};
+  const std::string path = assignment.substr(0, assignment.find('='));
+  for (const auto& [set, other] : kPairs) {
+    if (path != std::string("workload.") + set) continue;
+    const json::json_pointer set_at("/" + std::regex_replace(set, std::regex("\\."), "/"));
+    const json::json_pointer other_at("/" + std::regex_replace(other, std::regex("\\."), "/"));
+    json& doc = config.workload_doc;
+    if (!doc.contains(set_at) || !doc.at(set_at).is_number_integer() || doc.at(set_at).get<std::int64_t>() <= 0) continue;
+    if (!doc.contains(other_at) || !doc.at(other_at).is_number_integer() || doc.at(other_at).get<std::int64_t>() == 0)
+      continue;
+    config.notes.push_back(fmt::format("--set {} cleared workload.{} (was {}): the two are exclusive", assignment, other,
+                                       doc.at(other_at).dump()));
+    doc[other_at] = 0;
+  }
+}
+
 bool is_effective_config(const json& doc) {
   return doc.is_object() && doc.size() == 2 && doc.contains("hw") && doc.contains("workload") && doc["hw"].is_object() &&
          doc["workload"].is_object();
@@ -764,7 +797,10 @@ Config load_config(const ConfigRequest& request_as_given) {
   validate_object(config.hw_doc, "hw", "", "hw", hw_origin);
   if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", request.workload_path);
   if (!request.topology.empty()) apply_set(config.hw_doc, config.workload_doc, "hw.slice.topology=" + request.topology);
-  for (const auto& s : request.sets) apply_set(config.hw_doc, config.workload_doc, s);
+  for (const auto& s : request.sets) {
+    apply_set(config.hw_doc, config.workload_doc, s);
+    clear_the_other_of_a_pair(config, s);
+  }
   if (!request.sets.empty() || !request.topology.empty()) {
     // An override may replace a whole subtree (a list of layers): check the result as a whole.
     validate_object(config.hw_doc, "hw", "", "hw", "--set overrides");

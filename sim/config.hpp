@@ -33,6 +33,8 @@ struct Config {
   // The Cloud TPU accelerator type given as --hw or --topology ("v4-32"), and what it was taken
   // to mean ("v4-32 = tpu_v4 2x2x4 (16 chips; ...)"); empty when none was.
   std::string accelerator, accelerator_note;
+  // What loading did that the user should hear of (an override that cleared its exclusive twin).
+  std::vector<std::string> notes;
 };
 
 // Throws InputError with a one-line message naming the file or option and the JSON path.

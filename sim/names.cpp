@@ -96,6 +96,29 @@ std::optional<Accelerator> parse_accelerator(const std::string& given, const std
   return a;
 }
 
+std::optional<std::uint64_t> parse_byte_size(const std::string& text) {
+  static const std::regex pattern(R"(([0-9]{1,15})(\.[0-9]{1,9})?\s*([kKmMgGtT]?)(i?[bB])?)");
+  std::smatch m;
+  if (!std::regex_match(text, m, pattern)) return std::nullopt;
+  const char prefix = static_cast<char>(std::toupper(m[3].str().empty() ? 'B' : m[3].str()[0]));
+  if (prefix == 'B' && m[4].matched && m[4].str().size() == 2) return std::nullopt;  // "16iB"
+  const unsigned shift = prefix == 'K' ? 10 : prefix == 'M' ? 20 : prefix == 'G' ? 30 : prefix == 'T' ? 40 : 0;
+  // Exact in integers: whole part, then the fraction's digits over its power of ten.
+  const unsigned __int128 whole = static_cast<unsigned __int128>(std::stoull(m[1])) << shift;
+  unsigned __int128 fraction = 0;
+  if (m[2].matched) {
+    const std::string digits = m[2].str().substr(1);
+    unsigned __int128 ten = 1;
+    for (std::size_t i = 0; i < digits.size(); ++i) ten *= 10;
+    const unsigned __int128 scaled = static_cast<unsigned __int128>(std::stoull(digits)) << shift;
+    if (scaled % ten != 0) return std::nullopt;  // not a whole number of bytes
+    fraction = scaled / ten;
+  }
+  const unsigned __int128 bytes = whole + fraction;
+  if (bytes > static_cast<unsigned __int128>(~std::uint64_t{0})) return std::nullopt;
+  return static_cast<std::uint64_t>(bytes);
+}
+
 std::string describe(const Accelerator& a) {
   std::string generation = a.preset.substr(4);
   return fmt::format("{} = {} {} ({} chips; {} names count {})", a.name, a.preset, a.topology, a.chips, generation, a.counts);

@@ -2,6 +2,7 @@
 // shorthand for a preset and a slice, and "did you mean" for names that are almost right.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,11 @@ std::optional<Accelerator> parse_accelerator(const std::string& name, const std:
 
 // "v4-32 = tpu_v4 2x2x4 (16 chips; v4 counts TensorCores, 2 per chip)".
 std::string describe(const Accelerator& a);
+
+// A byte count with an optional unit, as --max-memory takes it: "16GiB", "16G", "16GB" (binary,
+// as memory sizes are: 16 x 2^30), "512KiB", "1.5MiB", "4096", "4096B". nullopt when the text is
+// not such a size or not a whole number of bytes.
+std::optional<std::uint64_t> parse_byte_size(const std::string& text);
 
 // " (did you mean X?)" or " (did you mean X or Y?)" naming the candidates closest to `word` by
 // edit distance when they are close enough to be a typo; "" otherwise.

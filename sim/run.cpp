@@ -263,6 +263,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["optimizer"] = config.workload.optimizer;
   summary["steps"] = config.workload.steps;
   summary["parameters"] = step.model.params();
+  summary["notes"] = config.notes;
 
   const ojson memory = memory_json(step);
   ojson warnings = ojson::array();
@@ -488,6 +489,8 @@ std::string format_summary(const ojson& s) {
                    s["global_batch"].get<std::uint64_t>(), s["per_replica_batch"].get<std::uint64_t>(),
                    s["per_core_batch"].get<std::uint64_t>(), s["precision"].get<std::string>(),
                    s["optimizer"].get<std::string>(), steps, steps == 1 ? "" : "s");
+  if (s.contains("notes"))
+    for (const auto& note : s["notes"]) t += "  note: " + note.get<std::string>() + "\n";
   const ojson& m = s["memory"];
   const ojson& pc = m["per_core"];
   t += fmt::format("  memory/core    {} of {} HBM ({}): params {}, grads {}, optimizer {}, activations {}\n",

@@ -228,8 +228,8 @@ BOOST_AUTO_TEST_CASE(adversarial_inputs_get_one_clear_line) {
            {"run '" + dup + "' -o '" + dir.path("o") + "'", "the key \"training\" appears twice"},
            // The second adversarial pass (docs/reliability.md):
            {"dump-config --set hw.=3", "--set hw.=3: malformed key path \"hw.\" (an empty key)"},
-           {"membench --bytes -1", "--bytes: expected a whole number, got -1"},
-           {"collective --bytes -5", "--bytes: expected a whole number, got -5"},
+           {"membench --bytes -1", "--bytes: expected a whole number of bytes such as 4096, 64KiB or 1GiB, got -1"},
+           {"collective --bytes -5", "--bytes: expected a whole number of bytes such as 4096, 64KiB or 1GiB, got -5"},
            {"trace-summary '" + example_workload() + "' --top -1", "--top: expected a whole number, got -1"},
            {"collective --bytes 1024 --group ''", "--group: expected all, or torus axes such as x, y, xy, xyz, got nothing"},
            {"collective --bytes 1024 --group xyz", "--group: a 2x2 slice has no z axis"},

@@ -8,6 +8,7 @@
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 #include "sim/params.hpp"
+#include "sim/names.hpp"
 #include "hw/topology.hpp"
 #include "test_helpers.hpp"
 
@@ -223,4 +224,52 @@ BOOST_AUTO_TEST_CASE(typos_in_presets_keys_and_values_get_a_suggestion) {
   // Nothing close: no guess.
   workload.sets = {"workload.training.precision=int4"};
   BOOST_TEST(!contains(load_error(workload), "did you mean"), load_error(workload));
+}
+
+// Issue 18: `--set workload.training.global_batch=2048` failed on every workload that sets
+// per_replica_batch ("set either ..., not both"); byte counts took no units.
+BOOST_AUTO_TEST_CASE(overriding_one_of_an_exclusive_pair_clears_the_other_and_says_so) {
+  ConfigRequest request;
+  request.workload_path = source_path("workloads/examples/resnet50.json");
+  request.sets = {"workload.training.global_batch=2048"};
+  const Config global = load_config(request);
+  BOOST_TEST(global.workload.global_batch == 2048u);
+  BOOST_TEST(global.workload.per_replica_batch == 0u);
+  BOOST_REQUIRE(global.notes.size() == 1u);
+  BOOST_TEST(contains(global.notes[0], "cleared workload.training.per_replica_batch (was 128)"), global.notes[0]);
+  request.workload_path = source_path("workloads/examples/mlp_mnist.json");
+  request.sets = {"workload.training.per_replica_batch=64"};
+  const Config per_replica = load_config(request);
+  BOOST_TEST(per_replica.workload.global_batch == 0u);
+  BOOST_TEST(per_replica.workload.per_replica_batch == 64u);
+  BOOST_TEST(contains(per_replica.notes.at(0), "cleared workload.training.global_batch (was 1024)"));
+  // Set the way it already is: nothing to clear, nothing to say.
+  request.sets = {"workload.training.global_batch=2048"};
+  BOOST_TEST(load_config(request).notes.empty());
+}
+
+BOOST_AUTO_TEST_CASE(byte_counts_take_units) {
+  BOOST_TEST(parse_byte_size("16GiB").value() == 16ull << 30);
+  BOOST_TEST(parse_byte_size("16G").value() == 16ull << 30);
+  BOOST_TEST(parse_byte_size("16GB").value() == 16ull << 30);
+  BOOST_TEST(parse_byte_size("1.5KiB").value() == 1536u);
+  BOOST_TEST(parse_byte_size("4096").value() == 4096u);
+  BOOST_TEST(parse_byte_size("4096B").value() == 4096u);
+  BOOST_TEST(!parse_byte_size("1.3B"));
+  BOOST_TEST(!parse_byte_size("16 parsecs"));
+  BOOST_TEST(!parse_byte_size("-8"));
+  ConfigRequest request;
+  request.sets = {"hw.hbm.capacity_bytes=16GiB", "hw.core.vmem_bytes=64MiB"};
+  const Config config = load_config(request);
+  BOOST_TEST(config.hw.hbm.capacity_bytes == 16ull << 30);
+  BOOST_TEST(config.hw_doc["core"]["vmem_bytes"] == 64ull << 20);  // the effective document holds bytes
+  request.sets = {"hw.hbm.capacity_bytes=16.3B"};
+  BOOST_TEST(contains(load_error(request), "hw.hbm.capacity_bytes: expected a whole number of bytes"), load_error(request));
+  // In a file as well.
+  TempDir dir;
+  ConfigRequest file;
+  file.hw = dir.write("hw.json", R"({"base": "tpu_v4", "name": "big", "hbm": {"capacity_bytes": "64GiB"}})");
+  BOOST_TEST(load_config(file).hw.hbm.capacity_bytes == 64ull << 30);
+  file.hw = dir.write("bad.json", R"({"base": "tpu_v4", "name": "big", "hbm": {"capacity_bytes": "lots"}})");
+  BOOST_TEST(contains(load_error(file), "hw.hbm.capacity_bytes: expected a whole number of bytes"), load_error(file));
 }
