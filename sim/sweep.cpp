@@ -350,13 +350,16 @@ int run_sweep(const SweepRequest& r) {
       load_config(c);
     } catch (const InputError& e) {
       const std::string what = e.what();
-      // Unknown keys and malformed values are the sweep's mistake; a value the model refuses
-      // (a batch that does not divide) is that point's result.
-      if (what.find("unknown key") != std::string::npos || what.find("expected") == std::string::npos)
-        throw InputError(fmt::format("sweep point {}: {}", p.id, what));
+      // An unknown key is the sweep's mistake; a combination the hardware or the model refuses
+      // (a v4 slice of 4x4, a batch that does not divide) is that point's result, a row with
+      // its reason, so that v4 and v5e can be compared at the chip counts both have.
+      if (what.find("unknown key") != std::string::npos) throw InputError(fmt::format("sweep point {}: {}", p.id, what));
       config_errors[p.index] = what;
     }
   }
+  // When no point can run, the mistake is the sweep's (a malformed value), not a combination's.
+  if (std::all_of(config_errors.begin(), config_errors.end(), [](const std::string& e) { return !e.empty(); }))
+    throw InputError(fmt::format("sweep point {}: {}", points.front().id, config_errors.front()));
 
   std::sort(inputs.begin(), inputs.end());
   inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
