@@ -74,7 +74,10 @@ void Host::produce() {
     report_buffer();
     for (std::size_t i = 0; i < chips_.size(); ++i) {
       const Interval link = pcie_[i].reserve(now_ps(), now_ps(), transfer_ps(bytes_per_chip, hw_.host.pcie_bw_gbps));
-      pcie_reporters_[i].busy(link, &batch_names_[step], step);
+      UnitRequest shipment;
+      shipment.label = &batch_names_[step];
+      shipment.step = step;
+      pcie_reporters_[i].busy(link, shipment, bytes_per_chip);
       ready_ps_[i][step] = link.end + ns_to_ps(hw_.host.pcie_latency_ns);
     }
     batch_shipped_.notify(sc_core::SC_ZERO_TIME);

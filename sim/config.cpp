@@ -15,6 +15,7 @@
 #include "hw/topology.hpp"
 #include "hw/units.hpp"
 #include "sim/errors.hpp"
+#include "sim/names.hpp"
 #include "sim/json_input.hpp"
 #include "sim/params.hpp"
 
@@ -102,7 +103,8 @@ void check_value(const ParamSpec& spec, const json& value, const std::string& or
           std::find(spec.choices.begin(), spec.choices.end(), value.get<std::string>()) == spec.choices.end()) {
         std::string list;
         for (const auto& c : spec.choices) list += (list.empty() ? "" : ", ") + c;
-        expected("one of " + list);
+        fail(origin, display, fmt::format("expected one of {}, got {}{}", list, brief(value),
+                                          did_you_mean(value.get<std::string>(), spec.choices)));
       }
       break;
     case ParamType::IntList:
@@ -170,10 +172,19 @@ void validate_object(json& obj, const std::string& doc, const std::string& patte
     const auto it = std::find_if(children.begin(), children.end(), [&](const auto& c) { return c.first == name; });
     if (it == children.end()) {
       std::string known;
-      for (const auto& c : children) known += (known.empty() ? "" : ", ") + c.first;
-      fail(origin, child_display, fmt::format("unknown key (expected one of: {})", known));
+      std::vector<std::string> names;
+      for (const auto& c : children) known += (known.empty() ? "" : ", ") + c.first, names.push_back(c.first);
+      fail(origin, child_display, fmt::format("unknown key{} (expected one of: {})", did_you_mean(key, names), known));
     }
     if (it->second) {
+      // A byte count may be written with its unit in a file too: "capacity_bytes": "16GiB".
+      if (it->second->type == ParamType::Int && it->second->unit == "bytes" && value.is_string()) {
+        const auto bytes = parse_byte_size(value.get<std::string>());
+        if (!bytes)
+          fail(origin, child_display, fmt::format("expected a whole number of bytes, e.g. 17179869184, \"16GiB\" or \"512KiB\", got {}",
+                                                  brief(value)));
+        value = *bytes;
+      }
       check_value(*it->second, value, origin, child_display);
       if (it->second->type == ParamType::ObjectList)
         for (std::size_t i = 0; i < value.size(); ++i)
@@ -202,6 +213,10 @@ json parse_set_value(const ParamSpec& spec, const std::string& text, const std::
   auto bad = [&](const std::string& what) -> json { fail(origin, display, fmt::format("expected {}, got \"{}\"", what, text)); };
   switch (spec.type) {
     case ParamType::Int: {
+      if (spec.unit == "bytes" && !std::regex_match(text, std::regex("-?[0-9]{1,19}"))) {
+        if (const auto bytes = parse_byte_size(text)) return json(*bytes);
+        return bad("a whole number of bytes, e.g. 17179869184, 16GiB or 512KiB");
+      }
       if (!std::regex_match(text, std::regex("-?[0-9]{1,19}"))) return bad("an integer");
       try {
         if (text[0] == '-') return json(std::stoll(text));
@@ -293,8 +308,12 @@ void apply_set(json& hw_doc, json& workload_doc, const std::string& assignment) 
     const std::string key = m[1];
     pattern = join_pattern(pattern, key);
     const bool last = i + 1 == segments.size();
-    if (!find_param(doc, pattern) && !has_children(doc, pattern))
-      throw InputError(fmt::format("{}: {}: unknown key (see `tpusim list-params`)", origin, path));
+    if (!find_param(doc, pattern) && !has_children(doc, pattern)) {
+      std::vector<std::string> keys;
+      for (const auto& p : param_registry())
+        if (p.doc == doc && p.path.find("[]") == std::string::npos) keys.push_back(p.doc + "." + p.path);
+      throw InputError(fmt::format("{}: {}: unknown key{} (see `tpusim list-params`)", origin, path, did_you_mean(path, keys)));
+    }
     if (!node->is_object()) throw InputError(fmt::format("{}: {}: the parent is not an object", origin, path));
     json& child = (*node)[key];
     if (m[2].matched) {
@@ -646,9 +665,13 @@ std::vector<std::string> input_files(const ConfigRequest& request) {
 json load_hw_document(const std::string& name_or_file) {
   std::string file = name_or_file;
   if (!looks_like_file(name_or_file)) {
-    if (const std::string known = presets_if_unknown(name_or_file); !known.empty())
-      throw InputError(fmt::format("--hw {}: unknown hardware preset (expected one of: {}, or a JSON file)", name_or_file, known));
-    file = preset_dir() + "/" + name_or_file + ".json";
+    std::string preset = name_or_file;
+    if (const auto accelerator = parse_accelerator(name_or_file, "--hw")) preset = accelerator->preset;
+    if (const std::string known = presets_if_unknown(preset); !known.empty())
+      throw InputError(fmt::format("--hw {}: unknown hardware preset{} (expected one of: {}, a Cloud TPU accelerator type "
+                                   "such as v4-32 or v5e-256, or a JSON file)",
+                                   name_or_file, did_you_mean(name_or_file, preset_names()), known));
+    file = preset_dir() + "/" + preset + ".json";
   }
   json doc = read_json_file(file);
   if (!doc.is_object()) throw InputError(fmt::format("{}: hw: expected a JSON object, got {}", file, brief(doc)));
@@ -668,13 +691,97 @@ json load_hw_document(const std::string& name_or_file) {
   return doc;
 }
 
-Config load_config(const ConfigRequest& request) {
+// Keys of which a workload sets one: overriding one clears the other, since the override says
+// which the user means, and the summary says what was cleared.
+static void clear_the_other_of_a_pair(Config& config, const std::string& assignment) {
+  static const std::pair<const char*, const char*> kPairs[] = {
+      {"training.global_batch", "training.per_replica_batch"},
+      {"training.per_replica_batch", "training.global_batch"}};
+  const std::string path = assignment.substr(0, assignment.find('='));
+  for (const auto& [set, other] : kPairs) {
+    if (path != std::string("workload.") + set) continue;
+    const json::json_pointer set_at("/" + std::regex_replace(set, std::regex("\\."), "/"));
+    const json::json_pointer other_at("/" + std::regex_replace(other, std::regex("\\."), "/"));
+    json& doc = config.workload_doc;
+    if (!doc.contains(set_at) || !doc.at(set_at).is_number_integer() || doc.at(set_at).get<std::int64_t>() <= 0) continue;
+    if (!doc.contains(other_at) || !doc.at(other_at).is_number_integer() || doc.at(other_at).get<std::int64_t>() == 0)
+      continue;
+    config.notes.push_back(fmt::format("--set {} cleared workload.{} (was {}): the two are exclusive", assignment, other,
+                                       doc.at(other_at).dump()));
+    doc[other_at] = 0;
+  }
+}
+
+bool is_effective_config(const json& doc) {
+  return doc.is_object() && doc.size() == 2 && doc.contains("hw") && doc.contains("workload") && doc["hw"].is_object() &&
+         doc["workload"].is_object();
+}
+
+Config load_config(const ConfigRequest& request_as_given) {
   Config config;
-  config.hw_doc = load_hw_document(request.hw);
-  const std::string hw_origin = looks_like_file(request.hw) ? request.hw : "hw/presets/" + request.hw + ".json";
+  // A Cloud TPU accelerator type names a preset and, with a count, a slice: "--hw v4-32" is
+  // tpu_v4 in 2x2x4 unless --topology gives another shape of the same 16 chips; "--topology
+  // v4-32" is that shape on tpu_v4 hardware.
+  ConfigRequest request = request_as_given;
+  std::optional<Accelerator> accelerator;
+  if (!looks_like_file(request.hw)) accelerator = parse_accelerator(request.hw, "--hw");
+  if (const auto shape = parse_accelerator(request.topology, "--topology")) {
+    if (shape->topology.empty())
+      throw InputError(fmt::format("--topology {}: names hardware, not a slice (expected a shape such as 4x4, or an "
+                                   "accelerator type such as v4-32)", request.topology));
+    if (request.hw_given && accelerator && accelerator->preset != shape->preset)
+      throw InputError(fmt::format("--topology {}: a {} slice, but --hw is {}", request.topology, shape->preset,
+                                   request.hw == accelerator->preset ? request.hw
+                                                                     : request.hw + " (" + accelerator->preset + ")"));
+    if (request.hw_given && !accelerator && !looks_like_file(request.hw) && request.hw != shape->preset)
+      throw InputError(fmt::format("--topology {}: a {} slice, but --hw is {} (give --hw {} or a shape such as 4x4)",
+                                   request.topology, shape->preset, request.hw, request.topology));
+    if (!request.hw_given || (accelerator && accelerator->topology.empty())) {
+      request.hw = shape->preset;
+      request.hw_given = true;
+    }
+    accelerator = shape;
+    request.topology = shape->topology;
+  } else if (accelerator && !accelerator->topology.empty()) {
+    if (request.topology.empty()) {
+      request.topology = accelerator->topology;
+    } else {
+      std::uint64_t chips = 0;
+      try {
+        chips = 1;
+        for (auto d : parse_topology(request.topology)) chips *= d;
+      } catch (const std::invalid_argument&) {
+        chips = 0;  // the topology's own check names the problem
+      }
+      if (chips != 0 && chips != accelerator->chips)
+        throw InputError(fmt::format("--topology {}: {} chips, but --hw {} is {} chips ({} counts {})", request.topology, chips,
+                                     request.hw, accelerator->chips, request.hw, accelerator->counts));
+    }
+  }
+  if (accelerator && !looks_like_file(request.hw)) request.hw = accelerator->preset;
+  if (accelerator && !accelerator->topology.empty()) {
+    config.accelerator = accelerator->name;
+    config.accelerator_note = describe(*accelerator);
+    if (request.topology != accelerator->topology) config.accelerator_note += fmt::format(", shaped {} by --topology", request.topology);
+  }
+  std::string hw_origin = looks_like_file(request.hw) ? request.hw : "hw/presets/" + request.hw + ".json";
   config.input_files = input_files(request);
+  // Hardware asked for is loaded first, so that a bad --hw is the error whatever the workload.
+  if (request.hw_given) config.hw_doc = load_hw_document(request.hw);
+  bool hw_loaded = request.hw_given;
   if (!request.workload_path.empty()) {
     config.workload_doc = read_json_file(request.workload_path);
+    // DIR/effective_config.json (or dump-config's output) reruns as it is: the workload and the
+    // hardware it was simulated on, unless --hw asks for other hardware.
+    if (is_effective_config(config.workload_doc)) {
+      json both = std::move(config.workload_doc);
+      config.workload_doc = std::move(both["workload"]);
+      if (!request.hw_given) {
+        config.hw_doc = std::move(both["hw"]);
+        hw_origin = request.workload_path;
+        hw_loaded = true;
+      }
+    }
     if (!config.workload_doc.is_object())
       throw InputError(fmt::format("{}: workload: expected a JSON object, got {}", request.workload_path, brief(config.workload_doc)));
     // Checked before anything walks the layers: lowering takes about 5 KB a layer (100,000
@@ -686,11 +793,15 @@ Config load_config(const ConfigRequest& request) {
       fail(request.workload_path, "workload.model.layers",
            fmt::format("{} layers; tpusim takes at most {}", config.workload_doc.at(layers).size(), kMaxLayers));
   }
+  if (!hw_loaded) config.hw_doc = load_hw_document(request.hw);
   // Validate the documents as written first, so an error blames the file, then apply overrides.
   validate_object(config.hw_doc, "hw", "", "hw", hw_origin);
   if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", request.workload_path);
   if (!request.topology.empty()) apply_set(config.hw_doc, config.workload_doc, "hw.slice.topology=" + request.topology);
-  for (const auto& s : request.sets) apply_set(config.hw_doc, config.workload_doc, s);
+  for (const auto& s : request.sets) {
+    apply_set(config.hw_doc, config.workload_doc, s);
+    clear_the_other_of_a_pair(config, s);
+  }
   if (!request.sets.empty() || !request.topology.empty()) {
     // An override may replace a whole subtree (a list of layers): check the result as a whole.
     validate_object(config.hw_doc, "hw", "", "hw", "--set overrides");

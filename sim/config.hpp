@@ -16,6 +16,9 @@ namespace tpusim {
 struct ConfigRequest {
   std::string workload_path;  // empty: hardware only (dump-config without a workload)
   std::string hw = "tpu_v2";  // preset name or JSON file
+  // Whether `hw` was asked for (--hw) rather than the default: a workload file that is an
+  // effective configuration ({"hw": ..., "workload": ...}) keeps its own hardware unless asked.
+  bool hw_given = true;
   std::string topology;       // empty: the preset's slice
   std::vector<std::string> sets;  // "hw.hbm.bw_gbps=1000", "workload.training.global_batch=2048"
 };
@@ -27,10 +30,19 @@ struct Config {
   Workload workload;
   std::string origin;  // where the documents came from, to prefix later input errors
   std::vector<std::string> input_files;  // the files read (workload, hardware file): never inside an output directory
+  // The Cloud TPU accelerator type given as --hw or --topology ("v4-32"), and what it was taken
+  // to mean ("v4-32 = tpu_v4 2x2x4 (16 chips; ...)"); empty when none was.
+  std::string accelerator, accelerator_note;
+  // What loading did that the user should hear of (an override that cleared its exclusive twin).
+  std::vector<std::string> notes;
 };
 
 // Throws InputError with a one-line message naming the file or option and the JSON path.
 Config load_config(const ConfigRequest& request);
+
+// Whether a workload file is an effective configuration ({"hw": ..., "workload": ...}, as
+// `run` writes to DIR/effective_config.json and `dump-config` prints).
+bool is_effective_config(const nlohmann::json& doc);
 
 // The files `request` reads: a hardware file (not a preset) and the workload.
 std::vector<std::string> input_files(const ConfigRequest& request);

@@ -21,6 +21,7 @@
 #include "sim/gemm.hpp"
 #include "sim/op_cmd.hpp"
 #include "sim/membench.hpp"
+#include "sim/names.hpp"
 #include "sim/interrupt.hpp"
 #include "sim/json_input.hpp"
 #include "sim/params.hpp"
@@ -42,6 +43,18 @@ CLI::Validator whole_number_of(const std::string& what) {
                    : std::string();
       },
       "N");
+}
+
+// A byte count, with a unit or without ("1GiB", "64KiB", "4096"): rewritten to its digits.
+CLI::Validator byte_size() {
+  return CLI::Validator(
+      [](std::string& text) {
+        const auto bytes = parse_byte_size(text);
+        if (!bytes) return fmt::format("expected a whole number of bytes such as 4096, 64KiB or 1GiB, got {}", text);
+        text = std::to_string(*bytes);
+        return std::string();
+      },
+      "BYTES");
 }
 
 void add_config_options(CLI::App& cmd, ConfigRequest& request) {
@@ -151,6 +164,21 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
+// The command as typed, each argument quoted for a POSIX shell where it needs it.
+std::string command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                              "0123456789_-+=/.,:@%") == std::string::npos;
+    std::string quoted = "'";
+    for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    line += (i ? " " : "") + (plain ? arg : quoted);
+  }
+  return line;
+}
+
 int cli_main(int argc, char** argv) {
   CLI::App app{"tpusim: a cycle-approximate simulator of data-parallel training on TPU slices"};
   app.require_subcommand(1);
@@ -245,11 +273,11 @@ int cli_main(int argc, char** argv) {
   mem_cmd->add_option("--set", mem_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
   mem_cmd->add_option("--pattern", mem_pattern, "stream-read, stream-write, copy (1 read : 1 write), triad (2 reads : 1 write), random (reads) or random-write")
       ->check(CLI::IsMember({"stream-read", "stream-write", "copy", "triad", "random", "random-write"}))->capture_default_str();
-  mem_cmd->add_option("--bytes", mem.bytes, "Bytes moved in all, reads plus writes")->check(whole_number_of(""))->capture_default_str();
-  mem_cmd->add_option("--request-bytes", mem.request_bytes, "Size of each request")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_option("--bytes", mem.bytes, "Bytes moved in all, reads plus writes")->transform(byte_size())->capture_default_str();
+  mem_cmd->add_option("--request-bytes", mem.request_bytes, "Size of each request")->transform(byte_size())->capture_default_str();
   mem_cmd->add_option("--requesters", mem.requesters, "Independent requesters (each its own stream)")->check(whole_number_of(""))->capture_default_str();
   mem_cmd->add_option("--outstanding", mem.outstanding, "Requests each requester keeps in flight")->check(whole_number_of(""))->capture_default_str();
-  mem_cmd->add_option("--footprint-bytes", mem.footprint_bytes, "random, random-write: addresses are drawn from [0, footprint)")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_option("--footprint-bytes", mem.footprint_bytes, "random, random-write: addresses are drawn from [0, footprint)")->transform(byte_size())->capture_default_str();
   mem_cmd->add_option("--seed", mem.seed, "random, random-write: first requester's splitmix64 seed (the k-th uses seed + k)")->check(whole_number_of(""))->capture_default_str();
   mem_cmd->add_flag("--json", mem_json, "Print one JSON object");
 
@@ -260,7 +288,7 @@ int cli_main(int argc, char** argv) {
   auto* coll_cmd = app.add_subcommand("collective", "Simulate one collective over the chips of a slice (one rank per chip)");
   coll_cmd->add_option("--op", coll_op, "Collective")->check(CLI::IsMember({"all-reduce", "reduce-scatter", "all-gather", "permute"}))
       ->capture_default_str();
-  coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out)")->check(whole_number_of(""))
+  coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out)")->transform(byte_size())
       ->required();
   coll_cmd->add_option("--hw", coll_request.hw, "Hardware preset or JSON file")->capture_default_str();
   coll_cmd->add_option("--topology", coll_request.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
@@ -269,7 +297,7 @@ int cli_main(int argc, char** argv) {
       ->check(CLI::IsMember({"ring", "bidir_ring", "torus", "torus_all_axes"}))->capture_default_str();
   coll_cmd->add_option("--group", coll_group, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")
       ->capture_default_str();
-  coll_cmd->add_option("--chunk-bytes", coll.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)")->check(whole_number_of(""));
+  coll_cmd->add_option("--chunk-bytes", coll.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)")->transform(byte_size());
   coll_cmd->add_option("--dtype", coll_dtype, "Element type of the reduction")->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   coll_cmd->add_option("--concurrent", coll.concurrent, "Identical collectives in flight at once, sharing the links")->check(whole_number_of(""))
@@ -340,6 +368,11 @@ int cli_main(int argc, char** argv) {
     return 2;
   }
 
+  run_request.hw_given = run->get_option("--hw")->count() > 0;
+  dump_request.hw_given = dump->get_option("--hw")->count() > 0;
+  sweep.hw_given = sweep_cmd->get_option("--hw")->count() > 0;
+  coll_request.hw_given = coll_cmd->get_option("--hw")->count() > 0;
+  run_options.command_line = command_line(argc, argv);
   try {
     if (*params) return list_params(params_hw, params_json);
     if (*check_cmd || *summary_cmd) {

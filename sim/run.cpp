@@ -64,7 +64,7 @@ class StagedOutput {
     try {
       // Every file the run may write, so that a killed run's staging folder holds nothing foreign
       // and the next run beside it removes it (remove_stale_staging).
-      write_output_marker(staging_, "run", {"effective_config.json", "report.html", "summary.csv", "summary.json",
+      write_output_marker(staging_, "run", {"command.txt", "effective_config.json", "report.html", "summary.csv", "summary.json",
                                             "timeline.json", "trace.json", "trace.json.gz"});
     } catch (const SimError&) {
       fs::remove_all(staging_, ec);
@@ -221,6 +221,11 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     out.write("summary.json", summary.dump(2) + "\n");
     out.write("summary.csv", csv_of(summary));
     out.write("effective_config.json", effective_config(config).dump(2) + "\n");
+    if (!options.command_line.empty()) {
+      std::error_code ec;
+      const std::string cwd = fs::current_path(ec).string();
+      out.write("command.txt", (ec ? "" : "# run in " + cwd + "\n") + options.command_line + "\n");
+    }
     const ojson row = {{"point", config.workload.name}, {"status", summary["status"]}, {"reason", ""},
                        {"varied", ojson::object()}, {"summary", summary}};
     if (!timeline.is_null()) out.write("timeline.json", timeline.dump() + "\n");
@@ -244,6 +249,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["workload"] = config.workload.name;
   summary["hw"] = hw.name;
   summary["topology"] = topology_string(hw.slice_dims);
+  if (!config.accelerator.empty()) {
+    summary["accelerator_type"] = config.accelerator;
+    summary["accelerator_mapping"] = config.accelerator_note;
+  }
   summary["chips"] = hw.chip_count();
   summary["cores"] = hw.core_count();
   summary["replicas"] = step.replicas;
@@ -254,6 +263,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["optimizer"] = config.workload.optimizer;
   summary["steps"] = config.workload.steps;
   summary["parameters"] = step.model.params();
+  summary["notes"] = config.notes;
 
   const ojson memory = memory_json(step);
   ojson warnings = ojson::array();
@@ -349,6 +359,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   const double model_flops = step.model_flops_per_core * static_cast<double>(hw.core_count());
 
   summary["step_time_s"] = step_s;
+  // With one step there is no steady state: the one step pays the first input transfer and the
+  // program's launch, which later steps overlap.
+  summary["steady_state"] = n >= 2;
   summary["first_step_time_s"] = seconds(ends[0]);
   summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
   summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
@@ -436,6 +449,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   if (padding < 0.5)
     warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "
                                    "multiples of the {}x{} array)", 100 * padding, hw.core.mxu.rows, hw.core.mxu.cols));
+  if (n < 2)
+    warnings.push_back("one step simulated: its figures are of the first step, which pays the first input transfer and "
+                       "launch, not of the steady state (set workload.training.steps to 2 or more)");
   if (input_s / cores > 0.1 * step_s)
     warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * input_s / cores / step_s));
   summary["warnings"] = warnings;
@@ -467,10 +483,14 @@ std::string format_summary(const ojson& s) {
   t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas)\n", s["workload"].get<std::string>(),
                    s["hw"].get<std::string>(), s["topology"].get<std::string>(), s["chips"].get<std::uint64_t>(),
                    s["cores"].get<std::uint64_t>(), s["replicas"].get<std::uint64_t>());
-  t += fmt::format("  batch          {} global, {} per replica, {} per core; {}, {}, {} steps\n",
+  if (s.contains("accelerator_mapping")) t += fmt::format("  accelerator    {}\n", s["accelerator_mapping"].get<std::string>());
+  const std::uint32_t steps = s["steps"].get<std::uint32_t>();
+  t += fmt::format("  batch          {} global, {} per replica, {} per core; {}, {}, {} step{}\n",
                    s["global_batch"].get<std::uint64_t>(), s["per_replica_batch"].get<std::uint64_t>(),
                    s["per_core_batch"].get<std::uint64_t>(), s["precision"].get<std::string>(),
-                   s["optimizer"].get<std::string>(), s["steps"].get<std::uint32_t>());
+                   s["optimizer"].get<std::string>(), steps, steps == 1 ? "" : "s");
+  if (s.contains("notes"))
+    for (const auto& note : s["notes"]) t += "  note: " + note.get<std::string>() + "\n";
   const ojson& m = s["memory"];
   const ojson& pc = m["per_core"];
   t += fmt::format("  memory/core    {} of {} HBM ({}): params {}, grads {}, optimizer {}, activations {}\n",
@@ -480,8 +500,11 @@ std::string format_summary(const ojson& s) {
                    bytes(pc["activations_bytes"].get<double>()));
   if (s["step_time_s"].is_number()) {  // ok, or interrupted after a step
     const double step = s["step_time_s"].get<double>();
-    t += fmt::format("  step time      {} (steady state; first step {})\n", time(step),
-                     time(s["first_step_time_s"].get<double>()));
+    if (s.value("steady_state", true))
+      t += fmt::format("  step time      {} (steady state; first step {})\n", time(step),
+                       time(s["first_step_time_s"].get<double>()));
+    else
+      t += fmt::format("  step time      {} (the first step: one step was simulated, no steady state)\n", time(step));
     t += fmt::format("  throughput     {} samples/s, {} samples/s per chip\n", rate(s["samples_per_s"].get<double>()),
                      rate(s["samples_per_s_per_chip"].get<double>()));
     t += fmt::format("  MFU            {}\n", pct(s["mfu"].get<double>()));

@@ -21,6 +21,9 @@ struct RunOptions {
   // the same outputs (hw/symmetry.hpp).
   bool all_chips = false;
   bool trace_chips_given = false;  // trace.chips came from --trace-chips, not the default
+  // The command line, written to DIR/command.txt (with the working directory) so that the run
+  // can be repeated; empty: no command.txt.
+  std::string command_line;
 };
 
 // Simulates and writes DIR/summary.json, summary.csv, effective_config.json and trace.json.

@@ -21,6 +21,7 @@ struct SweepAxis {
 struct SweepRequest {
   std::string workload_path;
   std::string fixed_hw = "tpu_v2";  // when the hardware does not vary
+  bool hw_given = true;  // false: --hw was not given, and an effective configuration keeps its hardware
   std::string fixed_topology;       // when the topology does not vary (empty: the preset's)
   std::vector<std::string> sets;  // fixed overrides for every point
   std::vector<SweepAxis> axes;    // in order: the first varies slowest

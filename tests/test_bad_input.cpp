@@ -60,6 +60,12 @@ BOOST_AUTO_TEST_CASE(unknown_key) {
                      "workload.model.layers[1].kernel: not a key of a dense layer");
 }
 
+BOOST_AUTO_TEST_CASE(typos_get_a_suggestion_on_one_line) {
+  expect_input_error(kValid, "--hw tpu_v5", "--hw tpu_v5: unknown hardware preset (did you mean tpu_v5e or tpu_v5p?)");
+  expect_input_error(kValid, "--set workload.training.global_bach=2048", "(did you mean workload.training.global_batch?)");
+  expect_input_error(kValid, "--hw v5e-12", "--hw v5e-12: not a Cloud TPU v5e accelerator type");
+}
+
 BOOST_AUTO_TEST_CASE(missing_required_field) {
   expect_input_error(replaced("\"name\": \"mlp_mnist\",", ""), "", "workload.name: missing required key");
   expect_input_error(replaced("\"units\": 128, ", ""), "", "workload.model.layers[1].units: missing required key");
@@ -222,8 +228,8 @@ BOOST_AUTO_TEST_CASE(adversarial_inputs_get_one_clear_line) {
            {"run '" + dup + "' -o '" + dir.path("o") + "'", "the key \"training\" appears twice"},
            // The second adversarial pass (docs/reliability.md):
            {"dump-config --set hw.=3", "--set hw.=3: malformed key path \"hw.\" (an empty key)"},
-           {"membench --bytes -1", "--bytes: expected a whole number, got -1"},
-           {"collective --bytes -5", "--bytes: expected a whole number, got -5"},
+           {"membench --bytes -1", "--bytes: expected a whole number of bytes such as 4096, 64KiB or 1GiB, got -1"},
+           {"collective --bytes -5", "--bytes: expected a whole number of bytes such as 4096, 64KiB or 1GiB, got -5"},
            {"trace-summary '" + example_workload() + "' --top -1", "--top: expected a whole number, got -1"},
            {"collective --bytes 1024 --group ''", "--group: expected all, or torus axes such as x, y, xy, xyz, got nothing"},
            {"collective --bytes 1024 --group xyz", "--group: a 2x2 slice has no z axis"},

@@ -8,10 +8,13 @@
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 #include "sim/params.hpp"
+#include "sim/names.hpp"
+#include "hw/topology.hpp"
 #include "test_helpers.hpp"
 
 using namespace tpusim;
 using tpusim::test::TempDir;
+using tpusim::test::source_path;
 
 namespace {
 
@@ -136,4 +139,137 @@ BOOST_AUTO_TEST_CASE(every_key_is_documented) {
     const std::string key = "`" + p.doc + "." + p.path + "`";
     BOOST_TEST_CONTEXT(key) { BOOST_TEST(contains(p.doc == "hw" ? hw_doc : workload_doc, key)); }
   }
+}
+
+// Issue 18: Cloud TPU users name slices by accelerator type; `--hw v4-32` was refused.
+BOOST_AUTO_TEST_CASE(cloud_tpu_accelerator_types_name_a_preset_and_its_default_slice) {
+  struct Case {
+    std::string name, preset, topology;
+    std::uint64_t chips;
+  };
+  // The default shapes of the Cloud TPU documentation's tables (docs/hardware_format.md).
+  for (const Case& c : std::vector<Case>{{"v2-8", "tpu_v2", "2x2", 4},
+                                         {"v2-512", "tpu_v2", "16x16", 256},
+                                         {"v3-32", "tpu_v3", "4x4", 16},
+                                         {"v3-64", "tpu_v3", "4x8", 32},
+                                         {"v3-2048", "tpu_v3", "32x32", 1024},
+                                         {"v4-8", "tpu_v4", "2x2x1", 4},
+                                         {"v4-32", "tpu_v4", "2x2x4", 16},
+                                         {"v4-128", "tpu_v4", "4x4x4", 64},
+                                         {"v4-4096", "tpu_v4", "8x16x16", 2048},
+                                         {"v5p-32", "tpu_v5p", "2x2x4", 16},
+                                         {"v5p-256", "tpu_v5p", "4x4x8", 128},
+                                         {"v5p-12288", "tpu_v5p", "16x16x24", 6144},
+                                         {"v5e-1", "tpu_v5e", "1x1", 1},
+                                         {"v5litepod-8", "tpu_v5e", "2x4", 8},
+                                         {"v5e-256", "tpu_v5e", "16x16", 256},
+                                         {"v6e-32", "tpu_v6e", "4x8", 32},
+                                         {"v6e-256", "tpu_v6e", "16x16", 256}}) {
+    BOOST_TEST_CONTEXT(c.name) {
+      ConfigRequest request;
+      request.hw = c.name;
+      const Config config = load_config(request);
+      BOOST_TEST(config.hw.name == c.preset);
+      BOOST_TEST(topology_string(config.hw.slice_dims) == c.topology);
+      BOOST_TEST(config.hw.chip_count() == c.chips);
+      BOOST_TEST(contains(config.accelerator_note, c.name + " = " + c.preset + " " + c.topology));
+      // The same name as --topology, on the default hardware.
+      ConfigRequest as_topology;
+      as_topology.topology = c.name;
+      as_topology.hw_given = false;
+      const Config shaped = load_config(as_topology);
+      BOOST_TEST(shaped.hw.name == c.preset);
+      BOOST_TEST(topology_string(shaped.hw.slice_dims) == c.topology);
+    }
+  }
+  ConfigRequest bare;
+  bare.hw = "v5e";
+  BOOST_TEST(load_config(bare).hw.name == "tpu_v5e");
+  BOOST_TEST(load_config(bare).accelerator.empty());
+  // Another shape of the same chips is taken; another count, or another generation, is not.
+  ConfigRequest reshaped;
+  reshaped.hw = "v2-32";
+  reshaped.topology = "2x8";
+  BOOST_TEST(topology_string(load_config(reshaped).hw.slice_dims) == "2x8");
+  reshaped.topology = "4x8";
+  BOOST_TEST(contains(load_error(reshaped), "--topology 4x8: 32 chips, but --hw v2-32 is 16 chips"));
+  ConfigRequest mixed;
+  mixed.hw = "tpu_v4";
+  mixed.topology = "v5e-16";
+  BOOST_TEST(contains(load_error(mixed), "--topology v5e-16: a tpu_v5e slice, but --hw is tpu_v4"));
+  ConfigRequest odd;
+  odd.hw = "v4-31";
+  BOOST_TEST(contains(load_error(odd), "--hw v4-31: not a Cloud TPU v4 accelerator type"));
+}
+
+// Issue 18: a typo got "unknown" without a suggestion.
+BOOST_AUTO_TEST_CASE(typos_in_presets_keys_and_values_get_a_suggestion) {
+  ConfigRequest preset;
+  preset.hw = "tpu_v5";
+  BOOST_TEST(contains(load_error(preset), "unknown hardware preset (did you mean tpu_v5e or tpu_v5p?)"), load_error(preset));
+  ConfigRequest key;
+  key.sets = {"hw.hbm.bw_gpbs=1000"};
+  BOOST_TEST(contains(load_error(key), "hw.hbm.bw_gpbs: unknown key (did you mean hw.hbm.bw_gbps?)"), load_error(key));
+  TempDir dir;
+  ConfigRequest workload;
+  workload.workload_path = dir.write("w.json", R"({"name": "w", "model": {"input_shape": [4], "layers": [{"type": "dense", "units": 2}],
+    "loss": "mse"}, "training": {"global_bach": 8}})");
+  BOOST_TEST(contains(load_error(workload), "workload.training.global_bach: unknown key (did you mean global_batch?)"),
+             load_error(workload));
+  workload.workload_path = source_path("workloads/examples/mlp_mnist.json");
+  workload.sets = {"workload.training.global_bach=2048"};
+  BOOST_TEST(contains(load_error(workload), "unknown key (did you mean workload.training.global_batch?)"), load_error(workload));
+  workload.sets = {"workload.training.precision=mixed_bfloat"};
+  BOOST_TEST(contains(load_error(workload), "got \"mixed_bfloat\" (did you mean mixed_bfloat16?)"), load_error(workload));
+  // Nothing close: no guess.
+  workload.sets = {"workload.training.precision=int4"};
+  BOOST_TEST(!contains(load_error(workload), "did you mean"), load_error(workload));
+}
+
+// Issue 18: `--set workload.training.global_batch=2048` failed on every workload that sets
+// per_replica_batch ("set either ..., not both"); byte counts took no units.
+BOOST_AUTO_TEST_CASE(overriding_one_of_an_exclusive_pair_clears_the_other_and_says_so) {
+  ConfigRequest request;
+  request.workload_path = source_path("workloads/examples/resnet50.json");
+  request.sets = {"workload.training.global_batch=2048"};
+  const Config global = load_config(request);
+  BOOST_TEST(global.workload.global_batch == 2048u);
+  BOOST_TEST(global.workload.per_replica_batch == 0u);
+  BOOST_REQUIRE(global.notes.size() == 1u);
+  BOOST_TEST(contains(global.notes[0], "cleared workload.training.per_replica_batch (was 128)"), global.notes[0]);
+  request.workload_path = source_path("workloads/examples/mlp_mnist.json");
+  request.sets = {"workload.training.per_replica_batch=64"};
+  const Config per_replica = load_config(request);
+  BOOST_TEST(per_replica.workload.global_batch == 0u);
+  BOOST_TEST(per_replica.workload.per_replica_batch == 64u);
+  BOOST_TEST(contains(per_replica.notes.at(0), "cleared workload.training.global_batch (was 1024)"));
+  // Set the way it already is: nothing to clear, nothing to say.
+  request.sets = {"workload.training.global_batch=2048"};
+  BOOST_TEST(load_config(request).notes.empty());
+}
+
+BOOST_AUTO_TEST_CASE(byte_counts_take_units) {
+  BOOST_TEST(parse_byte_size("16GiB").value() == 16ull << 30);
+  BOOST_TEST(parse_byte_size("16G").value() == 16ull << 30);
+  BOOST_TEST(parse_byte_size("16GB").value() == 16ull << 30);
+  BOOST_TEST(parse_byte_size("1.5KiB").value() == 1536u);
+  BOOST_TEST(parse_byte_size("4096").value() == 4096u);
+  BOOST_TEST(parse_byte_size("4096B").value() == 4096u);
+  BOOST_TEST(!parse_byte_size("1.3B"));
+  BOOST_TEST(!parse_byte_size("16 parsecs"));
+  BOOST_TEST(!parse_byte_size("-8"));
+  ConfigRequest request;
+  request.sets = {"hw.hbm.capacity_bytes=16GiB", "hw.core.vmem_bytes=64MiB"};
+  const Config config = load_config(request);
+  BOOST_TEST(config.hw.hbm.capacity_bytes == 16ull << 30);
+  BOOST_TEST(config.hw_doc["core"]["vmem_bytes"] == 64ull << 20);  // the effective document holds bytes
+  request.sets = {"hw.hbm.capacity_bytes=16.3B"};
+  BOOST_TEST(contains(load_error(request), "hw.hbm.capacity_bytes: expected a whole number of bytes"), load_error(request));
+  // In a file as well.
+  TempDir dir;
+  ConfigRequest file;
+  file.hw = dir.write("hw.json", R"({"base": "tpu_v4", "name": "big", "hbm": {"capacity_bytes": "64GiB"}})");
+  BOOST_TEST(load_config(file).hw.hbm.capacity_bytes == 64ull << 30);
+  file.hw = dir.write("bad.json", R"({"base": "tpu_v4", "name": "big", "hbm": {"capacity_bytes": "lots"}})");
+  BOOST_TEST(contains(load_error(file), "hw.hbm.capacity_bytes: expected a whole number of bytes"), load_error(file));
 }

@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE run
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -415,6 +416,120 @@ BOOST_AUTO_TEST_CASE(trace_none_writes_no_trace) {
   BOOST_TEST(fs::exists(run->out() + "/summary.json"));
 }
 
+// Issue 18: pcie_bytes was 0 in every run, even input-bound ones where PCIe was the busiest unit.
+BOOST_AUTO_TEST_CASE(pcie_traffic_is_the_batch_shipped_to_the_chips) {
+  const auto run = run_example("--trace ops");
+  const json workload = json::parse(read_file(example_workload()));
+  std::uint64_t sample_bytes = 4;  // float32 input
+  for (const auto& d : workload["model"]["input_shape"]) sample_bytes *= d.get<std::uint64_t>();
+  const std::uint64_t batch = run->summary["global_batch"].get<std::uint64_t>();
+  BOOST_TEST(run->summary["traffic_per_step"]["pcie_bytes"].get<std::uint64_t>() == batch * sample_bytes);
+  const json trace = json::parse(read_file(run->out() + "/trace.json"));
+  const double pcie_gbps = json::parse(run_tpusim("dump-config '" + example_workload() + "'").out)["hw"]["host"]["pcie_bw_gbps"];
+  // A host's counter adds up its PCIe links, one per chip it serves.
+  std::map<std::int64_t, double> links, peak;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"].get<std::string>().rfind("pcie -> ", 0) == 0)
+      links[e["pid"]] += 1;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "C" && e["name"] == "PCIe GB/s") peak[e["pid"]] = std::max(peak[e["pid"]], e["args"]["GB/s"].get<double>());
+  BOOST_TEST(!peak.empty());
+  for (const auto& [pid, gbps] : peak) {
+    BOOST_TEST(gbps > 0.5 * pcie_gbps);
+    BOOST_TEST(gbps <= links[pid] * pcie_gbps * 1.0001);
+  }
+}
+
+// Issue 18: with one step, the first step was reported as the steady state ("1 steps").
+BOOST_AUTO_TEST_CASE(a_one_step_run_says_its_step_is_the_first_and_warns) {
+  const auto one = run_example("--trace none --set workload.training.steps=1");
+  BOOST_TEST(one->summary["steady_state"] == false);
+  BOOST_TEST(one->summary["step_time_s"] == one->summary["first_step_time_s"]);
+  BOOST_TEST(one->summary["warnings"].dump().find("one step simulated") != std::string::npos, one->summary["warnings"].dump());
+  BOOST_TEST(one->result.out.find("(the first step: one step was simulated, no steady state)") != std::string::npos, one->result.out);
+  BOOST_TEST(one->result.out.find("steady state;") == std::string::npos);
+  BOOST_TEST(one->result.out.find(", 1 step\n") != std::string::npos, one->result.out);
+  const auto two = run_example("--trace none --set workload.training.steps=2");
+  BOOST_TEST(two->summary["steady_state"] == true);
+  BOOST_TEST(two->summary["warnings"].dump().find("one step simulated") == std::string::npos);
+}
+
+// Issue 18: `tpusim run out/x/effective_config.json` failed ("workload.hw: unknown key"), and the
+// command line was not kept.
+BOOST_AUTO_TEST_CASE(the_effective_configuration_reruns_as_is_and_command_txt_repeats_the_run) {
+  TempDir dir;
+  const std::string first = dir.path("first");
+  const CommandResult a = run_tpusim("run '" + example_workload() + "' --hw tpu_v4 --topology 2x2x1 --trace none "
+                                     "--set workload.training.steps=2 --set 'workload.training.optimizer.name=sgd' -o '" + first + "'");
+  BOOST_REQUIRE_MESSAGE(a.exit_code == 0, a.err);
+  const std::string config = dir.write("config.json", read_file(first + "/effective_config.json"));
+  const CommandResult b = run_tpusim("run '" + config + "' --trace none -o '" + dir.path("again") + "'");
+  BOOST_REQUIRE_MESSAGE(b.exit_code == 0, b.err);
+  BOOST_TEST(read_file(dir.path("again/summary.json")) == read_file(first + "/summary.json"));
+  BOOST_TEST(read_file(dir.path("again/effective_config.json")) == read_file(first + "/effective_config.json"));
+  const CommandResult dumped = run_tpusim("dump-config '" + config + "'");
+  BOOST_TEST(json::parse(dumped.out) == json::parse(read_file(config)));
+  // Asked-for hardware replaces the file's; the workload stays.
+  const CommandResult other = run_tpusim("run '" + config + "' --hw tpu_v5e --trace none -o '" + dir.path("v5e") + "'");
+  BOOST_REQUIRE_MESSAGE(other.exit_code == 0, other.err);
+  const json v5e = json::parse(read_file(dir.path("v5e/summary.json")));
+  BOOST_TEST(v5e["hw"] == "tpu_v5e");
+  BOOST_TEST(v5e["optimizer"] == "sgd");
+
+  // command.txt: where the run ran, then the command; running it again gives the same outputs.
+  const std::string command = read_file(first + "/command.txt");
+  const std::size_t newline = command.find('\n');
+  BOOST_REQUIRE(command.rfind("# run in ", 0) == 0);
+  const std::string cwd = command.substr(9, newline - 9);
+  const std::string line = command.substr(newline + 1, command.size() - newline - 2);
+  BOOST_TEST(line.find(" run " + example_workload() + " --hw tpu_v4 --topology 2x2x1") != std::string::npos, line);
+  BOOST_TEST(line.find("-o " + first) != std::string::npos, line);
+  const std::string saved = read_file(first + "/summary.json");
+  BOOST_REQUIRE(std::system(("cd '" + cwd + "' && " + line + " --force >/dev/null 2>&1").c_str()) == 0);
+  BOOST_TEST(read_file(first + "/summary.json") == saved);
+  BOOST_TEST(read_file(first + "/command.txt") == command.substr(0, command.size() - 1) + " --force\n");
+}
+
+// Issue 18: `--hw v4-32` was refused; the summary says what an accelerator type was taken to mean.
+BOOST_AUTO_TEST_CASE(an_accelerator_type_runs_and_the_summary_prints_its_mapping) {
+  const auto run = run_example("--hw v4-32 --trace none --set workload.training.steps=2 --set workload.training.global_batch=2048");
+  BOOST_TEST(run->summary["hw"] == "tpu_v4");
+  BOOST_TEST(run->summary["topology"] == "2x2x4");
+  BOOST_TEST(run->summary["chips"] == 16);
+  BOOST_TEST(run->summary["accelerator_type"] == "v4-32");
+  BOOST_TEST(run->result.out.find("  accelerator    v4-32 = tpu_v4 2x2x4 (16 chips; v4 names count TensorCores, 2 per chip)\n") !=
+                 std::string::npos,
+             run->result.out);
+}
+
+// Issue 18: the README's override examples failed on 8 of the 9 zoo workloads.
+BOOST_AUTO_TEST_CASE(the_readme_overrides_work_on_every_zoo_workload) {
+  std::size_t workloads = 0;
+  for (const auto& entry : fs::directory_iterator(source_path("workloads/examples"))) {
+    if (entry.path().extension() != ".json") continue;
+    ++workloads;
+    const json workload = json::parse(read_file(entry.path().string()));
+    const bool per_replica = workload["training"].value("per_replica_batch", 0) > 0;
+    for (const std::string set : {"workload.training.global_batch=2048", "hw.hbm.bw_gbps=1000",
+                                  "workload.training.precision=mixed_bfloat16", "hw.hbm.capacity_bytes=16GiB"}) {
+      BOOST_TEST_CONTEXT(entry.path().filename().string() << " --set " << set) {
+        TempDir dir;
+        const CommandResult r = run_tpusim("run '" + entry.path().string() + "' --set " + set +
+                                           " --set workload.training.steps=2 --trace none -o '" + dir.path("out") + "'");
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+        const json summary = json::parse(read_file(dir.path("out/summary.json")));
+        if (set.rfind("workload.training.global_batch", 0) == 0) {
+          BOOST_TEST(summary["global_batch"] == 2048);
+          BOOST_TEST((summary["notes"].size() == 1u) == per_replica, summary["notes"].dump());
+          BOOST_TEST((r.out.find("  note: --set workload.training.global_batch=2048 cleared workload.training.per_replica_batch") !=
+                      std::string::npos) == per_replica);
+        }
+      }
+    }
+  }
+  BOOST_TEST(workloads >= 9u);
+}
+
 BOOST_AUTO_TEST_CASE(readme_shows_the_real_output_of_the_first_command) {
   const std::string readme = read_file(source_path("README.md"));
   const std::string open = "```\nmlp_mnist on tpu_v2 2x2";
@@ -517,6 +632,92 @@ BOOST_AUTO_TEST_CASE(trace_summary_lists_the_ops_and_tracks) {
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(r.out.find("dense/fwd/matmul+bias+relu") != std::string::npos);
   BOOST_TEST(r.out.find("chip 0 / core0.mxu0") != std::string::npos);
+}
+
+// Issue 18: "top ops" listed `step 0` and `batch 0` and summed one all-reduce over every track
+// that carries it; the track list and the trace's own track order did not follow chip, core, unit.
+BOOST_AUTO_TEST_CASE(trace_summary_ranks_ops_per_step_per_core_and_tracks_in_chip_core_unit_order) {
+  const auto run = run_example("--trace tiles");
+  const std::string path = run->out() + "/trace.json";
+  const CommandResult r = run_tpusim("trace-summary '" + path + "' --top 1000");
+  BOOST_REQUIRE(r.exit_code == 0);
+  const std::size_t ops_at = r.out.find("ops by time per step per core"), tracks_at = r.out.find("Busy time per track");
+  BOOST_REQUIRE(ops_at != std::string::npos && tracks_at != std::string::npos);
+  const std::string ops = r.out.substr(ops_at, tracks_at - ops_at);
+  BOOST_TEST(ops.find("  step 0\n") == std::string::npos, ops);
+  BOOST_TEST(ops.find("  batch 0\n") == std::string::npos, ops);
+
+  // Each op's figure, computed from the trace: its time on the cores' op tracks over steps x cores.
+  const json trace = json::parse(read_file(path));
+  std::map<std::pair<std::int64_t, std::int64_t>, std::string> names;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> order;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") names[{e["pid"], e["tid"]}] = e["args"]["name"];
+    else if (e["ph"] == "M" && e["name"] == "thread_sort_index") order[{e["pid"], e["tid"]}] = e["args"]["sort_index"];
+  std::map<std::string, double> op_us;
+  std::set<std::pair<std::int64_t, std::string>> cores;
+  std::set<std::int64_t> steps;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const std::string track = names[{e["pid"], e["tid"]}];
+    const std::size_t dot = track.find(".ops.");
+    if (dot == std::string::npos) continue;
+    cores.emplace(e["pid"].get<std::int64_t>(), track.substr(0, dot));
+    steps.insert(e["args"]["step"].get<std::int64_t>());
+    op_us[e["name"]] += e["dur"].get<double>();
+  }
+  BOOST_TEST(cores.size() == run->summary["cores"].get<std::size_t>());
+  BOOST_TEST(steps.size() == run->summary["steps"].get<std::size_t>());
+  const std::string all_reduce = "grads[dense_1..dense]/all-reduce";
+  BOOST_REQUIRE(op_us.count(all_reduce));
+  const double per_step_per_core_us = op_us[all_reduce] / static_cast<double>(cores.size() * steps.size());
+  const std::string row = fmt::format("{:.3f}", per_step_per_core_us);
+  const std::size_t line = ops.find(all_reduce + "\n");
+  BOOST_REQUIRE(line != std::string::npos);
+  const std::string all_reduce_row = ops.substr(ops.rfind('\n', line) + 1, line - ops.rfind('\n', line) - 1);
+  BOOST_TEST(all_reduce_row.find(row) != std::string::npos, all_reduce_row << " should show " << row);
+  BOOST_TEST(all_reduce_row.find("  1  ") != std::string::npos, all_reduce_row << ": once per step per core");
+
+  // The track list: chips in order, and within a chip each core's tracks together, in core order.
+  std::stringstream lines(r.out.substr(tracks_at));
+  std::vector<std::pair<int, int>> seen;  // (chip, core; 99 for the chip's shared units)
+  for (std::string l; std::getline(lines, l);) {
+    int chip = -1, core = 99;
+    const std::size_t at = l.find("%  chip ");
+    if (at == std::string::npos || std::sscanf(l.c_str() + at + 8, "%d / core%d", &chip, &core) < 1) continue;
+    seen.emplace_back(chip, core);
+  }
+  BOOST_REQUIRE(seen.size() > 8);
+  BOOST_TEST(std::is_sorted(seen.begin(), seen.end()));
+
+  // The trace itself: per process, tracks by their sort index run core0's, core1's, then the chip's.
+  std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::string>>> by_pid;
+  for (const auto& [track, name] : names) {
+    BOOST_REQUIRE(order.count(track));
+    by_pid[track.first].emplace_back(order[track], name);
+  }
+  for (auto& [pid, tracks] : by_pid) {
+    std::sort(tracks.begin(), tracks.end());
+    int last_core = -1;
+    bool shared_seen = false;
+    for (const auto& [index, name] : tracks) {
+      int core = -1;
+      if (std::sscanf(name.c_str(), "core%d.", &core) == 1) {
+        BOOST_TEST(!shared_seen, name << " after the chip's shared units");
+        BOOST_TEST(core >= last_core, name << " after core" << last_core);
+        last_core = core;
+      } else if (pid < 1000000) {
+        shared_seen = true;
+      }
+    }
+    const auto at = [&](const std::string& name) {
+      return std::find_if(tracks.begin(), tracks.end(), [&](const auto& t) { return t.second == name; }) - tracks.begin();
+    };
+    if (pid < 1000000) {
+      BOOST_TEST(at("core0.steps") < at("core0.ops.matmul"));
+      BOOST_TEST(at("core0.ops.matmul") < at("core0.mxu0"));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(an_interrupted_run_closes_every_output_as_valid_partial_results) {

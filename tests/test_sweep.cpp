@@ -63,6 +63,25 @@ BOOST_AUTO_TEST_CASE(failed_and_oom_points_are_rows_with_their_reason) {
   BOOST_TEST(rows[3].find("1020 does not divide over the 8 replicas") != std::string::npos);
 }
 
+// Issue 18: a sweep over --hw tpu_v4,tpu_v5e --topology 2x2x2,4x4 was refused whole because two
+// of its combinations do not exist.
+BOOST_AUTO_TEST_CASE(impossible_combinations_are_rows_with_their_reason) {
+  TempDir dir;
+  const CommandResult r = sweep("-o '" + dir.path("s") + "' --hw tpu_v4,tpu_v5e --topology 2x2x2,4x4 -j 2");
+  BOOST_TEST(r.exit_code == 1, r.err);  // like failed points
+  const json result = json::parse(read_file(dir.path("s/sweep.json")));
+  BOOST_REQUIRE(result["rows"].size() == 4u);
+  const std::vector<std::string> expected = {"ok", "input_error", "input_error", "ok"};
+  for (std::size_t i = 0; i < 4; ++i) BOOST_TEST(result["rows"][i]["status"] == expected[i]);
+  BOOST_TEST(result["rows"][1]["reason"].get<std::string>().find("hw.slice.topology: tpu_v4 slices come in these shapes") !=
+             std::string::npos);
+  BOOST_TEST(result["rows"][2]["reason"].get<std::string>().find("got 2x2x2") != std::string::npos);
+  // Nothing runnable at all: the sweep's own mistake, refused before anything runs.
+  const CommandResult none = sweep("-o '" + dir.path("t") + "' --hw tpu_v4,tpu_v5p --topology 4x4,8x8");
+  BOOST_TEST(none.exit_code == 2);
+  BOOST_TEST(!fs::exists(dir.path("t")));
+}
+
 BOOST_AUTO_TEST_CASE(resume_keeps_finished_points_and_runs_the_rest) {
   TempDir dir;
   const std::string out = dir.path("s");

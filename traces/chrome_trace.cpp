@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <system_error>
 #include <map>
 #include <stdexcept>
@@ -53,6 +55,40 @@ std::string chip_list_string(const std::vector<std::pair<std::uint32_t, std::uin
     text += first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
   }
   return text;
+}
+
+std::uint32_t track_sort_index(const UnitInfo& info) {
+  // Viewers order a process's tracks by this index: each core's tracks together, cores in
+  // order, then the chip's shared units; on a host the input pipeline, then PCIe links by chip.
+  // Units register in the order their threads start, which is not this order.
+  constexpr std::uint32_t kGroup = 1u << 16, kRank = 1u << 12;
+  const auto at = [&](std::uint32_t group, std::uint32_t rank, std::uint32_t position) {
+    return group * kGroup + rank * kRank + std::min(position, kRank - 1);
+  };
+  if (info.chip == kHostChip) return info.kind == UnitKind::Pcie ? at(0, 1, info.first_served_chip) : at(0, 0, info.index);
+  unsigned chip = 0, core = 0;
+  int consumed = 0;
+  const bool of_core = std::sscanf(info.path.c_str(), "chip%u.core%u.%n", &chip, &core, &consumed) == 2 && consumed > 0;
+  if (!of_core) {
+    const std::uint32_t rank = info.kind == UnitKind::Collective ? 0 : info.kind == UnitKind::IciLink ? 1 : 2;
+    return at(1024, rank, info.index);
+  }
+  const std::string unit = info.path.substr(static_cast<std::size_t>(consumed));
+  static const char* const kEngines[] = {"ops.matmul", "ops.vector", "ops.collective", "ops.infeed"};
+  for (std::uint32_t e = 0; e < 4; ++e) {
+    const std::string engine = kEngines[e];
+    if (unit.compare(0, engine.size(), engine) != 0) continue;
+    // "ops.matmul" is stream 0, "ops.matmul.2" stream 2.
+    const std::uint32_t stream = unit.size() > engine.size() + 1 ? static_cast<std::uint32_t>(std::atoi(unit.c_str() + engine.size() + 1)) : 0;
+    return at(core, 1 + e, stream);
+  }
+  switch (info.kind) {
+    case UnitKind::Steps: return at(core, 0, 0);
+    case UnitKind::Mxu: return at(core, 5, info.index % 16);
+    case UnitKind::Vpu: return at(core, 6, info.index % 16);
+    case UnitKind::Dma: return at(core, 7, info.index % 16);
+    default: return at(core, 8, info.index % 16);
+  }
 }
 
 bool TraceFilter::admits_any_chip(std::uint32_t first, std::uint32_t last) const {
@@ -144,7 +180,7 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
   emit(fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":{}}}}})", pid, tid,
                    nlohmann::json(info.label).dump()));
   emit(fmt::format(R"({{"name":"thread_sort_index","ph":"M","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
-                   pid, tid, tid));
+                   pid, tid, track_sort_index(info)));
 }
 
 void ChromeTraceWriter::count_bytes(const Activity& a) {

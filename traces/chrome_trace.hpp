@@ -43,6 +43,10 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> default_traced_chips(std::u
 // "0-15", "0-3,8"; "all" for no ranges.
 std::string chip_list_string(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& chips);
 
+// A track's thread_sort_index: chip/core/unit order (a core's steps, op engines, MXUs, VPU, DMA
+// engines; then the chip's collective unit and ICI links), whatever order units registered in.
+std::uint32_t track_sort_index(const UnitInfo& info);
+
 // The level a unit's slices first appear at.
 TraceLevel level_of(UnitKind kind);
 

@@ -1,6 +1,7 @@
 #include "traces/trace_check.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -153,15 +154,60 @@ TraceCheck check_trace(const json& trace) {
   return r;
 }
 
+namespace {
+
+// "core2" before "core10": runs of digits compare as numbers.
+bool natural_less(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      std::size_t ei = i, ej = j;
+      while (ei < a.size() && std::isdigit(static_cast<unsigned char>(a[ei]))) ++ei;
+      while (ej < b.size() && std::isdigit(static_cast<unsigned char>(b[ej]))) ++ej;
+      const std::string da = a.substr(i, ei - i), db = b.substr(j, ej - j);
+      const std::size_t za = da.find_first_not_of('0'), zb = db.find_first_not_of('0');
+      const std::string na = za == std::string::npos ? "" : da.substr(za), nb = zb == std::string::npos ? "" : db.substr(zb);
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+      i = ei;
+      j = ej;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+// The core an op track belongs to: "core1" of "core1.ops.matmul" (tpusim's op engines), "" for
+// any other track. Only these tracks hold the program's ops; the others hold the same work again
+// as steps, batches, collective pieces or link transfers.
+std::string core_of_op_track(const std::string& track) {
+  const std::size_t ops = track.find(".ops.");
+  if (ops == std::string::npos || track.compare(0, 4, "core") != 0) return "";
+  return track.substr(0, ops);
+}
+
+}  // namespace
+
 std::string summarize_trace(const json& trace, std::size_t top) {
   const json& events = events_of(trace);
   std::map<std::int64_t, std::string> process_names;
+  std::map<std::int64_t, std::int64_t> process_order;
   std::map<Track, std::string> track_names;
+  std::map<Track, std::int64_t> track_order;
   struct Total {
     double us = 0;
     std::size_t count = 0;
   };
-  std::map<std::string, Total> by_name;
+  struct Slice {
+    Track track;
+    std::string name;
+    double us;
+    std::int64_t step;  // -1: none in args
+  };
+  std::vector<Slice> kept;
   std::map<Track, double> busy_us;
   double first = INFINITY, last = -INFINITY;
   // Events of the wrong shape (trace-check names them) are passed over, not trusted.
@@ -173,33 +219,120 @@ std::string summarize_trace(const json& trace, std::size_t top) {
     const std::string ph = e["ph"];
     const Track track{integer(e, "pid"), integer(e, "tid")};
     const std::string name = name_of(e);
-    if (ph == "M" && e.contains("args") && e["args"].is_object() && e["args"].contains("name") &&
-        e["args"]["name"].is_string()) {
-      if (name == "process_name") process_names[track.first] = e["args"]["name"].get<std::string>();
-      if (name == "thread_name") track_names[track] = e["args"]["name"].get<std::string>();
+    if (ph == "M" && e.contains("args") && e["args"].is_object()) {
+      const json& args = e["args"];
+      if (args.contains("name") && args["name"].is_string()) {
+        if (name == "process_name") process_names[track.first] = args["name"].get<std::string>();
+        if (name == "thread_name") track_names[track] = args["name"].get<std::string>();
+      }
+      if (args.contains("sort_index") && args["sort_index"].is_number_integer()) {
+        if (name == "process_sort_index") process_order[track.first] = args["sort_index"].get<std::int64_t>();
+        if (name == "thread_sort_index") track_order[track] = args["sort_index"].get<std::int64_t>();
+      }
     } else if (ph == "X" && e.contains("dur") && time_in_range(e["dur"]) && e["dur"].get<double>() >= 0 && e.contains("ts") &&
                time_in_range(e["ts"])) {
       const double d = e["dur"].get<double>(), ts = e["ts"].get<double>();
-      Total& t = by_name[name.empty() ? "?" : name];
-      t.us += d;
-      ++t.count;
+      const bool has_step = e.contains("args") && e["args"].is_object() && e["args"].contains("step") &&
+                            e["args"]["step"].is_number_integer();
+      kept.push_back({track, name.empty() ? "?" : name, d, has_step ? e["args"]["step"].get<std::int64_t>() : -1});
       busy_us[track] += d;
       first = std::min(first, ts);
       last = std::max(last, ts + d);
     }
   }
+  const auto track_name = [&](const Track& t) {
+    const auto it = track_names.find(t);
+    return it != track_names.end() ? it->second : fmt::format("tid {}", t.second);
+  };
+
+  // Ops: the slices of the cores' op tracks, per step and per core. A trace without such tracks
+  // (not tpusim's) ranks every slice over the whole trace.
+  std::set<std::pair<std::int64_t, std::string>> cores;
+  std::set<std::int64_t> steps;
+  for (const auto& s : kept) {
+    const std::string core = core_of_op_track(track_name(s.track));
+    if (core.empty()) continue;
+    cores.emplace(s.track.first, core);
+    if (s.step >= 0) steps.insert(s.step);
+  }
+  const bool per_core = !cores.empty();
+  std::map<std::string, Total> by_name;
+  for (const auto& s : kept) {
+    if (per_core && core_of_op_track(track_name(s.track)).empty()) continue;
+    Total& t = by_name[s.name];
+    t.us += s.us;
+    ++t.count;
+  }
+  const double divisor = per_core ? static_cast<double>(cores.size()) * static_cast<double>(std::max<std::size_t>(1, steps.size())) : 1.0;
+
+  // Step time: the mean of the slices of the cores' "steps" tracks, per step.
+  std::map<std::int64_t, Total> step_slices;
+  for (const auto& s : kept) {
+    const std::string name = track_name(s.track);
+    if (s.step >= 0 && name.size() >= 6 && name.compare(name.size() - 6, 6, ".steps") == 0) {
+      step_slices[s.step].us += s.us;
+      ++step_slices[s.step].count;
+    }
+  }
+
   const double span = last > first ? last - first : 0;
-  std::string out = fmt::format("{} events, {:.3f} ms from first to last slice\n\n", events.size(), span / 1000);
+  std::string out = fmt::format("{} events, {:.3f} ms from first to last slice\n", events.size(), span / 1000);
+  double mean_step_us = 0;
+  if (!step_slices.empty()) {
+    for (const auto& [step, t] : step_slices) mean_step_us += t.us / static_cast<double>(t.count);
+    mean_step_us /= static_cast<double>(step_slices.size());
+    const auto& [first_step, first_total] = *step_slices.begin();
+    const auto& [last_step, last_total] = *step_slices.rbegin();
+    out += fmt::format("{} step(s): step {} {:.3f} ms, step {} {:.3f} ms, mean {:.3f} ms (averaged over the cores' steps tracks)\n",
+                       step_slices.size(), first_step, first_total.us / static_cast<double>(first_total.count) / 1000, last_step,
+                       last_total.us / static_cast<double>(last_total.count) / 1000, mean_step_us / 1000);
+  }
+  out += "\n";
   std::vector<std::pair<std::string, Total>> names(by_name.begin(), by_name.end());
   std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.second.us != b.second.us ? a.second.us > b.second.us : a.first < b.first; });
-  out += fmt::format("Top {} slices by total time (all tracks)\n{:>12}  {:>8}  {}\n", std::min(top, names.size()), "total ms", "count", "name");
-  for (std::size_t i = 0; i < std::min(top, names.size()); ++i)
-    out += fmt::format("{:>12.3f}  {:>8}  {}\n", names[i].second.us / 1000, names[i].second.count, names[i].first);
-  out += fmt::format("\nBusy time per track\n{:>12}  {:>6}  {}\n", "busy ms", "busy", "process / track");
-  for (const auto& [track, us] : busy_us) {
+  const std::size_t shown = std::min(top, names.size());
+  if (per_core) {
+    std::set<std::int64_t> chips;
+    for (const auto& c : cores) chips.insert(c.first);
+    out += fmt::format("Top {} ops by time per step per core (the coreN.ops.* tracks; {} step(s), {} core(s) on {} process(es))\n",
+                       shown, std::max<std::size_t>(1, steps.size()), cores.size(), chips.size());
+    out += fmt::format("{:>14}  {:>7}  {:>10}  {}\n", "us/step/core", "of step", "count", "name");
+    for (std::size_t i = 0; i < shown; ++i) {
+      const double us = names[i].second.us / divisor;
+      out += fmt::format("{:>14.3f}  {:>7}  {:>10.4g}  {}\n", us,
+                         mean_step_us > 0 ? fmt::format("{:.1f}%", 100 * us / mean_step_us) : std::string("-"),
+                         static_cast<double>(names[i].second.count) / divisor, names[i].first);
+    }
+  } else {
+    out += fmt::format("Top {} slices by total time (all tracks)\n{:>14}  {:>10}  {}\n", shown, "total ms", "count", "name");
+    for (std::size_t i = 0; i < shown; ++i)
+      out += fmt::format("{:>14.3f}  {:>10}  {}\n", names[i].second.us / 1000, names[i].second.count, names[i].first);
+  }
+
+  // Tracks in the order a viewer shows them: processes and tracks by their sort index (tpusim's:
+  // chip, core, unit), then by name, digits compared as numbers.
+  std::vector<Track> tracks;
+  for (const auto& [track, us] : busy_us) tracks.push_back(track);
+  const auto process_key = [&](std::int64_t pid) {
+    const auto it = process_order.find(pid);
+    return it != process_order.end() ? it->second : pid;
+  };
+  std::sort(tracks.begin(), tracks.end(), [&](const Track& a, const Track& b) {
+    if (process_key(a.first) != process_key(b.first)) return process_key(a.first) < process_key(b.first);
+    if (a.first != b.first) return a.first < b.first;
+    const auto oa = track_order.find(a), ob = track_order.find(b);
+    const bool ha = oa != track_order.end(), hb = ob != track_order.end();
+    if (ha != hb) return ha;
+    if (ha && oa->second != ob->second) return oa->second < ob->second;
+    const std::string na = track_name(a), nb = track_name(b);
+    if (na != nb) return natural_less(na, nb);
+    return a.second < b.second;
+  });
+  out += fmt::format("\nBusy time per track\n{:>14}  {:>7}  {}\n", "busy ms", "busy", "process / track");
+  for (const auto& track : tracks) {
+    const double us = busy_us[track];
     const std::string process = process_names.count(track.first) ? process_names[track.first] : fmt::format("pid {}", track.first);
-    const std::string name = track_names.count(track) ? track_names[track] : fmt::format("tid {}", track.second);
-    out += fmt::format("{:>12.3f}  {:>5.1f}%  {} / {}\n", us / 1000, span > 0 ? 100 * us / span : 0.0, process, name);
+    out += fmt::format("{:>14.3f}  {:>6.1f}%  {} / {}\n", us / 1000, span > 0 ? 100 * us / span : 0.0, process, track_name(track));
   }
   return out;
 }

@@ -18,7 +18,8 @@ struct TraceCheck {
 // matched flow events, non-decreasing timestamps of each counter.
 TraceCheck check_trace(const nlohmann::json& trace);
 
-// Top ops by total time and busy time per track, as text.
+// Top ops by time per step per core (the cores' op tracks; every slice for other traces) and
+// busy time per track in chip/core/unit order, as text.
 std::string summarize_trace(const nlohmann::json& trace, std::size_t top);
 
 }  // namespace tpusim
