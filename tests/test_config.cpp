@@ -1,6 +1,7 @@
 // Configuration: presets, the parameter registry, validation and overrides (in-process, no
 // simulation).
 #define BOOST_TEST_MODULE config
+#include <regex>
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -61,6 +62,26 @@ BOOST_AUTO_TEST_CASE(every_preset_value_cites_a_source) {
         key = dot == std::string::npos ? "" : key.substr(0, dot);
       }
       BOOST_TEST_CONTEXT(name << " " << p.path) { BOOST_TEST(cited); }
+    }
+  }
+}
+
+// A user who clones the repository has only public material: a source tagged as evidence
+// ([P] primary, [S] secondary, [M] a paper's figure) must say where a reader finds it.
+BOOST_AUTO_TEST_CASE(every_preset_source_is_public) {
+  const std::regex evidence_tag(R"(\[(P|S|M|S/M|S/P)(:[^\]]*)?\])");
+  const std::regex public_locator(R"(https://|[\w.-]+/[\w.-]+@[0-9a-f]{7,40}:|et al\.|#[0-9]+)");
+  for (const auto& name : preset_names()) {
+    const auto doc = load_hw_document(name);
+    for (const auto& [key, value] : doc["sources"].items()) {
+      const auto text = value.get<std::string>();
+      BOOST_TEST_CONTEXT(name << " " << key << ": " << text) {
+        BOOST_TEST(text.find("shared/") == std::string::npos);
+        BOOST_TEST(text.find("../") == std::string::npos);
+        for (std::sregex_iterator it(text.begin(), text.end(), evidence_tag), end; it != end; ++it) {
+          BOOST_TEST(std::regex_search(it->str(), public_locator), "tag without a public source: " << it->str());
+        }
+      }
     }
   }
 }
