@@ -33,6 +33,6 @@ def closed_forms(hw):
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as d:
         hw = Path(d) / "wrapped.json"
-        hw.write_text('{"base": "tpu_v5e", "name": "v5e_wrapped", "ici": {"wraparound": "always", "payload_efficiency": 1}, "slice": {"shapes": []}}')
+        hw.write_text('{"base": "tpu_v5e", "name": "v5e_wrapped", "ici": {"wraparound": "always", "payload_efficiency": 1, "collective_start_ns": 0}, "slice": {"shapes": []}}')
         print("## Closed forms\n")
         closed_forms(str(hw))

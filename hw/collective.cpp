@@ -143,6 +143,7 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
                                 const CollectiveSpec& spec) {
   const VectorUnitShape vpu{hw.core.vpu.lanes, hw.core.vpu.sublanes, hw.core.vpu.alus_per_element};
   const Clock clock{hw.core.freq_mhz};
+  if (schedule.parts.empty()) return 0;
   double slowest_part = 0;
   for (const auto& part : schedule.parts) {
     double t = 0;
@@ -166,7 +167,7 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
     }
     slowest_part = std::max(slowest_part, t);
   }
-  return slowest_part;
+  return hw.ici.collective_start_ns * 1e-9 + slowest_part;
 }
 
 }  // namespace tpusim

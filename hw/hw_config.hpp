@@ -91,6 +91,10 @@ struct IciConfig {
   // error checking). Measured collectives move about 96% of the datasheet rate at best.
   double payload_efficiency = 1;
   double hop_latency_ns = 1000;
+  // Paid once per collective by each chip before its first byte moves: the chips of a group must
+  // learn that their peers' receive buffers are free, and the transfers must be set up. Small
+  // transfers are dominated by it (a 1 KiB ppermute takes microseconds, not one hop).
+  double collective_start_ns = 0;
   double payload_bw_gbps() const { return link_bw_gbps * payload_efficiency; }
   Wraparound wraparound = Wraparound::FullAxis;
   std::uint32_t full_axis_chips = 16;

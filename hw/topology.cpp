@@ -153,7 +153,36 @@ std::vector<std::uint32_t> Torus::ring_order() const {
       dir[a] = -dir[a];
     }
   }
-  return order;
+  if (chip_count_ < 3 || route(order.back(), order.front()).size() <= 1) return order;
+  // Without wraparound the walk ends far from where it began, and a ring through it pays that
+  // walk back on every step. A grid of an even number of chips over two or more axes has a
+  // closed walk: view it as (first axis of more than one chip) x (the Gray walk of the others),
+  // snake through all but one column of that plane and come back along the one left out.
+  std::size_t first = 0;
+  while (first < dims_.size() && dims_[first] == 1) ++first;
+  if (first == dims_.size() || chip_count_ % 2 != 0 || dims_[first] == chip_count_) return order;
+  const std::uint32_t width = dims_[first];  // columns: the first axis
+  const std::uint32_t height = chip_count_ / width;  // rows: the Gray walk of the other axes
+  std::vector<std::uint32_t> rows;  // the chips of column 0, in walk order
+  for (std::uint32_t chip : order)
+    if (coords(chip)[first] == 0) rows.push_back(chip);
+  auto at = [&](std::uint32_t row, std::uint32_t col) {
+    Coords rc = coords(rows[row]);
+    rc[first] = col;
+    return chip_at(rc);
+  };
+  std::vector<std::uint32_t> cycle;
+  cycle.reserve(chip_count_);
+  if (height % 2 == 0) {  // snake over the rows in columns 1.., back up column 0
+    for (std::uint32_t r = 0; r < height; ++r)
+      for (std::uint32_t k = 1; k < width; ++k) cycle.push_back(at(r, r % 2 == 0 ? k : width - k));
+    for (std::uint32_t r = height; r-- > 0;) cycle.push_back(at(r, 0));
+  } else {  // width is even: snake over the columns in rows 1.., back along row 0
+    for (std::uint32_t col = 0; col < width; ++col)
+      for (std::uint32_t k = 1; k < height; ++k) cycle.push_back(at(col % 2 == 0 ? k : height - k, col));
+    for (std::uint32_t col = width; col-- > 0;) cycle.push_back(at(0, col));
+  }
+  return cycle;
 }
 
 std::string Torus::shape() const { return topology_string(dims_); }

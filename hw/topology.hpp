@@ -63,8 +63,9 @@ class Torus {
   // wraparound both directions reach the same neighbour through one physical link pair: one
   // direction each way).
   std::vector<LinkId> outgoing_links(std::uint32_t chip) const;
-  // Every chip once, consecutive chips one hop apart (a boustrophedon walk); the closing hop
-  // from the last chip back to the first may be longer when the torus lacks wraparound.
+  // Every chip once, consecutive chips one hop apart (a boustrophedon walk), closing in one hop
+  // where wraparound or an even number of chips over two or more axes allows it; otherwise (a
+  // line, or an odd grid without wraparound) the closing hop from the last chip back is longer.
   std::vector<std::uint32_t> ring_order() const;
   std::string shape() const;
 

@@ -414,6 +414,7 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   hw.ici.link_bw_gbps = get<double>(d, "ici.link_bw_gbps");
   hw.ici.payload_efficiency = get<double>(d, "ici.payload_efficiency");
   hw.ici.hop_latency_ns = get<double>(d, "ici.hop_latency_ns");
+  hw.ici.collective_start_ns = get<double>(d, "ici.collective_start_ns");
   const auto wrap = get<std::string>(d, "ici.wraparound");
   hw.ici.wraparound = wrap == "never"    ? Wraparound::Never
                       : wrap == "always" ? Wraparound::Always
@@ -616,6 +617,11 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.all_reduce_overlap = get<bool>(d, "training.all_reduce.overlap");
   w.weight_update_sharding = get<bool>(d, "training.weight_update_sharding");
   w.fusion = get<bool>(d, "training.fusion");
+  w.eval_examples = get<std::uint64_t>(d, "training.eval.examples");
+  w.eval_every_steps = get<double>(d, "training.eval.every_steps");
+  w.eval_host_overhead_s = get<double>(d, "training.eval.host_overhead_s");
+  if (w.eval_examples > 0 && w.eval_every_steps <= 0)
+    fail(origin, "workload.training.eval.every_steps", "expected a positive number of steps between evaluations when training.eval.examples is set");
   w.host_samples_per_s = get<double>(d, "input_pipeline.host_samples_per_s");
   w.prefetch_batches = get<std::uint32_t>(d, "input_pipeline.prefetch_batches");
   w.bytes_per_sample = get<std::uint64_t>(d, "input_pipeline.bytes_per_sample");

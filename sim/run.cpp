@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -366,6 +367,24 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
   summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
   summary["mfu"] = model_flops / (step_s * peak);
+  if (config.workload.eval_examples > 0) {
+    // The evaluation's device time: its examples' forward passes in batches of the training
+    // step's, each at the step's own rate for the forward share of its work (an estimate: the
+    // forward pass is not simulated on its own).
+    const Workload& w = config.workload;
+    const double batches = std::ceil(static_cast<double>(w.eval_examples) / static_cast<double>(step.global_batch));
+    const double device_s = batches * step_s * step.model.forward_flops_per_sample() / step.model.training_flops_per_sample();
+    const double eval_s = device_s + w.eval_host_overhead_s;
+    const double block_s = w.eval_every_steps * step_s + eval_s;
+    const double samples = w.eval_every_steps * static_cast<double>(step.global_batch);
+    summary["eval"] = {{"examples", w.eval_examples},
+                       {"every_steps", w.eval_every_steps},
+                       {"device_time_s", device_s},
+                       {"host_overhead_s", w.eval_host_overhead_s},
+                       {"time_per_eval_s", eval_s}};
+    summary["samples_per_s_with_eval"] = samples / block_s;
+    summary["samples_per_s_per_chip_with_eval"] = samples / block_s / chips;
+  }
   summary["model_flops_per_step"] = model_flops;
   summary["peak_flops_per_s"] = peak;
   summary["documented_peak_flops_per_s"] = hw.chip.documented_peak_bf16_tflops * 1e12 * chips;
@@ -507,6 +526,12 @@ std::string format_summary(const ojson& s) {
       t += fmt::format("  step time      {} (the first step: one step was simulated, no steady state)\n", time(step));
     t += fmt::format("  throughput     {} samples/s, {} samples/s per chip\n", rate(s["samples_per_s"].get<double>()),
                      rate(s["samples_per_s_per_chip"].get<double>()));
+    if (s.contains("samples_per_s_with_eval")) {
+      const ojson& e = s["eval"];
+      t += fmt::format("  with eval      {} samples/s, {} samples/s per chip (evaluating {} examples every {} steps: {} each)\n",
+                       rate(s["samples_per_s_with_eval"].get<double>()), rate(s["samples_per_s_per_chip_with_eval"].get<double>()),
+                       e["examples"].get<std::uint64_t>(), e["every_steps"].get<double>(), time(e["time_per_eval_s"].get<double>()));
+    }
     t += fmt::format("  MFU            {}\n", pct(s["mfu"].get<double>()));
     const ojson& b = s["breakdown"];
     t += fmt::format("  breakdown      compute {} ({}), memory-bound {} ({}), exposed comm {} ({}), input wait {} ({}), idle {} ({})\n",

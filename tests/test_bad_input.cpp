@@ -89,6 +89,12 @@ BOOST_AUTO_TEST_CASE(global_batch_not_divisible_by_replicas) {
                      "workload.training.global_batch: 1020 does not divide over the 8 replicas");
 }
 
+BOOST_AUTO_TEST_CASE(an_evaluation_needs_its_interval) {
+  expect_input_error(kValid, "--set workload.training.eval.examples=50000",
+                     "workload.training.eval.every_steps: expected a positive number of steps between evaluations");
+  expect_input_error(kValid, "--set workload.training.eval.host_overhead_s=-1", "workload.training.eval.host_overhead_s");
+}
+
 BOOST_AUTO_TEST_CASE(unknown_preset_and_bad_overrides) {
   expect_input_error(kValid, "--hw tpu_v9", "--hw tpu_v9: unknown hardware preset");
   expect_input_error(kValid, "--set hw.hbm.bw=3", "hw.hbm.bw: unknown key");

@@ -18,13 +18,14 @@ using json = nlohmann::json;
 namespace {
 
 // v5e chips with every axis wrapping and any shape allowed: rings whose hops are all one link,
-// every byte of whose rate is payload, as the textbook formulas count it.
+// every byte of whose rate is payload and which start without a fixed cost, as the textbook
+// formulas count it.
 // Their HBM is twice as fast as v5e's: the closed form has no memory term, and with v5e's own
 // HBM (at its sustained ~92% of peak) a 4 GiB all-axes reduction on 4x4 is within 1% of being
 // bound by the reduction's HBM traffic rather than by the links.
 const TempDir kDir;
 const std::string kWrapped =
-    kDir.write("wrapped.json", R"({"base": "tpu_v5e", "name": "v5e_wrapped", "ici": {"wraparound": "always", "payload_efficiency": 1},
+    kDir.write("wrapped.json", R"({"base": "tpu_v5e", "name": "v5e_wrapped", "ici": {"wraparound": "always", "payload_efficiency": 1, "collective_start_ns": 0},
                                    "hbm": {"bw_gbps": 1638}, "slice": {"shapes": []}})");
 
 json collective(const std::string& args) {
@@ -40,7 +41,7 @@ double relative_gap(const json& c) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(closed_form_matches_the_textbook_ring) {
-  // peers.md 4.2: 100 MB all-reduce, 16-chip unidirectional ring, 45 GB/s, 1 us per hop:
+  // The alpha-beta figure of a 100 MB all-reduce, 16-chip unidirectional ring, 45 GB/s, 1 us per hop:
   // 2 x 15 x 1 us + 2 x 15/16 x 100 MB / 45 GB/s = 4.1967 ms, plus tpusim's gamma for adding
   // what arrives (15 steps of 6.25 MB f32: 1526 vregs over 2 ALUs, 763 cycles at 1.5 GHz each: 7.6 us).
   const json c = collective("--bytes 100000000 --hw " + kWrapped + " --topology 16 --algorithm ring");
@@ -58,6 +59,21 @@ BOOST_AUTO_TEST_CASE(links_carry_payload_at_their_efficiency) {
   BOOST_TEST(half["alpha_beta_s"].get<double>() - full["alpha_beta_s"].get<double>() == transfer_s,
              boost::test_tools::tolerance(1e-6));
   BOOST_TEST(half["time_s"].get<double>() - full["time_s"].get<double>() == transfer_s, boost::test_tools::tolerance(0.02));
+}
+
+BOOST_AUTO_TEST_CASE(every_collective_pays_its_start_once) {
+  // The start cost comes before the first byte moves, once per collective whatever its steps:
+  // a 16-step ring all-reduce and a one-step permute both grow by exactly it.
+  for (const std::string op : {"--op all-reduce --algorithm ring", "--op permute", "--op all-gather --algorithm torus_all_axes"}) {
+    const std::string args = op + " --bytes 1048576 --hw " + kWrapped + " --topology 4x4";
+    const json none = collective(args);
+    const json started = collective(args + " --set hw.ici.collective_start_ns=4000");
+    BOOST_TEST_CONTEXT(op) {
+      BOOST_TEST(started["alpha_beta_s"].get<double>() - none["alpha_beta_s"].get<double>() == 4e-6,
+                 boost::test_tools::tolerance(1e-6));
+      BOOST_TEST(started["time_s"].get<double>() - none["time_s"].get<double>() == 4e-6, boost::test_tools::tolerance(1e-6));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_permute_is_one_ring_step_of_the_whole_buffer) {

@@ -190,6 +190,33 @@ BOOST_AUTO_TEST_CASE(a_step_faster_than_a_launch_waits_for_the_host_to_launch_it
   BOOST_TEST(once->summary["first_step_time_s"].get<double>() < 200e-6 + 2 * once->summary["step_time_s"].get<double>());
 }
 
+BOOST_AUTO_TEST_CASE(an_evaluation_every_few_steps_costs_its_forward_passes_and_host_time) {
+  // MLPerf times blocks of training that each end with an evaluation; the throughput with
+  // evaluation is the block's samples over its length, and the training step is untouched.
+  const std::string eval = "--trace none --set workload.training.eval.examples=3000 --set workload.training.eval.every_steps=10";
+  const auto plain = run_example("--trace none");
+  const auto quick = run_example(eval);
+  const auto slow = run_example(eval + " --set workload.training.eval.host_overhead_s=0.001");
+  const json& s = quick->summary;
+  const double step_s = s["step_time_s"].get<double>();
+  BOOST_TEST(step_s == plain->summary["step_time_s"].get<double>());
+  BOOST_TEST(!plain->summary.contains("samples_per_s_with_eval"));
+  // 3000 examples are 3 batches of the global 1024, each a forward pass, less than a step; twice
+  // the examples are twice the batches.
+  const double device_s = s["eval"]["device_time_s"].get<double>();
+  BOOST_TEST(device_s > 0.0);
+  BOOST_TEST(device_s < 3 * step_s);
+  const auto twice = run_example(eval + " --set workload.training.eval.examples=6000");
+  BOOST_TEST(twice->summary["eval"]["device_time_s"].get<double>() == 2 * device_s, boost::test_tools::tolerance(1e-12));
+  const double batch = s["global_batch"].get<double>();
+  BOOST_TEST(s["samples_per_s_with_eval"].get<double>() == 10 * batch / (10 * step_s + device_s), boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(s["samples_per_s_per_chip_with_eval"].get<double>() * s["chips"].get<double>() == s["samples_per_s_with_eval"].get<double>(),
+             boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(slow->summary["eval"]["time_per_eval_s"].get<double>() == device_s + 0.001, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(slow->summary["samples_per_s_with_eval"].get<double>() < s["samples_per_s_with_eval"].get<double>());
+  BOOST_TEST(quick->result.out.find("  with eval ") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(adding_chips_adds_all_reduce_traffic_over_ici) {
   std::map<std::string, std::uint64_t> ici_bytes;
   for (const std::string topology : {"1x2", "2x2", "4x4"}) {

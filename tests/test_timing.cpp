@@ -183,6 +183,27 @@ BOOST_AUTO_TEST_CASE(ring_order_visits_every_chip_with_single_hops) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(ring_order_closes_in_one_hop_wherever_a_grid_allows) {
+  // An even number of chips over two or more axes has a closed walk even without wraparound.
+  for (const auto& dims : {std::vector<std::uint32_t>{2, 4}, {4, 2}, {4, 4}, {3, 4}, {4, 3}, {2, 3}, {4, 8},
+                           {2, 2, 2}, {3, 3, 2}, {4, 4, 4}, {1, 4, 2}}) {
+    const Torus t(dims, std::vector<bool>(dims.size(), false));
+    const auto order = t.ring_order();
+    BOOST_TEST_CONTEXT(topology_string(dims)) {
+      BOOST_TEST(std::set<std::uint32_t>(order.begin(), order.end()).size() == t.chip_count());
+      for (std::size_t i = 0; i < order.size(); ++i)
+        BOOST_TEST(t.route(order[i], order[(i + 1) % order.size()]).size() == 1u);
+    }
+  }
+  // A line or an odd grid cannot close: the walk back is longer, and still every chip appears once.
+  for (const auto& dims : {std::vector<std::uint32_t>{8}, {3, 3}, {1, 5}}) {
+    const Torus t(dims, std::vector<bool>(dims.size(), false));
+    const auto order = t.ring_order();
+    BOOST_TEST(std::set<std::uint32_t>(order.begin(), order.end()).size() == t.chip_count());
+    BOOST_TEST(t.route(order.back(), order.front()).size() > 1u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(topology_strings) {
   BOOST_TEST(parse_topology("4x4x4") == std::vector<std::uint32_t>({4, 4, 4}));
   BOOST_TEST(topology_string({2, 2, 1}) == "2x2x1");

@@ -56,6 +56,11 @@ struct Workload {
   // Reduce-scatter the gradients, update a 1/replicas share, all-gather the weights.
   bool weight_update_sharding = false;
   bool fusion = true;              // chains of elementwise layers run as one pass, as XLA fuses them
+  // An evaluation pass every so many steps (MLPerf evaluates every few epochs inside the blocks it
+  // times): its examples' forward passes at the training step's rate, plus the host's own work.
+  std::uint64_t eval_examples = 0;  // 0: no evaluation
+  double eval_every_steps = 0;
+  double eval_host_overhead_s = 0;
 
   double host_samples_per_s = 0;  // per host; 0: the host is never the bottleneck
   std::uint32_t prefetch_batches = 2;
