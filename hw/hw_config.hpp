@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,14 @@ struct HostConfig {
   double launch_overhead_us = 0;
 };
 
+// Power of one chip as the summary's energy model takes it (sim/cost_energy.hpp).
+struct ChipPower {
+  double idle_w = 0;
+  double max_w = 0;
+  std::optional<double> typical_w;  // the published fleet mean, for comparison only
+  double mxu_share = 0.5;           // of (max_w - idle_w), the part that follows the MXUs' busy fraction
+};
+
 struct ChipConfig {
   std::uint32_t cores = 2;
   bool megacore = false;  // the chip's cores form one replica (v4, v5p)
@@ -118,6 +127,9 @@ struct ChipConfig {
   bool hbm_per_core = false;
   double documented_peak_bf16_tflops = 0;
   std::uint32_t max_chips = 4096;
+  // Not used by the simulation: the summary turns step time into money and joules with them.
+  std::optional<double> price_usd_per_chip_hour;  // absent: the chip has no price
+  std::optional<ChipPower> power;                 // absent: no power figures for the chip
 };
 
 // A chip slower than the rest of its slice (a straggler): a synchronous step waits for it.

@@ -351,6 +351,28 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   hw.chip.hbm_per_core = get<bool>(d, "chip.hbm_per_core");
   hw.chip.documented_peak_bf16_tflops = get<double>(d, "chip.documented_peak_bf16_tflops");
   hw.chip.max_chips = get<std::uint32_t>(d, "chip.max_chips");
+  const json& chip = d.at("chip");
+  if (chip.contains("price_usd_per_chip_hour")) hw.chip.price_usd_per_chip_hour = chip.at("price_usd_per_chip_hour").get<double>();
+  // The energy model needs both ends of the chip's power range; a typical figure alone is a
+  // reference, not a model.
+  const json& power = chip.at("power");
+  const bool has_idle = power.contains("idle_w"), has_max = power.contains("max_w");
+  if (has_idle != has_max)
+    fail(origin, has_idle ? "hw.chip.power.max_w" : "hw.chip.power.idle_w",
+         "missing: the power model needs both hw.chip.power.idle_w and hw.chip.power.max_w");
+  if (has_idle) {
+    ChipPower p;
+    p.idle_w = power.at("idle_w").get<double>();
+    p.max_w = power.at("max_w").get<double>();
+    p.mxu_share = power.at("mxu_share").get<double>();
+    if (power.contains("typical_w")) p.typical_w = power.at("typical_w").get<double>();
+    if (p.max_w < p.idle_w)
+      fail(origin, "hw.chip.power.max_w", fmt::format("{} W is below hw.chip.power.idle_w ({} W)", p.max_w, p.idle_w));
+    if (p.typical_w && (*p.typical_w < p.idle_w || *p.typical_w > p.max_w))
+      fail(origin, "hw.chip.power.typical_w",
+           fmt::format("{} W is outside hw.chip.power.idle_w to max_w ({} to {} W)", *p.typical_w, p.idle_w, p.max_w));
+    hw.chip.power = p;
+  }
   for (std::size_t i = 0; i < d.at("slow_chips").size(); ++i) {
     const json& slow = d.at("slow_chips")[i];
     hw.slow_chips.push_back({slow.at("chip").get<std::uint32_t>(), slow.at("core_freq_scale").get<double>(),
@@ -610,6 +632,8 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.optimizer = get<std::string>(d, "training.optimizer.name");
   w.learning_rate = get<double>(d, "training.optimizer.learning_rate");
   w.steps = get<std::uint32_t>(d, "training.steps");
+  w.dataset_examples = get<std::uint64_t>(d, "training.dataset_examples");
+  w.epochs = get<std::uint32_t>(d, "training.epochs");
   w.steps_per_execution = get<std::uint32_t>(d, "training.steps_per_execution");
   w.all_reduce_algorithm = parse_collective_algorithm(get<std::string>(d, "training.all_reduce.algorithm"));
   w.all_reduce_chunk_bytes = get<std::uint64_t>(d, "training.all_reduce.chunk_bytes");

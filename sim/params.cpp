@@ -35,6 +35,13 @@ std::vector<ParamSpec> build() {
       hw("chip.hbm_per_core", T::Bool, "", "Each core has its own share of the HBM (capacity, channels and bandwidth divided by chip.cores); false: the cores share all of it"),
       hw("chip.documented_peak_bf16_tflops", T::Float, "TFLOP/s", "Published dense bf16 peak per chip (reported beside the modelled peak)", 0, 1e6),
       hw("chip.max_chips", T::Int, "chips", "Largest slice the generation can form", 1, 65536),
+      // Cost and power are optional: a hardware file of an unpriced chip still simulates, and the
+      // summary says what is missing instead of reporting a cost of 0.
+      optional(hw("chip.price_usd_per_chip_hour", T::Float, "USD/chip-hour", "On-demand price of one chip for one hour (the summary's cost figures); absent: no cost is reported", 0.0001, 1e6)),
+      optional(hw("chip.power.idle_w", T::Float, "W", "Power of one chip with no unit busy (the measured minimum where one is published)", 0, 1e5)),
+      optional(hw("chip.power.typical_w", T::Float, "W", "Published mean power of one chip over its fleet's workloads (reported beside the modelled power, not used by the model)", 0, 1e5)),
+      optional(hw("chip.power.max_w", T::Float, "W", "Power of one chip with its MXUs and HBM busy all the time (the measured maximum where one is published)", 0, 1e5)),
+      {"hw", "chip.power.mxu_share", T::Float, "", 0.5, "Share of the span from idle_w to max_w that follows the MXUs' busy fraction; the rest follows the HBM's", 0, 1, {}, false},
       hw("core.freq_mhz", T::Float, "MHz", "TensorCore clock", 1, 10000),
       hw("core.mxu.rows", T::Int, "cells", "Systolic array rows (the K extent of a stationary weight tile)", 8, 1024),
       hw("core.mxu.cols", T::Int, "cells", "Systolic array columns (the N extent of a stationary weight tile)", 8, 1024),
@@ -153,6 +160,8 @@ std::vector<ParamSpec> build() {
       wl("training.eval.examples", T::Int, "samples", 0, "Examples of one evaluation pass between stretches of training; 0: none. The summary then gives the throughput with evaluation beside the training throughput", 0, 1e12),
       wl("training.eval.every_steps", T::Float, "steps", 0, "Training steps between evaluation passes (MLPerf ResNet-50: 4 epochs, 4 x 1281167 / global batch)", 0, 1e12),
       wl("training.eval.host_overhead_s", T::Float, "s", 0, "Host time of one evaluation pass beyond the device's forward passes (switching programs, feeding the evaluation set, computing the metric)", 0, 1e6),
+      wl("training.dataset_examples", T::Int, "samples", 0, "Examples in one epoch of the training set; with training.epochs the summary gives the time, cost and energy to train; 0: not stated", 0, 1e15),
+      wl("training.epochs", T::Int, "epochs", 1, "Passes over training.dataset_examples (each epoch ends with a partial batch padded to a full step, as a static-shape TPU program runs it)", 1, 1e6),
       wl("training.steps", T::Int, "steps", 3, "Training steps to simulate; the summary's step time is the last one's", 1, 10000),
       wl("training.steps_per_execution", T::Int, "steps", 1, "Steps per launch of the compiled program (Keras steps_per_execution, TPUEstimator iterations_per_loop). The host launches one execution per hw.host.launch_overhead_us, ahead of the device, so a launch costs a step only when the device runs an execution faster than that", 1, 1000000),
       wl("input_pipeline.host_samples_per_s", T::Float, "samples/s", 0, "Preprocessing rate of one host; 0: never the bottleneck", 0, 1e12),

@@ -22,6 +22,7 @@
 #include "hw/system.hpp"
 #include "sim/simulate.hpp"
 #include "traces/report.hpp"
+#include "sim/cost_energy.hpp"
 #include "sim/csv.hpp"
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
@@ -237,7 +238,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   // A step that did not run (out of memory) or did not finish (interrupted) gets no step time:
   // reporting one would be a number that could not happen.
   auto publish_without_step = [&](ojson& summary, const ojson& memory, const ojson& warnings) {
-    for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu"})
+    for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu", "cost", "energy"})
       summary[key] = nullptr;
     summary["memory"] = memory;
     summary["warnings"] = warnings;
@@ -442,6 +443,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["traffic_per_step"] = {{"hbm_bytes", use[UnitKind::Hbm].bytes},
                                  {"ici_bytes", use[UnitKind::IciLink].bytes},
                                  {"pcie_bytes", use[UnitKind::Pcie].bytes}};
+  const StepFigures figures{step_s, seconds(ends[0]), hw.chip_count(), step.global_batch, fraction(UnitKind::Mxu),
+                            fraction(UnitKind::Hbm)};
+  summary["cost"] = cost_json(hw, config.workload, figures);
+  summary["energy"] = energy_json(hw, config.workload, figures);
   summary["memory"] = memory;
   const double padding = mxu_padding_efficiency(step.program, hw);
   summary["mxu_padding_efficiency"] = padding;
@@ -479,6 +484,65 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   publish(summary, chip0_timeline(recorder, window));
   return summary;
 }
+
+namespace {
+
+// Money from a ten-millionth of a cent to a pod's training run: cents where they mean something,
+// three significant digits below.
+std::string usd(double v) {
+  if (v >= 1000) return fmt::format("${:.0f}", v);
+  if (v >= 0.01) return fmt::format("${:.2f}", v);
+  return fmt::format("${:.3g}", v);
+}
+
+// "21.48 mJ": the value with an SI prefix that keeps it between 1 and 1000.
+std::string si(double v, const char* unit) {
+  static const std::pair<double, const char*> kPrefixes[] = {{1e9, "G"}, {1e6, "M"}, {1e3, "k"}, {1, ""},
+                                                             {1e-3, "m"}, {1e-6, "u"}, {1e-9, "n"}};
+  for (const auto& [scale, prefix] : kPrefixes)
+    if (v >= scale) return fmt::format("{:.2f} {}{}", v / scale, prefix, unit);
+  return fmt::format("{:.3g} {}", v, unit);
+}
+
+std::string seconds_text(double sec) {
+  if (sec >= 86400) return fmt::format("{:.1f} days", sec / 86400);
+  if (sec >= 3600) return fmt::format("{:.1f} h", sec / 3600);
+  if (sec >= 60) return fmt::format("{:.1f} min", sec / 60);
+  if (sec >= 1) return fmt::format("{:.3f} s", sec);
+  if (sec >= 1e-3) return fmt::format("{:.3f} ms", sec * 1e3);
+  return fmt::format("{:.3f} us", sec * 1e6);
+}
+
+// The cost, to-train and energy lines of a summary that has a step time.
+std::string format_cost_and_energy(const ojson& s) {
+  std::string t;
+  if (!s.contains("cost") || !s["cost"].is_object() || !s.contains("energy") || !s["energy"].is_object()) return t;
+  const ojson& c = s["cost"];
+  if (c["price_usd_per_chip_hour"].is_number())
+    t += fmt::format("  cost           {} per step, {} per million samples (${} per chip-hour x {} chips)\n",
+                     usd(c["usd_per_step"].get<double>()), usd(c["usd_per_million_samples"].get<double>()),
+                     c["price_usd_per_chip_hour"].get<double>(), s["chips"].get<std::uint64_t>());
+  else
+    t += "  cost           no price for this hardware: set hw.chip.price_usd_per_chip_hour (USD per chip-hour)\n";
+  const ojson& e = s["energy"];
+  if (e["chip_power_w"].is_number())
+    t += fmt::format("  energy         {} per step, {} per sample; {:.1f} W per chip (activity {:.1f}%; idle {:.0f} W, max {:.0f} W)\n",
+                     si(e["joules_per_step"].get<double>(), "J"), si(e["joules_per_sample"].get<double>(), "J"),
+                     e["chip_power_w"].get<double>(), 100 * e["activity"].get<double>(), e["idle_w"].get<double>(),
+                     e["max_w"].get<double>());
+  else
+    t += "  energy         no power figures for this hardware: set hw.chip.power.idle_w and hw.chip.power.max_w\n";
+  if (c["training_steps"].is_number()) {
+    std::string line = fmt::format("  to train       {} steps: {}", c["training_steps"].get<std::uint64_t>(),
+                                   seconds_text(c["time_to_train_s"].get<double>()));
+    if (c["usd_to_train"].is_number()) line += ", " + usd(c["usd_to_train"].get<double>());
+    if (e["kwh_to_train"].is_number()) line += ", " + si(e["kwh_to_train"].get<double>() * 1e3, "Wh");
+    t += line + "\n";
+  }
+  return t;
+}
+
+}  // namespace
 
 std::string format_summary(const ojson& s) {
   auto time = [](double sec) {
@@ -548,6 +612,7 @@ std::string format_summary(const ojson& s) {
     const ojson& u = s["utilization"];
     t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}\n", pct(u["mxu"]), pct(u["vpu"]),
                      pct(u["hbm"]), pct(u["ici"]));
+    t += format_cost_and_energy(s);
   } else if (s["status"] == "oom") {
     t += "  step time      none: the step does not fit in HBM (out of memory)\n";
   } else {

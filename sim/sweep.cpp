@@ -125,6 +125,7 @@ std::string csv_cell(const ojson& v) {
 std::string csv_of(const std::vector<ojson>& rows, const ojson& axes) {
   std::vector<std::string> columns = {"point", "status", "reason"};
   for (const auto& a : axes) columns.push_back("vary_" + safe(a["key"].get<std::string>()));
+  for (const char* rank : {"rank_samples_per_usd", "rank_time_to_train_s"}) columns.push_back(rank);
   std::vector<std::vector<std::pair<std::string, ojson>>> flat;
   for (const auto& row : rows) {
     flat.push_back(flatten_json(row["summary"], "_"));
@@ -142,6 +143,8 @@ std::string csv_of(const std::vector<ojson>& rows, const ojson& axes) {
     cells["point"] = rows[r]["point"];
     cells["status"] = rows[r]["status"];
     cells["reason"] = rows[r]["reason"];
+    if (rows[r].contains("rank"))
+      for (const auto& [k, v] : rows[r]["rank"].items()) cells["rank_" + k] = v;
     for (const auto& [k, v] : rows[r]["varied"].items()) {
       std::string col = "vary_" + safe(k);
       for (auto& ch : col)
@@ -169,9 +172,40 @@ ojson sweep_header(const std::string& workload_path, const std::vector<SweepAxis
   return sweep;
 }
 
+// Each row's place among the finished points by samples per USD (most first) and by time to
+// train (least first), 1 the best and ties sharing a place; null where the point has no such
+// figure (no price, no stated dataset, not finished). What to pick is the question a sweep over
+// presets and slices answers, and these two orders are its usual answers.
+std::vector<ojson> with_ranks(std::vector<ojson> rows) {
+  auto rank_by = [&](const char* name, const char* field, bool higher_is_better) {
+    std::vector<double> values;
+    auto value_of = [&](const ojson& row) -> const ojson* {
+      if (row["status"] != "ok" || !row["summary"].contains("cost") || !row["summary"]["cost"].is_object()) return nullptr;
+      const ojson& v = row["summary"]["cost"][field];
+      return v.is_number() ? &v : nullptr;
+    };
+    for (const auto& row : rows)
+      if (const ojson* v = value_of(row)) values.push_back(v->get<double>());
+    for (auto& row : rows) {
+      const ojson* v = value_of(row);
+      if (!v) {
+        row["rank"][name] = nullptr;
+        continue;
+      }
+      const double x = v->get<double>();
+      row["rank"][name] = 1 + std::count_if(values.begin(), values.end(),
+                                            [&](double y) { return higher_is_better ? y > x : y < x; });
+    }
+  };
+  rank_by("samples_per_usd", "samples_per_usd", true);
+  rank_by("time_to_train_s", "time_to_train_s", false);
+  return rows;
+}
+
 // sweep.json, sweep.csv and report.html of the finished rows (in point order), each replaced
 // atomically so that a reader never sees half a file.
-void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojson>& rows) {
+void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojson>& rows_as_run) {
+  const std::vector<ojson> rows = with_ranks(rows_as_run);
   // An interrupted point has a row, but it did not finish.
   const auto interrupted = static_cast<std::size_t>(
       std::count_if(rows.begin(), rows.end(), [](const ojson& row) { return row["status"] == "interrupted"; }));

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -177,4 +178,34 @@ BOOST_AUTO_TEST_CASE(an_interrupted_sweep_keeps_its_finished_points) {
   BOOST_TEST(sweep["interrupted"].get<int>() == 1);
   BOOST_TEST(read_file(out + "/report.html").find(fmt::format("{} of 3 points finished, 1 interrupted (partial)", statuses["ok"])) !=
              std::string::npos);
+}
+
+// Issue 17: a sweep over hardware answers "what to pick": every finished point is ranked by
+// samples per USD and by time to train, in sweep.csv, sweep.json and the report's table.
+BOOST_AUTO_TEST_CASE(points_are_ranked_by_samples_per_usd_and_time_to_train) {
+  TempDir dir;
+  const CommandResult r = sweep("-o '" + dir.path("s") + "' --hw tpu_v3,tpu_v4,tpu_v5e --set workload.training.dataset_examples=60000");
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const json sw = json::parse(read_file(dir.path("s/sweep.json")));
+  BOOST_REQUIRE(sw["rows"].size() == 3u);
+  for (const char* metric : {"samples_per_usd", "time_to_train_s"}) {
+    const bool higher_is_better = std::string(metric) == "samples_per_usd";
+    std::vector<std::uint64_t> ranks;
+    for (const auto& row : sw["rows"]) {
+      ranks.push_back(row["rank"][metric].get<std::uint64_t>());
+      // The best has rank 1, and a point ranks above every point with a worse figure.
+      for (const auto& other : sw["rows"]) {
+        const double a = row["summary"]["cost"][metric].get<double>(), b = other["summary"]["cost"][metric].get<double>();
+        if (higher_is_better ? a > b : a < b) BOOST_TEST(row["rank"][metric].get<std::uint64_t>() < other["rank"][metric].get<std::uint64_t>());
+      }
+    }
+    std::sort(ranks.begin(), ranks.end());
+    BOOST_TEST(ranks.front() == 1u, metric);
+  }
+  const auto rows = lines(read_file(dir.path("s/sweep.csv")));
+  BOOST_TEST(rows[0].rfind("point,status,reason,vary_hw,rank_samples_per_usd,rank_time_to_train_s,", 0) == 0, rows[0]);
+  BOOST_TEST(rows[0].find("cost_usd_per_step") != std::string::npos);
+  const std::string html = read_file(dir.path("s/report.html"));
+  BOOST_TEST(html.find("<th>samples/USD (rank)</th>") != std::string::npos);
+  BOOST_TEST(html.find("<th>time to train (rank)</th>") != std::string::npos);
 }

@@ -256,17 +256,30 @@ th { background: #f0f0f0; } td.left { text-align: left; } tr.failed td { color: 
                         escape(timeline_point));
     html += timeline_chart(timeline);
   }
-  html += "<h2>All points</h2>\n<table id=\"points\"><tr><th>point</th><th>status</th><th>step time</th><th>samples/s</th><th>MFU</th><th>memory/core</th><th>straggler</th><th>reason</th></tr>\n";
+  html += "<h2>All points</h2>\n<table id=\"points\"><tr><th>point</th><th>status</th><th>step time</th><th>samples/s</th><th>MFU</th>"
+          "<th>memory/core</th><th>USD/step</th><th>samples/USD (rank)</th><th>J/sample</th><th>time to train (rank)</th>"
+          "<th>USD to train</th><th>straggler</th><th>reason</th></tr>\n";
   for (const auto& row : rows) {
     const bool good = row["status"] == "ok";
     auto cell = [&](std::initializer_list<const char*> path) {
       const double v = number_at(row, path);
       return std::isnan(v) ? std::string() : format_value(v);
     };
-    html += fmt::format("<tr{}><td class=\"left\">{}</td><td class=\"left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"left\">{}</td><td class=\"left\">{}</td></tr>\n",
+    // A sweep ranks its points (1: best); a single run's report has nothing to rank against.
+    auto ranked = [&](std::initializer_list<const char*> path, const char* rank) {
+      std::string text = cell(path);
+      if (!text.empty() && row.contains("rank") && row["rank"].is_object() && row["rank"][rank].is_number())
+        text += fmt::format(" ({})", row["rank"][rank].get<std::uint64_t>());
+      return text;
+    };
+    html += fmt::format("<tr{}><td class=\"left\">{}</td><td class=\"left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"left\">{}</td><td class=\"left\">{}</td></tr>\n",
                         good ? "" : " class=\"failed\"", escape(row["point"].get<std::string>()),
                         escape(row["status"].get<std::string>()), cell({"step_time_s"}), cell({"samples_per_s"}), cell({"mfu"}),
-                        cell({"memory", "per_core", "total_bytes"}), escape(straggler_of(row)), escape(row["reason"].get<std::string>()));
+                        cell({"memory", "per_core", "total_bytes"}), cell({"cost", "usd_per_step"}),
+                        ranked({"cost", "samples_per_usd"}, "samples_per_usd"), cell({"energy", "joules_per_sample"}),
+                        ranked({"cost", "time_to_train_s"}, "time_to_train_s"), cell({"cost", "usd_to_train"}),
+                        escape(straggler_of(row)), escape(row["reason"].get<std::string>()));
   }
   html += "</table>\n</body></html>\n";
   return html;

@@ -48,6 +48,9 @@ struct Workload {
   std::string optimizer = "adam";
   double learning_rate = 0.001;
   std::uint32_t steps = 3;
+  // The training run the summary prices: examples per epoch (0: not stated) and epochs.
+  std::uint64_t dataset_examples = 0;
+  std::uint32_t epochs = 1;
   std::uint32_t steps_per_execution = 1;  // steps per launch of the compiled program (Keras)
   CollectiveAlgorithm all_reduce_algorithm = CollectiveAlgorithm::TorusAllAxes;
   std::uint64_t all_reduce_chunk_bytes = 0;

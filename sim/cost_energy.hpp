@@ -1,0 +1,60 @@
+// What a simulated step costs in money and energy, and what a whole training run takes: plain
+// arithmetic on the step time, the slice and the utilizations the simulation measured, kept
+// apart from the simulation so that each formula is tested on its own.
+//
+// Cost: a slice is billed per chip-hour while it runs, so a step costs its wall time x chips x
+// the price. Energy: one chip draws idle_w + (max_w - idle_w) x activity, where activity is the
+// MXUs' and HBM's busy fractions weighted by mxu_share (docs/cost_energy.md says what this is
+// calibrated on and what it is not validated against).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "hw/hw_config.hpp"
+#include "workloads/workload.hpp"
+
+namespace tpusim {
+
+// The training run a workload states (training.dataset_examples x training.epochs).
+struct TrainingRun {
+  std::uint64_t steps_per_epoch = 0;
+  std::uint64_t steps = 0;
+  double time_s = 0;
+};
+
+// Each epoch is ceil(examples / global batch) steps: a static-shape TPU program pads the last,
+// partial batch to a full one, so it costs a whole step. The first step takes its own (longer)
+// time, every later one the steady-state step time. Empty when no dataset size is stated.
+std::optional<TrainingRun> training_run(const Workload& workload, std::uint64_t global_batch, double first_step_s,
+                                        double step_s);
+
+// USD for `seconds` of `chips` chips at `usd_per_chip_hour`, as seconds x chips x price / 3600.
+double cost_usd(double seconds, double chips, double usd_per_chip_hour);
+
+// Between 0 (nothing busy) and 1 (MXUs and HBM busy throughout), given busy fractions in [0, 1].
+double chip_activity(const ChipPower& power, double mxu_busy, double hbm_busy);
+double chip_power_w(const ChipPower& power, double mxu_busy, double hbm_busy);
+
+struct StepFigures {
+  double step_s = 0;
+  double first_step_s = 0;
+  std::uint64_t chips = 0;
+  std::uint64_t global_batch = 0;
+  double mxu_busy = 0;  // busy fraction of every MXU of the slice over the step
+  double hbm_busy = 0;  // likewise of every HBM channel
+};
+
+// The summary's "cost" object: price, USD per step, per million samples, samples per USD and,
+// when the workload states its dataset, the training run's steps, time and USD. Money figures
+// are null without a price (price_usd_per_chip_hour null); the run's steps and time are given
+// whatever the price.
+nlohmann::ordered_json cost_json(const HwConfig& hw, const Workload& workload, const StepFigures& step);
+
+// The summary's "energy" object: activity, average chip power, joules per step and per sample
+// and, with a stated dataset, kWh to train; every figure null when the chip has no power model.
+nlohmann::ordered_json energy_json(const HwConfig& hw, const Workload& workload, const StepFigures& step);
+
+}  // namespace tpusim

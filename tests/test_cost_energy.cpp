@@ -1,0 +1,225 @@
+// Cost and energy (issue 17): the formulas on their own, the presets' prices and power figures,
+// and the summary of real runs (every run writes into a fresh temporary directory).
+#define BOOST_TEST_MODULE cost_energy
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/config.hpp"
+#include "sim/cost_energy.hpp"
+#include "sim/errors.hpp"
+#include "test_helpers.hpp"
+
+using namespace tpusim;
+using namespace tpusim::test;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  TempDir dir;
+  CommandResult result;
+  json summary;
+  std::string out() const { return dir.path("out"); }
+};
+
+std::unique_ptr<Run> run_example(const std::string& extra, const std::string& workload = example_workload()) {
+  auto run = std::make_unique<Run>();
+  run->result = run_tpusim("run '" + workload + "' -o '" + run->out() + "' --trace none " + extra);
+  BOOST_REQUIRE_MESSAGE(run->result.exit_code == 0, run->result.err);
+  run->summary = json::parse(read_file(run->out() + "/summary.json"));
+  return run;
+}
+
+std::string load_error(const ConfigRequest& request) {
+  try {
+    load_config(request);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_partial_last_batch_costs_a_whole_step_and_the_first_step_its_own_time) {
+  Workload w;
+  w.dataset_examples = 60000;
+  w.epochs = 3;
+  const auto run = training_run(w, 1024, 0.5, 0.25);
+  BOOST_REQUIRE(run);
+  BOOST_TEST(run->steps_per_epoch == 59u);  // 58 full batches and one of 608 examples
+  BOOST_TEST(run->steps == 177u);
+  BOOST_TEST(run->time_s == 0.5 + 176 * 0.25);
+  w.dataset_examples = 0;
+  BOOST_TEST(!training_run(w, 1024, 0.5, 0.25));  // no dataset stated, no run
+}
+
+BOOST_AUTO_TEST_CASE(chip_power_runs_from_idle_to_max_with_the_mxu_and_hbm_busy_fractions) {
+  ChipPower p;
+  p.idle_w = 90;
+  p.max_w = 192;
+  p.mxu_share = 0.5;
+  BOOST_TEST(chip_power_w(p, 0, 0) == 90.0);
+  BOOST_TEST(chip_power_w(p, 1, 1) == 192.0);
+  BOOST_TEST(chip_power_w(p, 1, 0) == 141.0);  // half the span follows the MXUs
+  p.mxu_share = 0.8;
+  BOOST_TEST(chip_activity(p, 0.5, 0.25) == 0.45, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(cost_usd(3600, 4, 3.22) == 12.88, boost::test_tools::tolerance(1e-12));  // a v4-8 hour
+}
+
+BOOST_AUTO_TEST_CASE(every_preset_has_a_price_and_a_consistent_power_range) {
+  for (const auto& name : preset_names()) {
+    BOOST_TEST_CONTEXT(name) {
+      ConfigRequest request;
+      request.hw = name;
+      const Config config = load_config(request);
+      BOOST_REQUIRE(config.hw.chip.price_usd_per_chip_hour.has_value());
+      BOOST_TEST(*config.hw.chip.price_usd_per_chip_hour > 0);
+      BOOST_REQUIRE(config.hw.chip.power.has_value());
+      const ChipPower& p = *config.hw.chip.power;
+      BOOST_TEST(p.idle_w > 0);
+      BOOST_REQUIRE(p.typical_w.has_value());
+      BOOST_TEST(p.idle_w <= *p.typical_w);
+      BOOST_TEST(*p.typical_w <= p.max_w);
+      // The price's source says when it was read, as the issue asks.
+      BOOST_TEST(contains(config.hw_doc["sources"]["chip.price_usd_per_chip_hour"].get<std::string>(), "read 20"));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(inconsistent_power_figures_are_refused_naming_the_key) {
+  ConfigRequest request;
+  request.hw = "tpu_v4";
+  request.sets = {"hw.chip.power.max_w=50"};
+  BOOST_TEST(contains(load_error(request), "hw.chip.power.max_w: 50 W is below hw.chip.power.idle_w (90 W)"));
+  request.sets = {"hw.chip.price_usd_per_chip_hour=-1"};
+  BOOST_TEST(contains(load_error(request), "hw.chip.price_usd_per_chip_hour: expected number between"));
+  TempDir dir;  // a hardware file that gives one end of the power range only
+  request.sets = {};
+  request.hw = dir.write("half.json", R"({"base": "tpu_v4", "name": "half", "chip": {"power": {"idle_w": null}}})");
+  BOOST_TEST(contains(load_error(request), "hw.chip.power.idle_w: missing: the power model needs both"));
+}
+
+BOOST_AUTO_TEST_CASE(cost_per_step_is_step_time_times_chips_times_price_per_hour) {
+  const auto run = run_example("");
+  const json& s = run->summary;
+  const json& c = s["cost"];
+  const double price = c["price_usd_per_chip_hour"].get<double>();
+  BOOST_TEST(price == 1.125);  // tpu_v2: a v2-8 at 4.50 USD an hour over its 4 chips
+  const double expected = s["step_time_s"].get<double>() * s["chips"].get<double>() * price / 3600.0;
+  BOOST_TEST(c["usd_per_step"].get<double>() == expected);  // exactly: the same operations in the same order
+  BOOST_TEST(c["usd_per_million_samples"].get<double>() == expected / 1024 * 1e6);
+  BOOST_TEST(c["samples_per_usd"].get<double>() == 1024 / expected);
+  BOOST_TEST(c["training_steps"].is_null());  // the example states no dataset
+  BOOST_TEST(run->result.out.find("  cost           $") != std::string::npos, run->result.out);
+  BOOST_TEST(run->result.out.find("  energy         ") != std::string::npos, run->result.out);
+  BOOST_TEST(run->result.out.find("to train") == std::string::npos);
+  // The CSV carries the same figures, as every other one.
+  const std::string csv = read_file(run->out() + "/summary.csv");
+  BOOST_TEST(csv.find("cost.usd_per_step") != std::string::npos);
+  BOOST_TEST(csv.find("energy.joules_per_step") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(overriding_the_price_scales_every_cost_and_nothing_else) {
+  const auto base = run_example("");
+  const auto doubled = run_example("--set hw.chip.price_usd_per_chip_hour=2.25");
+  const json& a = base->summary;
+  const json& b = doubled->summary;
+  BOOST_TEST(b["step_time_s"] == a["step_time_s"]);
+  BOOST_TEST(b["energy"] == a["energy"]);
+  BOOST_TEST(b["cost"]["usd_per_step"].get<double>() == 2 * a["cost"]["usd_per_step"].get<double>());
+  BOOST_TEST(b["cost"]["usd_per_million_samples"].get<double>() ==
+             2 * a["cost"]["usd_per_million_samples"].get<double>());
+}
+
+BOOST_AUTO_TEST_CASE(energy_per_step_lies_between_idle_and_max_power_over_the_step) {
+  for (const char* hw : {"tpu_v3", "tpu_v4"}) {  // the two generations with measured figures
+    BOOST_TEST_CONTEXT(hw) {
+      const auto run = run_example(std::string("--hw ") + hw);
+      const json& s = run->summary;
+      const json& e = s["energy"];
+      const double chip_seconds = s["step_time_s"].get<double>() * s["chips"].get<double>();
+      const double joules = e["joules_per_step"].get<double>();
+      BOOST_TEST(joules >= e["idle_w"].get<double>() * chip_seconds);
+      BOOST_TEST(joules <= e["max_w"].get<double>() * chip_seconds);
+      // Busy units draw more than idle ones: a simulated step with MXU work is above idle.
+      BOOST_TEST(s["utilization"]["mxu"].get<double>() > 0);
+      BOOST_TEST(joules > e["idle_w"].get<double>() * chip_seconds);
+      BOOST_TEST(e["joules_per_sample"].get<double>() == joules / s["global_batch"].get<double>());
+      const double activity = 0.5 * s["utilization"]["mxu"].get<double>() + 0.5 * s["utilization"]["hbm"].get<double>();
+      BOOST_TEST(e["activity"].get<double>() == activity, boost::test_tools::tolerance(1e-12));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_stated_dataset_gives_the_time_cost_and_energy_to_train) {
+  const auto run = run_example("--set workload.training.dataset_examples=60000 --set workload.training.epochs=2");
+  const json& s = run->summary;
+  const json& c = s["cost"];
+  BOOST_TEST(c["training_steps"].get<std::uint64_t>() == 118u);  // ceil(60000 / 1024) = 59 per epoch
+  const double time = s["first_step_time_s"].get<double>() + 117 * s["step_time_s"].get<double>();
+  BOOST_TEST(c["time_to_train_s"].get<double>() == time);
+  BOOST_TEST(c["usd_to_train"].get<double>() == time * 4 * 1.125 / 3600.0);
+  const double kwh = s["energy"]["chip_power_w"].get<double>() * 4 * time / 3.6e6;
+  BOOST_TEST(s["energy"]["kwh_to_train"].get<double>() == kwh, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(run->result.out.find("  to train       118 steps: ") != std::string::npos, run->result.out);
+}
+
+BOOST_AUTO_TEST_CASE(hardware_without_a_price_or_power_says_so_instead_of_reporting_zero) {
+  TempDir dir;
+  // A merge patch's null removes the inherited key: the hardware of an unpriced chip.
+  const std::string hw = dir.write(
+      "unpriced.json",
+      R"({"base": "tpu_v2", "name": "unpriced", "chip": {"price_usd_per_chip_hour": null, "power": {"idle_w": null, "typical_w": null, "max_w": null}}})");
+  const auto run = run_example("--hw '" + hw + "'");
+  const json& s = run->summary;
+  BOOST_TEST(s["status"] == "ok");
+  BOOST_TEST(s["cost"]["price_usd_per_chip_hour"].is_null());
+  BOOST_TEST(s["cost"]["usd_per_step"].is_null());
+  BOOST_TEST(s["energy"]["joules_per_step"].is_null());
+  BOOST_TEST(run->result.out.find("  cost           no price for this hardware: set hw.chip.price_usd_per_chip_hour") !=
+                 std::string::npos,
+             run->result.out);
+  BOOST_TEST(run->result.out.find("  energy         no power figures for this hardware") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_negative_price_is_an_input_error_naming_the_key) {
+  TempDir dir;
+  const std::string out = dir.path("out");
+  const CommandResult r =
+      run_tpusim("run '" + example_workload() + "' -o '" + out + "' --set hw.chip.price_usd_per_chip_hour=-3");
+  BOOST_TEST_CONTEXT("stderr: " << r.err) {
+    BOOST_TEST(r.exit_code == 2);
+    BOOST_TEST(r.err.find("hw.chip.price_usd_per_chip_hour: expected number between 0.0001 and 1000000 (USD/chip-hour), got -3") !=
+               std::string::npos);
+    BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    BOOST_TEST(!fs::exists(out));
+  }
+  const std::string workload = dir.write("w.json", [] {
+    std::string text = read_file(example_workload());
+    const auto at = text.find("\"global_batch\": 1024");
+    BOOST_REQUIRE(at != std::string::npos);
+    return text.replace(at, 20, "\"global_batch\": 1024, \"dataset_examples\": -5");
+  }());
+  const CommandResult bad = run_tpusim("run '" + workload + "' -o '" + out + "'");
+  BOOST_TEST(bad.exit_code == 2);
+  BOOST_TEST(bad.err.find("workload.training.dataset_examples: expected integer between 0 and") != std::string::npos, bad.err);
+}
+
+BOOST_AUTO_TEST_CASE(every_preset_prints_a_cost_and_an_energy_line) {
+  for (const auto& name : preset_names()) {
+    BOOST_TEST_CONTEXT(name) {
+      const auto run = run_example("--hw " + name);
+      BOOST_TEST(run->result.out.find("  cost           $") != std::string::npos, run->result.out);
+      BOOST_TEST(run->result.out.find(" W per chip (activity ") != std::string::npos, run->result.out);
+      BOOST_TEST(run->summary["cost"]["usd_per_step"].get<double>() > 0);
+    }
+  }
+}
