@@ -11,25 +11,17 @@
 #include "sim/params.hpp"
 #include "sim/names.hpp"
 #include "hw/topology.hpp"
-#include "test_helpers.hpp"
+#include "run_helpers.hpp"
 
 using namespace tpusim;
 using tpusim::test::TempDir;
 using tpusim::test::source_path;
+using tpusim::test::contains;
+using tpusim::test::load_error;
 
 namespace {
 
-// The error message of loading `request`, or "" when it loads.
-std::string load_error(const ConfigRequest& request) {
-  try {
-    load_config(request);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 

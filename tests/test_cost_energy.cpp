@@ -11,42 +11,12 @@
 #include "sim/config.hpp"
 #include "sim/cost_energy.hpp"
 #include "sim/errors.hpp"
-#include "test_helpers.hpp"
+#include "run_helpers.hpp"
 
 using namespace tpusim;
 using namespace tpusim::test;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-namespace {
-
-struct Run {
-  TempDir dir;
-  CommandResult result;
-  json summary;
-  std::string out() const { return dir.path("out"); }
-};
-
-std::unique_ptr<Run> run_example(const std::string& extra, const std::string& workload = example_workload()) {
-  auto run = std::make_unique<Run>();
-  run->result = run_tpusim("run '" + workload + "' -o '" + run->out() + "' --trace none " + extra);
-  BOOST_REQUIRE_MESSAGE(run->result.exit_code == 0, run->result.err);
-  run->summary = json::parse(read_file(run->out() + "/summary.json"));
-  return run;
-}
-
-std::string load_error(const ConfigRequest& request) {
-  try {
-    load_config(request);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(a_partial_last_batch_costs_a_whole_step_and_the_first_step_its_own_time) {
   Workload w;
@@ -108,7 +78,7 @@ BOOST_AUTO_TEST_CASE(inconsistent_power_figures_are_refused_naming_the_key) {
 }
 
 BOOST_AUTO_TEST_CASE(cost_per_step_is_step_time_times_chips_times_price_per_hour) {
-  const auto run = run_example("");
+  const auto run = run_example("--trace none");
   const json& s = run->summary;
   const json& c = s["cost"];
   const double price = c["price_usd_per_chip_hour"].get<double>();
@@ -128,8 +98,8 @@ BOOST_AUTO_TEST_CASE(cost_per_step_is_step_time_times_chips_times_price_per_hour
 }
 
 BOOST_AUTO_TEST_CASE(overriding_the_price_scales_every_cost_and_nothing_else) {
-  const auto base = run_example("");
-  const auto doubled = run_example("--set hw.chip.price_usd_per_chip_hour=2.25");
+  const auto base = run_example("--trace none");
+  const auto doubled = run_example("--trace none --set hw.chip.price_usd_per_chip_hour=2.25");
   const json& a = base->summary;
   const json& b = doubled->summary;
   BOOST_TEST(b["step_time_s"] == a["step_time_s"]);
@@ -142,7 +112,7 @@ BOOST_AUTO_TEST_CASE(overriding_the_price_scales_every_cost_and_nothing_else) {
 BOOST_AUTO_TEST_CASE(energy_per_step_lies_between_idle_and_max_power_over_the_step) {
   for (const char* hw : {"tpu_v3", "tpu_v4"}) {  // the two generations with measured figures
     BOOST_TEST_CONTEXT(hw) {
-      const auto run = run_example(std::string("--hw ") + hw);
+      const auto run = run_example(std::string("--trace none --hw ") + hw);
       const json& s = run->summary;
       const json& e = s["energy"];
       const double chip_seconds = s["step_time_s"].get<double>() * s["chips"].get<double>();
@@ -160,7 +130,7 @@ BOOST_AUTO_TEST_CASE(energy_per_step_lies_between_idle_and_max_power_over_the_st
 }
 
 BOOST_AUTO_TEST_CASE(a_stated_dataset_gives_the_time_cost_and_energy_to_train) {
-  const auto run = run_example("--set workload.training.dataset_examples=60000 --set workload.training.epochs=2");
+  const auto run = run_example("--trace none --set workload.training.dataset_examples=60000 --set workload.training.epochs=2");
   const json& s = run->summary;
   const json& c = s["cost"];
   BOOST_TEST(c["training_steps"].get<std::uint64_t>() == 118u);  // ceil(60000 / 1024) = 59 per epoch
@@ -178,7 +148,7 @@ BOOST_AUTO_TEST_CASE(hardware_without_a_price_or_power_says_so_instead_of_report
   const std::string hw = dir.write(
       "unpriced.json",
       R"({"base": "tpu_v2", "name": "unpriced", "chip": {"price_usd_per_chip_hour": null, "power": {"idle_w": null, "typical_w": null, "max_w": null}}})");
-  const auto run = run_example("--hw '" + hw + "'");
+  const auto run = run_example("--trace none --hw '" + hw + "'");
   const json& s = run->summary;
   BOOST_TEST(s["status"] == "ok");
   BOOST_TEST(s["cost"]["price_usd_per_chip_hour"].is_null());
@@ -216,7 +186,7 @@ BOOST_AUTO_TEST_CASE(a_negative_price_is_an_input_error_naming_the_key) {
 BOOST_AUTO_TEST_CASE(every_preset_prints_a_cost_and_an_energy_line) {
   for (const auto& name : preset_names()) {
     BOOST_TEST_CONTEXT(name) {
-      const auto run = run_example("--hw " + name);
+      const auto run = run_example("--trace none --hw " + name);
       BOOST_TEST(run->result.out.find("  cost           $") != std::string::npos, run->result.out);
       BOOST_TEST(run->result.out.find(" W per chip (activity ") != std::string::npos, run->result.out);
       BOOST_TEST(run->summary["cost"]["usd_per_step"].get<double>() > 0);

@@ -19,6 +19,8 @@ namespace tpusim::test {
 inline std::string source_path(const std::string& relative) { return std::string(TPUSIM_SOURCE_DIR) + "/" + relative; }
 inline std::string example_workload() { return source_path("workloads/examples/mlp_mnist.json"); }
 
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;

@@ -9,7 +9,7 @@
 
 #include "sim/config.hpp"
 #include "workloads/lower.hpp"
-#include "test_helpers.hpp"
+#include "run_helpers.hpp"
 
 using namespace tpusim;
 using namespace tpusim::test;
@@ -34,11 +34,6 @@ double program_matmul_flops(const Program& program) {
   return flops;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-}  // namespace
-
-namespace {
 // The --set that injects one fault.
 std::string fault(const std::string& kind, int chip) {
   return "--set 'hw.faults=[{\"kind\": \"" + kind + "\", \"chip\": " + std::to_string(chip) + "}]'";

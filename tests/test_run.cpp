@@ -18,7 +18,7 @@
 #include "hw/topology.hpp"
 #include "sim/config.hpp"
 #include "workloads/lower.hpp"
-#include "test_helpers.hpp"
+#include "run_helpers.hpp"
 
 using namespace tpusim;
 using namespace tpusim::test;
@@ -27,20 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  TempDir dir;
-  CommandResult result;
-  json summary;
-  std::string out() const { return dir.path("out"); }
-};
 
-std::unique_ptr<Run> run_example(const std::string& extra) {
-  auto run = std::make_unique<Run>();
-  run->result = run_tpusim("run '" + example_workload() + "' -o '" + run->out() + "' " + extra);
-  BOOST_REQUIRE_MESSAGE(run->result.exit_code == 0, run->result.err);
-  run->summary = json::parse(read_file(run->out() + "/summary.json"));
-  return run;
-}
 
 std::int64_t to_ns(const json& micros) { return std::llround(micros.get<double>() * 1000.0); }
 
