@@ -377,19 +377,21 @@ std::string point_chart(const std::string& id, const std::string& title, Unit un
                            x_of(i), kTop - 4, escape(hw), capacity[i], escape(format(Unit::bytes, capacity[i])), tip);
     }
   }
-  // Labels: one line per varied value when every line fits its slot, else slanted single lines.
-  std::size_t longest = 0, line_count = 1;
-  for (const auto& p : points) {
-    line_count = std::max(line_count, p.parts.size());
-    for (const auto& part : p.parts) longest = std::max(longest, part.size());
-  }
+  // Labels: one line per varied value, "key=value" or, when that does not fit, the value alone
+  // (cut if need be; the point's name as the tooltip); slanted single lines when even the slots
+  // are too narrow for that.
+  std::size_t line_count = 1;
+  for (const auto& p : points) line_count = std::max(line_count, p.parts.size());
   int y = kTop + kPlotHeight;
-  if (static_cast<double>(longest) * kCharWidth <= slot - 6 || n == 1) {
+  if (slot >= 48 || n == 1) {
     const auto chars = static_cast<std::size_t>(std::max(3.0, (slot - 6) / kCharWidth));
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t l = 0; l < points[i].parts.size(); ++l)
+      for (std::size_t l = 0; l < points[i].parts.size(); ++l) {
+        std::string part = points[i].parts[l];
+        if (part.size() > chars && part.find('=') != std::string::npos) part = part.substr(part.find('=') + 1);
         svg += svg_text(fmt::format(R"(x="{:.1f}" y="{}" class="tick xtick" text-anchor="middle")", x_of(i), y + 16 + 14 * static_cast<int>(l)),
-                        points[i].parts[l], chars, points[i].full);
+                        part, chars, points[i].full);
+      }
     y += 16 + 14 * static_cast<int>(line_count - 1);
   } else {
     constexpr std::size_t kChars = 34;
