@@ -155,7 +155,10 @@ struct Axis {
   int decimals = 0;
   double top() const { return step * ticks * scale.divisor; }
   double at(int i) const { return step * i * scale.divisor; }
-  std::string label(int i) const { return scale.before + (i == 0 ? "0" : fmt::format("{:.{}f}", step * i, decimals)) + scale.after; }
+  std::string label(int i) const {
+    if (i == 0) return scale.before + "0" + (scale.after.empty() || scale.after[0] == ' ' || scale.after == "%" ? scale.after : "");  // "0", not "0k"
+    return scale.before + fmt::format("{:.{}f}", step * i, decimals) + scale.after;
+  }
 };
 
 Axis make_axis(Unit unit, double max_value) {
@@ -340,11 +343,12 @@ std::string point_chart(const std::string& id, const std::string& title, Unit un
     for (const auto& c : components)
       if (!std::isnan(c.values[i])) sum = stacked ? sum + c.values[i] : std::max(sum, c.values[i]);
     used_top = std::max(used_top, sum);
-    if (i < capacity.size() && !std::isnan(capacity[i])) capacity_top = std::max(capacity_top, capacity[i]);
   }
   // Capacities far above what is used would flatten every bar: such a capacity is written at
   // the top of its bar instead of drawn.
-  top = capacity_top > 0 && (capacity_top <= 3 * used_top || used_top == 0) ? std::max(used_top, capacity_top) : used_top;
+  for (std::size_t i = 0; i < n; ++i)
+    if (i < capacity.size() && capacity[i] <= 3 * used_top) capacity_top = std::max(capacity_top, capacity[i]);
+  top = std::max(used_top, capacity_top);
   const Axis axis = make_axis(unit, top);
   const double slot = kPlotWidth / static_cast<double>(n);
   auto x_of = [&](std::size_t i) { return kLeft + slot * (static_cast<double>(i) + 0.5); };
@@ -388,7 +392,12 @@ std::string point_chart(const std::string& id, const std::string& title, Unit un
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t l = 0; l < points[i].parts.size(); ++l) {
         std::string part = points[i].parts[l];
-        if (part.size() > chars && part.find('=') != std::string::npos) part = part.substr(part.find('=') + 1);
+        // "per_replica_batch=128", else "batch=128", else "128".
+        if (part.size() > chars && part.find('=') != std::string::npos) {
+          const std::string key = part.substr(0, part.find('=')), value = part.substr(part.find('=') + 1);
+          const std::string last = key.substr(key.rfind('_') == std::string::npos ? 0 : key.rfind('_') + 1) + "=" + value;
+          part = last.size() <= chars ? last : value;
+        }
         svg += svg_text(fmt::format(R"(x="{:.1f}" y="{}" class="tick xtick" text-anchor="middle")", x_of(i), y + 16 + 14 * static_cast<int>(l)),
                         part, chars, points[i].full);
       }
@@ -858,10 +867,13 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
 
   html += timeline_section(timeline, timeline_point);
 
-  html += "<h2>All points</h2>\n<div class=\"scroll\"><table id=\"points\"><tr><th class=\"left\">point</th><th class=\"left\">status</th>"
-          "<th>memory/core (of HBM)</th><th>step time</th><th>samples/s</th><th>per chip</th><th>MFU</th>"
-          "<th>USD per M samples</th><th>samples/USD (rank)</th><th>J/sample</th><th>time to train (rank)</th>"
-          "<th>USD to train</th><th class=\"left\">straggler</th></tr>\n";
+  // Time and USD to train only when the workload states its dataset.
+  const bool train_columns =
+      std::any_of(rows.begin(), rows.end(), [](const ojson& row) { return !std::isnan(number_at(row, {"cost", "time_to_train_s"})); });
+  html += fmt::format("<h2>All points</h2>\n<div class=\"scroll\"><table id=\"points\"><tr><th class=\"left\">point</th><th class=\"left\">status</th>"
+                      "<th>memory/core (of HBM)</th><th>step time</th><th>samples/s</th><th>per chip</th><th>MFU</th>"
+                      "<th>USD per M samples</th><th>samples/USD (rank)</th><th>J/sample</th>{}<th class=\"left\">straggler</th></tr>\n",
+                      train_columns ? "<th>time to train (rank)</th><th>USD to train</th>" : "");
   for (const auto& row : rows) {
     const bool good = row["status"] == "ok";
     auto cell = [&](Unit unit, std::initializer_list<const char*> path) { return escape(format(unit, number_at(row, path))); };
@@ -881,16 +893,17 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
                         escape(label.parts.empty() ? point : number + fmt::format("{}", fmt::join(label.parts, " "))),
                         escape(row["status"].get<std::string>()), escape(memory_cell(row)));
     if (!good) {  // no step: the reason in place of its figures
-      html += fmt::format("<td colspan=\"10\" class=\"reason\">{}</td></tr>\n", escape(row.value("reason", std::string())));
+      html += fmt::format("<td colspan=\"{}\" class=\"reason\">{}</td></tr>\n", train_columns ? 10 : 8, escape(row.value("reason", std::string())));
       continue;
     }
     html += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-                        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-                        "<td class=\"num\">{}</td><td class=\"left\">{}</td></tr>\n",
+                        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>{}<td class=\"left\">{}</td></tr>\n",
                         cell(Unit::seconds, {"step_time_s"}), cell(Unit::samples_per_s, {"samples_per_s"}),
                         cell(Unit::samples_per_s, {"samples_per_s_per_chip"}), cell(Unit::percent, {"mfu"}),
                         cell(Unit::usd, {"cost", "usd_per_million_samples"}), ranked(Unit::samples_per_usd, {"cost", "samples_per_usd"}, "samples_per_usd"),
-                        cell(Unit::joules, {"energy", "joules_per_sample"}), ranked(Unit::seconds, {"cost", "time_to_train_s"}, "time_to_train_s"), cell(Unit::usd, {"cost", "usd_to_train"}),
+                        cell(Unit::joules, {"energy", "joules_per_sample"}), train_columns ? fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td>", ranked(Unit::seconds, {"cost", "time_to_train_s"}, "time_to_train_s"),
+                                                    cell(Unit::usd, {"cost", "usd_to_train"}))
+                                      : std::string(),
                         escape(straggler_of(row)));
   }
   html += "</table></div>\n</body></html>\n";
