@@ -642,10 +642,11 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
   add("USD to train", format(Unit::usd, number_at(row, {"cost", "usd_to_train"})));
   const double kwh = number_at(row, {"energy", "kwh_to_train"});
   add("energy to train", std::isnan(kwh) ? "" : format(Unit::joules, kwh * 3.6e6) + fmt::format(" ({:.3g} kWh)", kwh));
-  add("straggler", straggler_of(row));
   html += "<table id=\"figures\">\n";
   for (const auto& [name, value] : figures)
     html += fmt::format("<tr><th class=\"left\">{}</th><td class=\"num\">{}</td></tr>\n", escape(name), escape(value));
+  if (const std::string straggler = straggler_of(row); !straggler.empty())
+    html += fmt::format("<tr><th class=\"left\">straggler</th><td class=\"left\">{}</td></tr>\n", escape(straggler));
   html += "</table>\n";
   if (row["summary"].is_object()) {
     const std::vector<const ojson*> rows = {&row};
