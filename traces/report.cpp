@@ -423,12 +423,14 @@ std::string point_chart(const std::string& id, const std::string& title, Unit un
 
 // One labelled horizontal bar per figure, its value written after it: a single run's chart.
 std::string bar_list(const std::string& id, const std::string& title, Unit unit, const std::vector<Series>& bars,
-                     const std::string& note = "") {
+                     const std::string& note = "", double reference = NAN) {
   constexpr int kLabel = 170, kRow = 22, kValue = 110;
   const int track = kWidth - kLabel - kValue - 20;
   double top = 0;
   for (const auto& b : bars)
     if (!std::isnan(b.values[0])) top = std::max(top, b.values[0]);
+  const bool draw_reference = reference > 0 && reference <= 3 * top;  // far off the scale: the note says it
+  if (draw_reference) top = std::max(top, reference);
   const Axis axis = make_axis(unit, top);
   const int height = kTop + kRow * static_cast<int>(bars.size()) + 26;
   auto x_of = [&](double v) { return kLabel + track * v / axis.top(); };
@@ -446,6 +448,8 @@ std::string bar_list(const std::string& id, const std::string& title, Unit unit,
                        std::max(0.5, x_of(v) - kLabel), kRow - 6, bars[k].color, escape(bars[k].name), escape(format(unit, v)));
     svg += fmt::format(R"(<text x="{:.1f}" y="{}" class="tick value">{}</text>)", x_of(v) + 6, y + 15, escape(format(unit, v)));
   }
+  if (draw_reference)
+    svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" class="reference"/>)", x_of(reference), kTop - 6, height - 22);
   return svg + "</svg>\n";
 }
 
@@ -650,20 +654,22 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
   html += "</table>\n";
   if (row["summary"].is_object()) {
     const std::vector<const ojson*> rows = {&row};
-    html += "<h2>Where the step time goes</h2>\n";
-    html += bar_list("breakdown", "Step-time breakdown per core", Unit::seconds, breakdown_components(rows));
-    html += "<h2>Utilization</h2>\n";
-    html += bar_list("utilization", "MFU and busy fractions of the units", Unit::percent, utilization_components(rows));
+    if (row["status"] == "ok") {  // an OOM run has no step
+      html += "<h2>Where the step time goes</h2>\n";
+      html += bar_list("breakdown", "Step-time breakdown per core", Unit::seconds, breakdown_components(rows));
+      html += "<h2>Utilization</h2>\n";
+      html += bar_list("utilization", "MFU and busy fractions of the units", Unit::percent, utilization_components(rows));
+    }
     html += "<h2>Memory per core</h2>\n";
     std::vector<Series> memory = memory_components(rows);
     memory.push_back({"total", "#444444", {number_at(row, {"memory", "per_core", "total_bytes"})}, {}});
     const double capacity = number_at(row, {"memory", "hbm_capacity_bytes"});
     std::string note;
     if (!std::isnan(capacity))
-      note = fmt::format(R"(<text x="{}" y="34" class="capacity mark" data-hw="{}" data-bytes="{:.0f}">HBM capacity per core of {}: {}{}</text>)", 170,
+      note = fmt::format(R"(<text x="{}" y="34" class="capacity mark" data-hw="{}" data-bytes="{:.0f}">HBM capacity per core of {} (red dashes): {}{}</text>)", 170,
                          escape(hw), capacity, escape(hw), escape(format(Unit::bytes, capacity)),
                          escape(memory.back().values[0] >= 0 ? " (" + format(Unit::percent, memory.back().values[0] / capacity) + " used)" : ""));
-    html += bar_list("memory", "Memory per core", Unit::bytes, memory, note);
+    html += bar_list("memory", "Memory per core", Unit::bytes, memory, note, capacity);
   }
   html += timeline_section(timeline, timeline_point);
   return html + "</body></html>\n";
