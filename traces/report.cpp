@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tpusim {
 namespace {
@@ -25,130 +27,438 @@ std::string escape(const std::string& text) {
   return out;
 }
 
-double number_at(const ojson& row, std::initializer_list<const char*> path) {
+const ojson* value_at(const ojson& row, std::initializer_list<const char*> path) {
+  if (!row.is_object() || !row.contains("summary")) return nullptr;
   const ojson* j = &row["summary"];
   for (const char* key : path) {
-    if (!j->is_object() || !j->contains(key)) return NAN;
+    if (!j->is_object() || !j->contains(key)) return nullptr;
     j = &(*j)[key];
   }
-  return j->is_number() ? j->get<double>() : NAN;
+  return j;
 }
 
-// The point's values of the keys that differ between points, e.g. "global_batch=1024, hw=tpu_v4".
-std::string label_of(const ojson& row, const std::vector<std::string>& differing) {
-  std::string label;
-  for (const auto& [k, v] : row["varied"].items()) {
-    if (std::find(differing.begin(), differing.end(), k) == differing.end()) continue;
-    const auto dot = k.rfind('.');
-    label += (label.empty() ? "" : ", ") + (dot == std::string::npos ? k : k.substr(dot + 1)) + "=" + v.get<std::string>();
+double number_at(const ojson& row, std::initializer_list<const char*> path) {
+  const ojson* j = value_at(row, path);
+  return j && j->is_number() ? j->get<double>() : NAN;
+}
+
+std::string string_at(const ojson& row, std::initializer_list<const char*> path) {
+  const ojson* j = value_at(row, path);
+  return j && j->is_string() ? j->get<std::string>() : std::string();
+}
+
+// ---- Units: every figure the report shows is printed with its unit, by one routine per unit.
+
+enum class Unit { seconds, bytes, percent, usd, samples_per_s, samples_per_usd, joules, watts };
+
+// How a magnitude is shown: value / divisor, between `before` and `after` ("$", " ms", " GiB").
+struct Scale {
+  double divisor = 1;
+  std::string before, after;
+};
+
+// The SI exponent (a multiple of 3) of `a` once rounded to 3 significant digits.
+int exponent3(double a) {
+  if (!(a > 0) || !std::isfinite(a)) return 0;
+  const double p = std::pow(10.0, std::floor(std::log10(a)) - 2);
+  const double rounded = std::round(a / p) * p;
+  const int e = static_cast<int>(std::floor(std::log10(rounded) + 1e-12));
+  return static_cast<int>(std::floor(e / 3.0)) * 3;
+}
+
+const char* si_prefix(int e3) {
+  switch (e3) {
+    case -12: return "p";
+    case -9: return "n";
+    case -6: return "µ";
+    case -3: return "m";
+    case 3: return "k";
+    case 6: return "M";
+    case 9: return "G";
+    case 12: return "T";
+    default: return "";
   }
-  return label;
 }
 
-std::string format_value(double v, bool percent = false) {
-  if (percent) return fmt::format("{:.3g}%", 100 * v);
-  const double a = std::fabs(v);
-  if (a >= 1e9) return fmt::format("{:.3g}G", v / 1e9);
-  if (a >= 1e6) return fmt::format("{:.3g}M", v / 1e6);
-  if (a >= 1e3) return fmt::format("{:.3g}k", v / 1e3);
-  if (a >= 1 || a == 0) return fmt::format("{:.3g}", v);
-  if (a >= 1e-3) return fmt::format("{:.3g}m", v * 1e3);
-  return fmt::format("{:.3g}µ", v * 1e6);
+Scale si_scale(double magnitude, int lowest, int highest, const std::string& space, const std::string& symbol) {
+  const int e3 = std::clamp(exponent3(magnitude), lowest, highest);
+  return {std::pow(10.0, e3), "", space + si_prefix(e3) + symbol};
 }
 
-// "chip5.core0, 1.61 ms lost" when the slice loses at least 1% of the step waiting for one core
-// (a slow chip, a slow link's neighbour); empty on a slice whose cores keep pace.
-std::string straggler_of(const ojson& row) {
-  const double lost = number_at(row, {"straggler", "time_lost_s"}), step = number_at(row, {"step_time_s"});
-  if (std::isnan(lost) || std::isnan(step) || lost < 0.01 * step) return "";
-  return fmt::format("{}, {}s lost", row["summary"]["straggler"]["core"].get<std::string>(), format_value(lost));
+Scale scale_for(Unit unit, double magnitude) {
+  magnitude = std::fabs(magnitude);
+  switch (unit) {
+    case Unit::seconds:
+      if (magnitude >= 7200) return {3600, "", " h"};
+      if (magnitude >= 120) return {60, "", " min"};
+      return si_scale(magnitude, -12, 0, " ", "s");
+    case Unit::bytes: {
+      static const char* const names[] = {" B", " KiB", " MiB", " GiB", " TiB"};
+      int k = 0;
+      while (k < 4 && magnitude >= std::pow(1024.0, k + 1)) ++k;
+      return {std::pow(1024.0, k), "", names[k]};
+    }
+    case Unit::percent: return {0.01, "", "%"};
+    case Unit::usd: return {1, "$", ""};
+    case Unit::samples_per_s:
+    case Unit::samples_per_usd: return si_scale(magnitude, 0, 12, "", "");
+    case Unit::joules: return si_scale(magnitude, -12, 12, " ", "J");
+    case Unit::watts: return si_scale(magnitude, -12, 12, " ", "W");
+  }
+  return {};
+}
+
+// What follows the prefix in a table cell but not on an axis (the chart's title says it): an
+// axis of "20M samples/s" labels would not fit its margin.
+std::string unit_tail(Unit unit) {
+  if (unit == Unit::samples_per_s) return " samples/s";
+  if (unit == Unit::samples_per_usd) return " samples/$";
+  return "";
+}
+
+// The chart title with the unit the axis leaves out.
+std::string titled(const std::string& title, Unit unit) {
+  const std::string tail = unit_tail(unit);
+  return tail.empty() ? title : title + " (" + tail.substr(1) + ")";
+}
+
+std::string strip_zeros(std::string text) {
+  if (text.find('.') == std::string::npos) return text;
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
+// Three significant digits with the unit: "34.5 ms", "46.4%", "2.07 GiB", "$0.30", "$0.000596".
+std::string format(Unit unit, double v) {
+  if (std::isnan(v)) return "";
+  const Scale s = scale_for(unit, v);
+  const double x = v / s.divisor;
+  std::string digits;
+  if (unit == Unit::usd) {
+    const int decimals = std::fabs(x) >= 1 || x == 0 ? 2 : std::clamp(2 - static_cast<int>(std::floor(std::log10(std::fabs(x)))), 2, 14);
+    digits = fmt::format("{:.{}f}", x, decimals);
+  } else {
+    const int decimals = x == 0 ? 0 : std::clamp(2 - static_cast<int>(std::floor(std::log10(std::fabs(x)))), 0, 6);
+    digits = strip_zeros(fmt::format("{:.{}f}", x, decimals));
+  }
+  if (digits == "-0") digits = "0";
+  return s.before + digits + s.after + unit_tail(unit);
+}
+
+// ---- The one axis routine every chart uses: ticks at 0, d, 2d, ... with d 1, 2 or 5 x 10^k in
+// the unit the largest value is shown in, up to the first tick at or above the largest value.
+struct Axis {
+  Scale scale;
+  double step = 1;
+  int ticks = 1;  // the top tick's index; ticks 0..ticks
+  int decimals = 0;
+  double top() const { return step * ticks * scale.divisor; }
+  double at(int i) const { return step * i * scale.divisor; }
+  std::string label(int i) const {
+    if (i == 0) return scale.before + "0" + (scale.after.empty() || scale.after[0] == ' ' || scale.after == "%" ? scale.after : "");  // "0", not "0k"
+    return scale.before + fmt::format("{:.{}f}", step * i, decimals) + scale.after;
+  }
+};
+
+Axis make_axis(Unit unit, double max_value) {
+  Axis axis;
+  axis.scale = scale_for(unit, std::isfinite(max_value) && max_value > 0 ? max_value : 0);
+  double m = std::isfinite(max_value) && max_value > 0 ? max_value / axis.scale.divisor : 1;
+  const double raw = m / 4;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / p;
+  axis.step = (f <= 1 + 1e-9 ? 1 : f <= 2 + 1e-9 ? 2 : f <= 5 + 1e-9 ? 5 : 10) * p;
+  axis.ticks = std::max(1, static_cast<int>(std::ceil(m / axis.step - 1e-9)));
+  axis.decimals = std::max(0, -static_cast<int>(std::floor(std::log10(axis.step) + 1e-9)));
+  return axis;
+}
+
+// ---- Labels
+
+constexpr double kCharWidth = 6.6;  // an 11px sans-serif character, a little generous
+
+// `text` cut to `chars` characters (an ellipsis at the end), with the whole of it as a tooltip
+// when cut: SVG text does not wrap, so a long label would run into its neighbour or off the chart.
+std::string svg_text(const std::string& attributes, const std::string& text, std::size_t chars, const std::string& tooltip = "") {
+  std::string shown = text;
+  // UTF-8 aware enough for the labels here (ASCII keys and values).
+  if (chars >= 2 && shown.size() > chars) shown = shown.substr(0, chars - 1) + "…";
+  const std::string tip = !tooltip.empty() ? tooltip : shown != text ? text : "";
+  return fmt::format("<text {}>{}{}</text>", attributes, escape(shown), tip.empty() ? "" : "<title>" + escape(tip) + "</title>");
+}
+
+std::string short_key(const std::string& key) {
+  const auto dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+// "tpu_v5e", "2x2", "per_replica_batch=128": the preset and slice by their value alone.
+std::string part_label(const std::string& key, const std::string& value) {
+  if (key == "hw" || key == "topology") return value;
+  return short_key(key) + "=" + value;
+}
+
+bool is_number(const std::string& text) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size();
+}
+
+const char* const kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+// ---- Charts
+
+constexpr int kWidth = 900, kLeft = 86, kRight = 24, kTop = 44, kPlotHeight = 180;
+constexpr int kPlotWidth = kWidth - kLeft - kRight;
+
+std::string svg_open(const std::string& id, int height) {
+  return fmt::format(R"(<svg id="{0}" class="chart" width="{1}" height="{2}" viewBox="0 0 {1} {2}" role="img">)", id, kWidth, height);
+}
+
+// Title, horizontal grid lines and the y tick labels (class "ytick").
+std::string y_axis(const std::string& title, const Axis& axis, int plot_top, int plot_h) {
+  std::string svg = svg_text(fmt::format(R"(x="{}" y="18" class="title")", kLeft), title, 130);
+  for (int t = 0; t <= axis.ticks; ++t) {
+    const double y = plot_top + plot_h * (1 - static_cast<double>(t) / axis.ticks);
+    svg += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/><text x="{}" y="{:.1f}" class="tick ytick" text-anchor="end">{}</text>)",
+                       kLeft, kLeft + kPlotWidth, y, y, kLeft - 6, y + 4, escape(axis.label(t)));
+  }
+  return svg;
+}
+
+// A legend below the plot from `y`, wrapping onto more lines as needed; returns the height used.
+int legend(std::string& svg, const std::vector<std::pair<std::string, std::string>>& entries, int y) {
+  if (entries.size() <= 1 && (entries.empty() || entries[0].first.empty())) return 0;
+  double x = kLeft;
+  int lines = 1;
+  for (const auto& [name, color] : entries) {
+    const std::size_t chars = std::min<std::size_t>(name.size(), 46);
+    const double w = 14 + kCharWidth * static_cast<double>(chars) + 16;
+    if (x + w > kLeft + kPlotWidth && x > kLeft) {
+      x = kLeft;
+      ++lines;
+      y += 16;
+    }
+    svg += fmt::format(R"(<rect x="{:.1f}" y="{}" width="10" height="10" fill="{}"/>)", x, y - 9, color);
+    svg += svg_text(fmt::format(R"(x="{:.1f}" y="{}" class="tick legend")", x + 14, y), name, 46);
+    x += w;
+  }
+  return 16 * lines + 4;
 }
 
 struct Series {
   std::string name;
   std::string color;
-  std::vector<double> values;  // one per point; NaN: no value (failed or OOM)
+  std::vector<double> values;  // one per category; NaN: no value
+  std::vector<bool> oom;       // one per category: the point ran out of HBM
 };
 
-constexpr int kWidth = 860, kHeight = 330, kLeft = 70, kRight = 130, kTop = 46, kBottom = 120;  // labels run right
-
-// Bars per point (stacked when `stacked`), or lines through the points.
-std::string chart(const std::string& id, const std::string& title, const std::string& unit,
-                  const std::vector<std::string>& labels, const std::vector<Series>& series, bool bars, bool stacked,
-                  const std::vector<bool>& marked = {}, double reference = NAN, const std::string& reference_name = "",
-                  bool percent = false) {
-  const std::size_t n = labels.size();
+// Lines across a numeric x axis (one per series), or grouped bars over categories. More than
+// eight series become panels of eight on the same y axis (small multiples).
+std::string series_chart(const std::string& id, const std::string& title, Unit unit, const std::string& x_name,
+                         const std::vector<std::string>& categories, bool lines, const std::vector<Series>& all_series,
+                         double reference = NAN, const std::string& reference_name = "") {
+  const std::size_t n = categories.size();
   double top = std::isnan(reference) ? 0 : reference;
-  for (std::size_t i = 0; i < n; ++i) {
-    double sum = 0;
-    for (const auto& s : series)
-      if (!std::isnan(s.values[i])) {
-        sum = stacked ? sum + s.values[i] : std::max(sum, s.values[i]);
-      }
-    top = std::max(top, sum);
-  }
-  if (top <= 0) top = 1;
-  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
-  auto x_of = [&](std::size_t i) { return kLeft + plot_w * (static_cast<double>(i) + 0.5) / static_cast<double>(n); };
-  auto y_of = [&](double v) { return kTop + plot_h * (1 - v / top); };
-  std::string svg = fmt::format(R"(<svg id="{}" class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)", id, kWidth,
-                                kHeight, kWidth, kHeight);
-  svg += fmt::format(R"(<text x="{}" y="18" class="title">{} ({})</text>)", kLeft, escape(title), escape(unit));
-  for (int t = 0; t <= 4; ++t) {
-    const double v = top * t / 4;
-    svg += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/><text x="{}" y="{:.1f}" class="tick" text-anchor="end">{}</text>)",
-                       kLeft, kWidth - kRight, y_of(v), y_of(v), kLeft - 6, y_of(v) + 4, format_value(v, percent));
-  }
-  const double bar_w = std::max(2.0, plot_w / static_cast<double>(n) * (bars && !stacked ? 0.8 / static_cast<double>(series.size()) : 0.6));
-  for (std::size_t i = 0; i < n; ++i) {
-    double base = 0;
+  for (const auto& s : all_series)
+    for (double v : s.values)
+      if (!std::isnan(v)) top = std::max(top, v);
+  const Axis axis = make_axis(unit, top);
+  constexpr std::size_t kPanel = 8;
+  const std::size_t panels = std::max<std::size_t>(1, (all_series.size() + kPanel - 1) / kPanel);
+  std::string out;
+  for (std::size_t panel = 0; panel < panels; ++panel) {
+    const std::vector<Series> series(all_series.begin() + static_cast<std::ptrdiff_t>(std::min(all_series.size(), panel * kPanel)),
+                                     all_series.begin() + static_cast<std::ptrdiff_t>(std::min(all_series.size(), (panel + 1) * kPanel)));
+    const double slot = kPlotWidth / static_cast<double>(n);
+    auto x_of = [&](std::size_t i) { return kLeft + slot * (static_cast<double>(i) + 0.5); };
+    auto y_of = [&](double v) { return kTop + kPlotHeight * (1 - v / axis.top()); };
+    std::string svg;
+    svg += y_axis(panels > 1 ? fmt::format("{} ({} of {})", titled(title, unit), panel + 1, panels) : titled(title, unit), axis, kTop, kPlotHeight);
+    const double bar_w = slot * 0.8 / static_cast<double>(std::max<std::size_t>(1, series.size()));
     for (std::size_t k = 0; k < series.size(); ++k) {
-      const double v = series[k].values[i];
-      if (std::isnan(v)) continue;
-      if (bars) {
-        const double x = stacked ? x_of(i) - bar_w / 2
-                                 : x_of(i) - bar_w * static_cast<double>(series.size()) / 2 + bar_w * static_cast<double>(k);
-        const double y0 = stacked ? base : 0;
-        svg += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{}: {}</title></rect>)",
-                           x, y_of(y0 + v), bar_w, y_of(y0) - y_of(y0 + v), series[k].color, escape(series[k].name), format_value(v, percent));
-        if (stacked) base += v;
-      }
-    }
-    if (i < marked.size() && marked[i])
-      svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" class="mark" text-anchor="middle">OOM</text>)", x_of(i), kTop + plot_h - 4);
-    svg += fmt::format(R"svg(<text x="{:.1f}" y="{}" class="tick" text-anchor="start" transform="rotate(30 {:.1f} {})">{}</text>)svg",
-                       x_of(i), kTop + plot_h + 16, x_of(i), kTop + plot_h + 16, escape(labels[i]));
-  }
-  if (!bars)
-    for (const auto& s : series) {
+      const Series& s = series[k];
       std::string path;
       for (std::size_t i = 0; i < n; ++i) {
-        if (std::isnan(s.values[i])) continue;
-        path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", x_of(i), y_of(s.values[i]));
-        svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3.5" fill="{}"><title>{}: {}</title></circle>)", x_of(i),
-                           y_of(s.values[i]), s.color, escape(s.name), format_value(s.values[i], percent));
+        const std::string where = categories[i].empty() ? "" : categories[i] + ", ";
+        if (i < s.oom.size() && s.oom[i]) {
+          const double x = lines ? x_of(i) : x_of(i) - slot * 0.4 + bar_w * (static_cast<double>(k) + 0.5);
+          svg += fmt::format(R"(<text x="{:.1f}" y="{}" class="mark" text-anchor="middle" fill="{}">OOM<title>{}{}: out of HBM</title></text>)", x,
+                             kTop + kPlotHeight - 4 - (lines ? 12 * static_cast<int>(k) : 0), s.color, escape(where), escape(s.name));
+        }
+        const double v = s.values[i];
+        if (std::isnan(v)) continue;
+        const std::string tip = escape(fmt::format("{}{}: {}", where, s.name, format(unit, v)));
+        if (lines) {
+          path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", x_of(i), y_of(v));
+          svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="4" fill="{}"><title>{}</title></circle>)", x_of(i), y_of(v), s.color, tip);
+        } else {
+          const double x = x_of(i) - slot * 0.4 + bar_w * static_cast<double>(k);
+          svg += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{}</title></rect>)", x + 1,
+                             y_of(v), std::max(1.0, bar_w - 2), kTop + kPlotHeight - y_of(v), s.color, tip);
+        }
       }
-      if (!path.empty()) svg += fmt::format(R"(<path d="{}" fill="none" stroke="{}" stroke-width="2"/>)", path, s.color);
+      if (lines && !path.empty())
+        svg += fmt::format(R"(<path d="{}" fill="none" stroke="{}" stroke-width="2"/>)", path, s.color);
     }
-  if (!std::isnan(reference))
-    svg += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="reference"/><text x="{}" y="{:.1f}" class="tick">{}</text>)",
-                       kLeft, kWidth - kRight, y_of(reference), y_of(reference), kLeft + 4, y_of(reference) - 4, escape(reference_name));
-  int lx = kLeft;
-  for (const auto& s : series) {
-    svg += fmt::format(R"(<rect x="{}" y="26" width="10" height="10" fill="{}"/><text x="{}" y="35" class="tick">{}</text>)", lx,
-                       s.color, lx + 14, escape(s.name));
-    lx += 28 + 6 * static_cast<int>(s.name.size());
+    if (!std::isnan(reference))
+      svg += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="reference"/><text x="{}" y="{:.1f}" class="tick">{}</text>)",
+                         kLeft, kLeft + kPlotWidth, y_of(reference), y_of(reference), kLeft + 4, y_of(reference) - 4, escape(reference_name));
+    // Category labels under the plot, the x axis's name under them.
+    const auto chars = static_cast<std::size_t>(std::max(3.0, (slot - 4) / kCharWidth));
+    for (std::size_t i = 0; i < n; ++i)
+      svg += svg_text(fmt::format(R"(x="{:.1f}" y="{}" class="tick xtick" text-anchor="middle")", x_of(i), kTop + kPlotHeight + 16),
+                      categories[i], chars);
+    int y = kTop + kPlotHeight + 16;
+    if (!x_name.empty()) {
+      y += 16;
+      svg += svg_text(fmt::format(R"(x="{}" y="{}" class="tick axisname" text-anchor="middle")", kLeft + kPlotWidth / 2, y), x_name, 120);
+    }
+    std::vector<std::pair<std::string, std::string>> entries;
+    for (const auto& s : series) entries.emplace_back(s.name, s.color);
+    const int used = legend(svg, entries, y + 22);
+    out += svg_open(panel == 0 ? id : fmt::format("{}_{}", id, panel + 1), y + 12 + used) + svg + "</svg>\n";
   }
+  return out;
+}
+
+// One bar (stacked components, or a group of them) per point, each point labelled under its bar:
+// its varied values one per line when they fit, else one slanted line. `capacity` (per point,
+// optional) draws that point's own HBM capacity over its bar.
+struct PointLabel {
+  std::vector<std::string> parts;  // "tpu_v5e", "2x2", "per_replica_batch=128"
+  std::string full;                // the point's name, as a tooltip
+};
+
+std::string point_chart(const std::string& id, const std::string& title, Unit unit, const std::vector<PointLabel>& points,
+                        const std::vector<Series>& components, bool stacked, const std::vector<bool>& oom,
+                        const std::vector<double>& capacity = {}, const std::vector<std::string>& capacity_hw = {}) {
+  const std::size_t n = points.size();
+  double top = 0, used_top = 0, capacity_top = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (const auto& c : components)
+      if (!std::isnan(c.values[i])) sum = stacked ? sum + c.values[i] : std::max(sum, c.values[i]);
+    used_top = std::max(used_top, sum);
+  }
+  // Capacities far above what is used would flatten every bar: such a capacity is written at
+  // the top of its bar instead of drawn.
+  for (std::size_t i = 0; i < n; ++i)
+    if (i < capacity.size() && capacity[i] <= 3 * used_top) capacity_top = std::max(capacity_top, capacity[i]);
+  top = std::max(used_top, capacity_top);
+  const Axis axis = make_axis(unit, top);
+  const double slot = kPlotWidth / static_cast<double>(n);
+  auto x_of = [&](std::size_t i) { return kLeft + slot * (static_cast<double>(i) + 0.5); };
+  auto y_of = [&](double v) { return kTop + kPlotHeight * (1 - v / axis.top()); };
+  std::string svg = y_axis(titled(title, unit), axis, kTop, kPlotHeight);
+  const double group = std::min(slot * 0.7, 160.0);
+  const double bar_w = stacked ? group : group / static_cast<double>(components.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    double base = 0;
+    for (std::size_t k = 0; k < components.size(); ++k) {
+      const double v = components[k].values[i];
+      if (std::isnan(v)) continue;
+      const double x = x_of(i) - group / 2 + (stacked ? 0 : bar_w * static_cast<double>(k));
+      const double y0 = stacked ? base : 0;
+      svg += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{}: {}</title></rect>)", x + (stacked ? 0 : 0.5),
+                         y_of(y0 + v), std::max(1.0, bar_w - (stacked ? 0 : 1)), y_of(y0) - y_of(y0 + v), components[k].color,
+                         escape(points[i].full + ", " + components[k].name), escape(format(unit, v)));
+      if (stacked) base += v;
+    }
+    if (i < oom.size() && oom[i])
+      svg += fmt::format(R"(<text x="{:.1f}" y="{}" class="mark" text-anchor="middle">OOM</text>)", x_of(i), kTop + kPlotHeight - 4);
+    if (i < capacity.size() && !std::isnan(capacity[i])) {
+      const std::string hw = i < capacity_hw.size() ? capacity_hw[i] : "";
+      const std::string tip = escape(fmt::format("HBM capacity per core of {}: {}", hw, format(Unit::bytes, capacity[i])));
+      if (capacity[i] <= axis.top() * (1 + 1e-9))
+        svg += fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" class="capacity" data-hw="{}" data-bytes="{:.0f}"><title>{}</title></line>)",
+                           x_of(i) - slot * 0.45, x_of(i) + slot * 0.45, y_of(capacity[i]), y_of(capacity[i]), escape(hw), capacity[i], tip);
+      else
+        svg += fmt::format(R"(<text x="{:.1f}" y="{}" class="capacity mark" text-anchor="middle" data-hw="{}" data-bytes="{:.0f}">HBM {} ↑<title>{}</title></text>)",
+                           x_of(i), kTop - 4, escape(hw), capacity[i], escape(format(Unit::bytes, capacity[i])), tip);
+    }
+  }
+  // Labels: one line per varied value, "key=value" or, when that does not fit, the value alone
+  // (cut if need be; the point's name as the tooltip); slanted single lines when even the slots
+  // are too narrow for that.
+  std::size_t line_count = 1;
+  for (const auto& p : points) line_count = std::max(line_count, p.parts.size());
+  int y = kTop + kPlotHeight;
+  if (slot >= 48 || n == 1) {
+    const auto chars = static_cast<std::size_t>(std::max(3.0, (slot - 6) / kCharWidth));
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t l = 0; l < points[i].parts.size(); ++l) {
+        std::string part = points[i].parts[l];
+        // "per_replica_batch=128", else "batch=128", else "128".
+        if (part.size() > chars && part.find('=') != std::string::npos) {
+          const std::string key = part.substr(0, part.find('=')), value = part.substr(part.find('=') + 1);
+          const std::string last = key.substr(key.rfind('_') == std::string::npos ? 0 : key.rfind('_') + 1) + "=" + value;
+          part = last.size() <= chars ? last : value;
+        }
+        svg += svg_text(fmt::format(R"(x="{:.1f}" y="{}" class="tick xtick" text-anchor="middle")", x_of(i), y + 16 + 14 * static_cast<int>(l)),
+                        part, chars, points[i].full);
+      }
+    y += 16 + 14 * static_cast<int>(line_count - 1);
+  } else {
+    constexpr std::size_t kChars = 34;
+    std::size_t longest_joined = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string joined;
+      for (const auto& part : points[i].parts) joined += (joined.empty() ? "" : " ") + part;
+      longest_joined = std::max(longest_joined, std::min(joined.size(), kChars));
+      const double x = x_of(i) + 4, ly = y + 12;
+      svg += svg_text(fmt::format(R"svg(x="{0:.1f}" y="{1}" class="tick xtick" text-anchor="end" transform="rotate(-40 {0:.1f} {1})")svg", x, ly),
+                      joined, kChars, points[i].full);
+    }
+    y += 12 + static_cast<int>(static_cast<double>(longest_joined) * kCharWidth * 0.65);
+  }
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const auto& c : components) entries.emplace_back(c.name, c.color);
+  const int used = components.size() > 1 ? legend(svg, entries, y + 24) : 0;
+  return svg_open(id, y + 14 + used) + svg + "</svg>\n";
+}
+
+// One labelled horizontal bar per figure, its value written after it: a single run's chart.
+std::string bar_list(const std::string& id, const std::string& title, Unit unit, const std::vector<Series>& bars,
+                     const std::string& note = "", double reference = NAN) {
+  constexpr int kLabel = 170, kRow = 22, kValue = 110;
+  const int track = kWidth - kLabel - kValue - 20;
+  double top = 0;
+  for (const auto& b : bars)
+    if (!std::isnan(b.values[0])) top = std::max(top, b.values[0]);
+  const bool draw_reference = reference > 0 && reference <= 3 * top;  // far off the scale: the note says it
+  if (draw_reference) top = std::max(top, reference);
+  const Axis axis = make_axis(unit, top);
+  const int height = kTop + kRow * static_cast<int>(bars.size()) + 26;
+  auto x_of = [&](double v) { return kLabel + track * v / axis.top(); };
+  std::string svg = svg_open(id, height) + svg_text(fmt::format(R"(x="{}" y="18" class="title")", kLabel), titled(title, unit), 120);
+  if (!note.empty()) svg += note;
+  for (int t = 0; t <= axis.ticks; ++t)
+    svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" class="grid"/><text x="{0:.1f}" y="{3}" class="tick xtick" text-anchor="middle">{4}</text>)",
+                       x_of(axis.at(t)), kTop - 6, height - 22, height - 8, escape(axis.label(t)));
+  for (std::size_t k = 0; k < bars.size(); ++k) {
+    const int y = kTop + kRow * static_cast<int>(k);
+    const double v = bars[k].values[0];
+    svg += svg_text(fmt::format(R"(x="{}" y="{}" class="tick" text-anchor="end")", kLabel - 8, y + 15), bars[k].name, 25);
+    if (std::isnan(v)) continue;
+    svg += fmt::format(R"(<rect x="{}" y="{}" width="{:.1f}" height="{}" fill="{}"><title>{}: {}</title></rect>)", kLabel, y + 3,
+                       std::max(0.5, x_of(v) - kLabel), kRow - 6, bars[k].color, escape(bars[k].name), escape(format(unit, v)));
+    svg += fmt::format(R"(<text x="{:.1f}" y="{}" class="tick value">{}</text>)", x_of(v) + 6, y + 15, escape(format(unit, v)));
+  }
+  if (draw_reference)
+    svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" class="reference"/>)", x_of(reference), kTop - 6, height - 22);
   return svg + "</svg>\n";
 }
 
-}  // namespace
+// ---- The timeline of one step
 
-// One row per unit, its busy intervals as bars across the step.
 std::string timeline_chart(const ojson& timeline) {
   const auto& tracks = timeline["tracks"];
-  const double window_ps = std::max(1.0, timeline["window_ps"].get<double>());
-  constexpr int kLabelWidth = 150, kPlotWidth = 760, kRow = 16, kAxis = 34;
+  const double window_s = std::max(1.0, timeline["window_ps"].get<double>()) * 1e-12;
+  constexpr int kLabelWidth = 150, kTrackWidth = kWidth - kLabelWidth - 30, kRow = 16, kAxis = 34;
   const int height = kAxis + kRow * static_cast<int>(tracks.size()) + 24;
   auto color_of = [](const std::string& kind) {
     if (kind == "mxu") return "#2ca02c";
@@ -159,129 +469,451 @@ std::string timeline_chart(const ojson& timeline) {
     if (kind == "steps") return "#7f7f7f";
     return "#1f77b4";  // op engines
   };
-  std::string svg = fmt::format(R"(<svg id="timeline" class="chart" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img">)",
-                                kLabelWidth + kPlotWidth + 20, height);
+  const Axis axis = make_axis(Unit::seconds, window_s);
+  auto x_of = [&](double s) { return kLabelWidth + kTrackWidth * s / axis.top(); };
+  std::string svg = svg_open("timeline", height);
   svg += fmt::format(R"(<text x="{}" y="18" class="title">Busy units of chip 0 over one step ({})</text>)", kLabelWidth,
-                     escape(format_value(window_ps * 1e-12) + "s"));
-  for (int tick = 0; tick <= 4; ++tick) {
-    const double x = kLabelWidth + kPlotWidth * tick / 4.0;
-    svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" class="grid"/><text x="{0:.1f}" y="{3}" class="tick" text-anchor="middle">{4}</text>)",
-                       x, kAxis - 6, height - 20, height - 6, escape(format_value(window_ps * 1e-12 * tick / 4) + "s"));
-  }
+                     escape(format(Unit::seconds, window_s)));
+  for (int t = 0; t <= axis.ticks; ++t)
+    svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" class="grid"/><text x="{0:.1f}" y="{3}" class="tick xtick" text-anchor="middle">{4}</text>)",
+                       x_of(axis.at(t)), kAxis - 6, height - 20, height - 6, escape(axis.label(t)));
+  svg += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" class="reference"><title>end of the step</title></line>)", x_of(window_s),
+                     kAxis - 6, height - 20);
   int row = 0;
   for (const auto& track : tracks) {
     const int y = kAxis + kRow * row++;
-    const std::string label = track["label"].get<std::string>();
-    svg += fmt::format(R"(<text x="{}" y="{}" class="tick" text-anchor="end">{}</text>)", kLabelWidth - 6, y + kRow - 4, escape(label));
+    svg += svg_text(fmt::format(R"(x="{}" y="{}" class="tick" text-anchor="end")", kLabelWidth - 6, y + kRow - 4),
+                    track["label"].get<std::string>(), 21);
     const char* color = color_of(track["kind"].get<std::string>());
     for (const auto& interval : track["busy_ps"]) {
-      const double x0 = kLabelWidth + kPlotWidth * interval[0].get<double>() / window_ps;
-      const double x1 = kLabelWidth + kPlotWidth * interval[1].get<double>() / window_ps;
-      svg += fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}"/>)", x0, y + 2, std::max(0.5, x1 - x0),
-                         kRow - 4, color);
+      const double x0 = x_of(interval[0].get<double>() * 1e-12), x1 = x_of(interval[1].get<double>() * 1e-12);
+      svg += fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}"/>)", x0, y + 2, std::max(0.5, x1 - x0), kRow - 4, color);
     }
   }
   return svg + "</svg>\n";
 }
 
+// ---- Which point trains first, which cheapest
+
+struct Candidate {
+  const ojson* row = nullptr;
+  double time = NAN, usd = NAN, samples_per_usd = NAN;
+  std::string label, color;
+  bool front = false;
+  std::size_t time_rank = 0, usd_rank = 0;
+};
+
+// Pareto scatter: time on x, cost on y, the front joined.
+std::string pareto_chart(const std::vector<Candidate>& points, const std::string& time_name, const std::string& usd_name) {
+  double max_t = 0, max_u = 0;
+  for (const auto& p : points) {
+    max_t = std::max(max_t, p.time);
+    max_u = std::max(max_u, p.usd);
+  }
+  const Axis ax = make_axis(Unit::seconds, max_t), ay = make_axis(Unit::usd, max_u);
+  constexpr int kPlotH = 260;
+  auto x_of = [&](double v) { return kLeft + kPlotWidth * v / ax.top(); };
+  auto y_of = [&](double v) { return kTop + kPlotH * (1 - v / ay.top()); };
+  std::string svg = y_axis(fmt::format("{} against {}; the Pareto front joined", usd_name, time_name), ay, kTop, kPlotH);
+  for (int t = 0; t <= ax.ticks; ++t)
+    svg += fmt::format(R"(<text x="{:.1f}" y="{}" class="tick xtick" text-anchor="middle">{}</text>)", x_of(ax.at(t)), kTop + kPlotH + 16,
+                       escape(ax.label(t)));
+  svg += svg_text(fmt::format(R"(x="{}" y="{}" class="tick axisname" text-anchor="middle")", kLeft + kPlotWidth / 2, kTop + kPlotH + 34),
+                  time_name + " (less is better; cost: less is better)", 120);
+  std::vector<const Candidate*> front;
+  for (const auto& p : points)
+    if (p.front) front.push_back(&p);
+  std::sort(front.begin(), front.end(), [](const Candidate* a, const Candidate* b) { return a->time < b->time; });
+  std::string path;
+  for (const Candidate* p : front) path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", x_of(p->time), y_of(p->usd));
+  if (front.size() > 1) svg += fmt::format(R"(<path d="{}" class="front" fill="none"/>)", path);
+  for (const auto& p : points) {
+    const std::string tip = escape(fmt::format("{}: {}, {}{}", p.label, format(Unit::seconds, p.time), format(Unit::usd, p.usd),
+                                               p.front ? " (Pareto front)" : ""));
+    svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="{}" fill="{}"{}><title>{}</title></circle>)", x_of(p.time), y_of(p.usd),
+                       p.front ? 6 : 4, p.color, p.front ? R"( stroke="#000" stroke-width="2" class="onfront")" : "", tip);
+  }
+  // Front points named beside their dot, right of it unless that would leave the chart.
+  for (const Candidate* p : front) {
+    const double x = x_of(p->time), y = y_of(p->usd);
+    const bool left = x > kLeft + kPlotWidth * 0.6;
+    svg += svg_text(fmt::format(R"(x="{:.1f}" y="{:.1f}" class="tick" text-anchor="{}")", left ? x - 9 : x + 9, y - 6, left ? "end" : "start"),
+                    p->label, 40);
+  }
+  return svg_open("pareto", kTop + kPlotH + 44) + svg + "</svg>\n";
+}
+
+const char* const kStyle = R"(<style>
+body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1100px; }
+h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; } p.note { font-size: 13px; color: #444; }
+.chart { display: block; margin: 8px 0; background: #fafafa; border: 1px solid #ddd; max-width: 100%; height: auto; }
+.title { font-size: 13px; font-weight: bold; } .tick { font-size: 11px; fill: #444; } .axisname { font-style: italic; }
+.grid { stroke: #e4e4e4; } .reference { stroke: #c00; stroke-dasharray: 4 3; } .mark { font-size: 10px; font-weight: bold; fill: #c00; }
+line.capacity { stroke: #c00; stroke-width: 2; stroke-dasharray: 5 3; } .front { stroke: #000; stroke-width: 1.5; stroke-dasharray: 6 3; }
+table { border-collapse: collapse; font-size: 11px; margin: 8px 0; } td, th { border: 1px solid #ccc; padding: 3px 6px; text-align: right; vertical-align: top; }
+th { background: #f0f0f0; } td.left, th.left { text-align: left; } td.num { white-space: nowrap; } td.wrap { white-space: normal; min-width: 90px; } td.reason { text-align: left; font-size: 11px; }
+tr.failed td { color: #c00; } div.scroll { overflow-x: auto; } tr.front td { background: #eef6ee; }
+</style>)";
+
+std::string page_head(const std::string& title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) + "</title>\n" + kStyle +
+         "</head><body>\n";
+}
+
+// "chip5.core0, 1.61 ms lost" when the slice loses at least 1% of the step waiting for one core
+// (a slow chip, a slow link's neighbour); empty on a slice whose cores keep pace.
+std::string straggler_of(const ojson& row) {
+  const double lost = number_at(row, {"straggler", "time_lost_s"}), step = number_at(row, {"step_time_s"});
+  if (std::isnan(lost) || std::isnan(step) || lost < 0.01 * step) return "";
+  return fmt::format("{}, {} lost", string_at(row, {"straggler", "core"}), format(Unit::seconds, lost));
+}
+
+// Memory per core with its share of that point's own HBM capacity: "2.07 GiB (12.9%)".
+std::string memory_cell(const ojson& row) {
+  const double total = number_at(row, {"memory", "per_core", "total_bytes"}), capacity = number_at(row, {"memory", "hbm_capacity_bytes"});
+  if (std::isnan(total)) return "";
+  return format(Unit::bytes, total) + (capacity > 0 ? " (" + format(Unit::percent, total / capacity) + " of " + format(Unit::bytes, capacity) + ")" : "");
+}
+
+std::vector<Series> breakdown_components(const std::vector<const ojson*>& rows) {
+  std::vector<Series> out = {{"compute", "#2ca02c", {}, {}}, {"exposed communication", "#d62728", {}, {}},
+                             {"memory-bound", "#9467bd", {}, {}}, {"input wait", "#8c564b", {}, {}}, {"idle", "#bbbbbb", {}, {}}};
+  const char* keys[] = {"compute_s", "exposed_communication_s", "memory_bound_s", "input_wait_s", "idle_s"};
+  for (const ojson* row : rows)
+    for (std::size_t k = 0; k < out.size(); ++k) out[k].values.push_back(number_at(*row, {"breakdown", keys[k]}));
+  return out;
+}
+
+std::vector<Series> utilization_components(const std::vector<const ojson*>& rows) {
+  std::vector<Series> out = {{"MFU", "#000000", {}, {}}, {"MXU", "#2ca02c", {}, {}}, {"VPU", "#17becf", {}, {}},
+                             {"HBM", "#9467bd", {}, {}}, {"ICI", "#d62728", {}, {}}};
+  for (const ojson* row : rows) {
+    out[0].values.push_back(number_at(*row, {"mfu"}));
+    const char* keys[] = {"mxu", "vpu", "hbm", "ici"};
+    for (std::size_t k = 0; k < 4; ++k) out[k + 1].values.push_back(number_at(*row, {"utilization", keys[k]}));
+  }
+  return out;
+}
+
+std::vector<Series> memory_components(const std::vector<const ojson*>& rows) {
+  std::vector<Series> out = {{"parameters", "#1f77b4", {}, {}}, {"gradients", "#ff7f0e", {}, {}},
+                             {"optimizer state", "#2ca02c", {}, {}}, {"activations", "#9467bd", {}, {}}};
+  const char* keys[] = {"parameters_bytes", "gradients_bytes", "optimizer_state_bytes", "activations_bytes"};
+  for (const ojson* row : rows)
+    for (std::size_t k = 0; k < out.size(); ++k) out[k].values.push_back(number_at(*row, {"memory", "per_core", keys[k]}));
+  return out;
+}
+
+std::string timeline_section(const ojson& timeline, const std::string& point) {
+  if (timeline.is_null() || !timeline.contains("tracks") || timeline["tracks"].empty()) return "";
+  return fmt::format("<h2>Timeline of one step</h2>\n<p class=\"note\">Point {}: the steady-state step, chip 0, one row per unit "
+                     "that was busy (intervals closer than a pixel merged; open trace.json in Perfetto for every op).</p>\n",
+                     escape(point)) +
+         timeline_chart(timeline);
+}
+
+// ---- A single run: its figures as a table, its breakdown, utilization and memory as bars.
+
+std::string render_run_report(const ojson& sweep, const ojson& timeline, const std::string& timeline_point) {
+  const ojson& row = sweep["rows"][0];
+  const std::string workload = string_at(row, {"workload"}).empty() ? sweep["workload"].get<std::string>() : string_at(row, {"workload"});
+  const std::string hw = string_at(row, {"hw"}), topology = string_at(row, {"topology"});
+  const std::string title = fmt::format("tpusim run: {} on {} {}", workload, hw, topology);
+  std::string html = page_head(title);
+  html += "<h1>" + escape(title) + "</h1>\n";
+  html += fmt::format("<p class=\"note\">{}; status <b>{}</b>{}.</p>\n", escape(sweep["workload"].get<std::string>()),
+                      escape(row["status"].get<std::string>()),
+                      row.value("reason", std::string()).empty() ? "" : ": " + escape(row["reason"].get<std::string>()));
+  std::vector<std::pair<std::string, std::string>> figures;
+  auto add = [&](const std::string& name, const std::string& value) {
+    if (!value.empty()) figures.emplace_back(name, value);
+  };
+  const double chips = number_at(row, {"chips"});
+  add("slice", std::isnan(chips) ? "" : fmt::format("{} {}, {} chips, global batch {}", hw, topology, chips, number_at(row, {"global_batch"})));
+  add("step time (steady state)", format(Unit::seconds, number_at(row, {"step_time_s"})));
+  add("first step", format(Unit::seconds, number_at(row, {"first_step_time_s"})));
+  add("throughput", format(Unit::samples_per_s, number_at(row, {"samples_per_s"})));
+  add("throughput per chip", format(Unit::samples_per_s, number_at(row, {"samples_per_s_per_chip"})));
+  add("MFU", format(Unit::percent, number_at(row, {"mfu"})));
+  add("memory per core", memory_cell(row));
+  add("USD per step", format(Unit::usd, number_at(row, {"cost", "usd_per_step"})));
+  add("USD per million samples", format(Unit::usd, number_at(row, {"cost", "usd_per_million_samples"})));
+  add("samples per USD", format(Unit::samples_per_usd, number_at(row, {"cost", "samples_per_usd"})));
+  add("energy per step", format(Unit::joules, number_at(row, {"energy", "joules_per_step"})));
+  add("energy per sample", format(Unit::joules, number_at(row, {"energy", "joules_per_sample"})));
+  add("power per chip", format(Unit::watts, number_at(row, {"energy", "chip_power_w"})));
+  add("time to train", format(Unit::seconds, number_at(row, {"cost", "time_to_train_s"})));
+  add("USD to train", format(Unit::usd, number_at(row, {"cost", "usd_to_train"})));
+  const double kwh = number_at(row, {"energy", "kwh_to_train"});
+  add("energy to train", std::isnan(kwh) ? "" : format(Unit::joules, kwh * 3.6e6) + fmt::format(" ({:.3g} kWh)", kwh));
+  html += "<table id=\"figures\">\n";
+  for (const auto& [name, value] : figures)
+    html += fmt::format("<tr><th class=\"left\">{}</th><td class=\"num\">{}</td></tr>\n", escape(name), escape(value));
+  if (const std::string straggler = straggler_of(row); !straggler.empty())
+    html += fmt::format("<tr><th class=\"left\">straggler</th><td class=\"left\">{}</td></tr>\n", escape(straggler));
+  html += "</table>\n";
+  if (row["summary"].is_object()) {
+    const std::vector<const ojson*> rows = {&row};
+    if (row["status"] == "ok") {  // an OOM run has no step
+      html += "<h2>Where the step time goes</h2>\n";
+      html += bar_list("breakdown", "Step-time breakdown per core", Unit::seconds, breakdown_components(rows));
+      html += "<h2>Utilization</h2>\n";
+      html += bar_list("utilization", "MFU and busy fractions of the units", Unit::percent, utilization_components(rows));
+    }
+    html += "<h2>Memory per core</h2>\n";
+    std::vector<Series> memory = memory_components(rows);
+    memory.push_back({"total", "#444444", {number_at(row, {"memory", "per_core", "total_bytes"})}, {}});
+    const double capacity = number_at(row, {"memory", "hbm_capacity_bytes"});
+    std::string note;
+    if (!std::isnan(capacity))
+      note = fmt::format(R"(<text x="{}" y="34" class="capacity mark" data-hw="{}" data-bytes="{:.0f}">HBM capacity per core of {} (red dashes): {}{}</text>)", 170,
+                         escape(hw), capacity, escape(hw), escape(format(Unit::bytes, capacity)),
+                         escape(memory.back().values[0] >= 0 ? " (" + format(Unit::percent, memory.back().values[0] / capacity) + " used)" : ""));
+    html += bar_list("memory", "Memory per core", Unit::bytes, memory, note, capacity);
+  }
+  html += timeline_section(timeline, timeline_point);
+  return html + "</body></html>\n";
+}
+
+}  // namespace
+
 std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const std::string& timeline_point) {
   const ojson& rows = sweep["rows"];
-  std::vector<std::string> differing;  // keys whose value is not the same in every row
+  if (!sweep.contains("axes") && rows.size() == 1) return render_run_report(sweep, timeline, timeline_point);
+
+  // The keys whose value differs between points, in the order the sweep varies them.
+  auto value_of = [](const ojson& row, const std::string& key) {
+    return row["varied"].contains(key) ? row["varied"][key].get<std::string>() : std::string();
+  };
+  std::vector<std::string> keys;
+  if (sweep.contains("axes"))
+    for (const auto& axis : sweep["axes"]) keys.push_back(axis["key"].get<std::string>());
   for (const auto& row : rows)
     for (const auto& [k, v] : row["varied"].items())
-      if (std::find(differing.begin(), differing.end(), k) == differing.end() && v != rows[0]["varied"][k])
-        differing.push_back(k);
-  std::vector<std::string> labels;
-  std::vector<bool> oom;
-  for (const auto& row : rows) {
-    labels.push_back(label_of(row, differing));
-    oom.push_back(row["status"] == "oom");
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  std::vector<std::string> differing;
+  for (const auto& k : keys)
+    if (std::any_of(rows.begin(), rows.end(), [&](const ojson& row) { return value_of(row, k) != value_of(rows[0], k); })) differing.push_back(k);
+  // The x axis: the last varied key whose values are all numbers (lines across it), else the
+  // last varied key (bars over its values). Every other varied key makes the series.
+  std::string x_key;
+  bool numeric_x = false;
+  for (auto it = differing.rbegin(); it != differing.rend() && !numeric_x; ++it) {
+    const bool numeric = std::all_of(rows.begin(), rows.end(), [&](const ojson& row) { return is_number(value_of(row, *it)); });
+    if (numeric) x_key = *it, numeric_x = true;
   }
-  auto series = [&](const std::string& name, const std::string& color, std::initializer_list<const char*> path, double scale = 1) {
-    Series s{name, color, {}};
-    for (const auto& row : rows) s.values.push_back(number_at(row, path) * scale);
-    return s;
+  if (x_key.empty() && !differing.empty()) x_key = differing.back();
+  std::vector<std::string> categories;
+  for (const auto& row : rows) {
+    const std::string v = value_of(row, x_key);
+    if (std::find(categories.begin(), categories.end(), v) == categories.end()) categories.push_back(v);
+  }
+  if (numeric_x)
+    std::stable_sort(categories.begin(), categories.end(),
+                     [](const std::string& a, const std::string& b) { return std::strtod(a.c_str(), nullptr) < std::strtod(b.c_str(), nullptr); });
+  std::vector<std::string> series_keys;
+  for (const auto& k : differing)
+    if (k != x_key) series_keys.push_back(k);
+  auto series_of = [&](const ojson& row) {
+    std::string name;
+    for (const auto& k : series_keys) name += (name.empty() ? "" : ", ") + part_label(k, value_of(row, k));
+    return name;
   };
-  double capacity = NAN;
-  for (const auto& row : rows) {
-    const double c = number_at(row, {"memory", "hbm_capacity_bytes"});
-    if (!std::isnan(c)) capacity = std::isnan(capacity) ? c : std::min(capacity, c);
-  }
+  auto point_label = [&](const ojson& row) {
+    PointLabel label{{}, row["point"].get<std::string>()};
+    for (const auto& k : differing) label.parts.push_back(part_label(k, value_of(row, k)));
+    return label;
+  };
+  // The points that ran (ok) or were found not to fit (oom): the charts' points. The others are
+  // in the table with their reason.
+  std::vector<const ojson*> charted;
+  for (const auto& row : rows)
+    if ((row["status"] == "ok" || row["status"] == "oom") && row["summary"].is_object()) charted.push_back(&row);
+  std::vector<std::string> series_names;
+  for (const ojson* row : charted)
+    if (std::find(series_names.begin(), series_names.end(), series_of(*row)) == series_names.end()) series_names.push_back(series_of(*row));
+  auto color_of_series = [&](const std::string& name) {
+    const auto i = static_cast<std::size_t>(std::find(series_names.begin(), series_names.end(), name) - series_names.begin());
+    return std::string(kPalette[i % 10]);
+  };
+  // One series per combination of the other varied keys, a value per x category.
+  auto series = [&](std::initializer_list<const char*> path) {
+    std::vector<Series> out;
+    for (const auto& name : series_names) {
+      Series s{name, color_of_series(name), std::vector<double>(categories.size(), NAN), std::vector<bool>(categories.size(), false)};
+      for (const ojson* row : charted) {
+        if (series_of(*row) != name) continue;
+        const auto i = static_cast<std::size_t>(std::find(categories.begin(), categories.end(), value_of(*row, x_key)) - categories.begin());
+        s.values[i] = number_at(*row, path);
+        s.oom[i] = (*row)["status"] == "oom";
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  };
+  const std::string x_name = x_key.empty() ? "" : short_key(x_key);
+  const bool lines = numeric_x && categories.size() > 1;
+  auto chart = [&](const std::string& id, const std::string& title, Unit unit, std::initializer_list<const char*> path, double reference = NAN,
+                   const std::string& reference_name = "") {
+    return series_chart(id, title, unit, x_name, categories, lines, series(path), reference, reference_name);
+  };
 
-  std::string html = R"(<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>tpusim sweep</title>
-<style>
-body { font-family: sans-serif; margin: 24px; color: #222; }
-h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
-.chart { display: block; margin: 8px 0; background: #fafafa; border: 1px solid #ddd; }
-.title { font-size: 13px; font-weight: bold; } .tick { font-size: 11px; fill: #444; }
-.grid { stroke: #e4e4e4; } .reference { stroke: #c00; stroke-dasharray: 4 3; } .mark { font-size: 11px; fill: #c00; font-weight: bold; }
-table { border-collapse: collapse; font-size: 12px; } td, th { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
-th { background: #f0f0f0; } td.left { text-align: left; } tr.failed td { color: #c00; }
-</style></head><body>
-)";
+  const std::string workload = charted.empty() ? sweep["workload"].get<std::string>() : string_at(*charted[0], {"workload"});
+  const std::string title = "tpusim sweep: " + workload;
+  std::string html = page_head(title);
   const std::size_t interrupted = sweep.value("interrupted", std::size_t{0});
-  html += fmt::format("<h1>tpusim sweep: {}</h1>\n<p>{} of {} points finished{}.</p>\n", escape(sweep["workload"].get<std::string>()),
-                      rows.size() - interrupted, sweep["points"].get<std::size_t>(),
-                      interrupted ? fmt::format(", {} interrupted (partial)", interrupted) : "");
-  html += "<h2>Throughput and step time</h2>\n";
-  html += chart("throughput", "Throughput", "samples/s", labels, {series("samples/s", "#1f77b4", {"samples_per_s"})}, false, false, oom);
-  html += chart("step_time", "Step time (steady state)", "s", labels, {series("step time", "#ff7f0e", {"step_time_s"})}, false, false, oom);
-  html += "<h2>Where the step time goes</h2>\n";
-  html += chart("breakdown", "Step-time breakdown per core", "s", labels,
-                {series("compute", "#2ca02c", {"breakdown", "compute_s"}),
-                 series("exposed communication", "#d62728", {"breakdown", "exposed_communication_s"}),
-                 series("memory-bound", "#9467bd", {"breakdown", "memory_bound_s"}),
-                 series("input wait", "#8c564b", {"breakdown", "input_wait_s"}),
-                 series("idle", "#bbbbbb", {"breakdown", "idle_s"})},
-                true, true, oom);
-  html += "<h2>Utilization</h2>\n";
-  html += chart("utilization", "MFU and busy fractions", "fraction", labels,
-                {series("MFU", "#000000", {"mfu"}), series("MXU", "#2ca02c", {"utilization", "mxu"}),
-                 series("VPU", "#17becf", {"utilization", "vpu"}), series("HBM", "#9467bd", {"utilization", "hbm"}),
-                 series("ICI", "#d62728", {"utilization", "ici"})},
-                false, false, oom, NAN, "", true);
-  html += "<h2>Memory per core</h2>\n";
-  html += chart("memory", "Memory per core against HBM capacity", "bytes", labels,
-                {series("parameters", "#1f77b4", {"memory", "per_core", "parameters_bytes"}),
-                 series("gradients", "#ff7f0e", {"memory", "per_core", "gradients_bytes"}),
-                 series("optimizer state", "#2ca02c", {"memory", "per_core", "optimizer_state_bytes"}),
-                 series("activations", "#9467bd", {"memory", "per_core", "activations_bytes"})},
-                true, true, oom, capacity, "HBM capacity");
-
-  if (!timeline.is_null() && !timeline["tracks"].empty()) {
-    html += fmt::format("<h2>Timeline of one step</h2>\n<p>Point {}: the steady-state step, chip 0, one row per unit "
-                        "that was busy (intervals closer than a pixel merged; open trace.json in Perfetto for every "
-                        "op).</p>\n",
-                        escape(timeline_point));
-    html += timeline_chart(timeline);
+  html += "<h1>" + escape(title) + "</h1>\n";
+  html += fmt::format("<p class=\"note\">{}: {} of {} points finished{}", escape(sweep["workload"].get<std::string>()), rows.size() - interrupted,
+                      sweep["points"].get<std::size_t>(), interrupted ? fmt::format(", {} interrupted (partial)", interrupted) : "");
+  if (charted.size() < rows.size())
+    html += fmt::format("; {} did not run or did not finish (their reasons are in the table at the end)", rows.size() - charted.size());
+  html += ".";
+  if (!differing.empty()) {
+    html += " Varied: ";
+    for (std::size_t k = 0; k < differing.size(); ++k) {
+      std::vector<std::string> values;
+      for (const auto& row : rows)
+        if (std::find(values.begin(), values.end(), value_of(row, differing[k])) == values.end()) values.push_back(value_of(row, differing[k]));
+      html += fmt::format("{}<b>{}</b> ({})", k ? "; " : "", escape(differing[k]), escape(fmt::format("{}", fmt::join(values, ", "))));
+    }
+    html += fmt::format(". Charts: x axis {}{}.", escape(x_name.empty() ? "-" : x_name),
+                        series_keys.empty() ? "" : ", one " + std::string(lines ? "line" : "bar colour") + " per " +
+                                                       escape(fmt::format("{}", fmt::join(series_keys, " and "))));
   }
-  html += "<h2>All points</h2>\n<table id=\"points\"><tr><th>point</th><th>status</th><th>step time</th><th>samples/s</th><th>MFU</th>"
-          "<th>memory/core</th><th>USD/step</th><th>samples/USD (rank)</th><th>J/sample</th><th>time to train (rank)</th>"
-          "<th>USD to train</th><th>straggler</th><th>reason</th></tr>\n";
+  html += "</p>\n";
+
+  if (!charted.empty()) {
+    html += "<h2>Throughput and step time</h2>\n";
+    html += chart("throughput", "Throughput of the slice", Unit::samples_per_s, {"samples_per_s"});
+    html += chart("throughput_per_chip", "Throughput per chip", Unit::samples_per_s, {"samples_per_s_per_chip"});
+    html += chart("step_time", "Step time (steady state)", Unit::seconds, {"step_time_s"});
+    html += chart("mfu", "Model FLOPs utilization (MFU)", Unit::percent, {"mfu"});
+
+    html += "<h2>Cost and energy</h2>\n<p class=\"note\">On-demand price per chip-hour and a modelled chip power "
+            "(see docs/cost_energy.md: the energy figures are estimates, not measurements).</p>\n";
+    html += chart("cost", "USD per million samples", Unit::usd, {"cost", "usd_per_million_samples"});
+    html += chart("energy", "Energy per sample", Unit::joules, {"energy", "joules_per_sample"});
+    html += chart("power", "Average power per chip", Unit::watts, {"energy", "chip_power_w"});
+
+    std::vector<PointLabel> labels;
+    std::vector<bool> oom;
+    std::vector<double> capacity;
+    std::vector<std::string> capacity_hw;
+    for (const ojson* row : charted) {
+      labels.push_back(point_label(*row));
+      oom.push_back((*row)["status"] == "oom");
+      capacity.push_back(number_at(*row, {"memory", "hbm_capacity_bytes"}));
+      capacity_hw.push_back(string_at(*row, {"hw"}));
+    }
+    html += "<h2>Where the step time goes</h2>\n";
+    html += point_chart("breakdown", "Step-time breakdown per core", Unit::seconds, labels, breakdown_components(charted), true, oom);
+    html += "<h2>Utilization</h2>\n";
+    html += point_chart("utilization", "MFU and busy fractions of the units", Unit::percent, labels, utilization_components(charted), false, oom);
+    html += "<h2>Memory per core</h2>\n<p class=\"note\">Each point against its own preset's HBM capacity per core (red dashes; "
+            "written at the top when it is far above the bars).</p>\n";
+    html += point_chart("memory", "Memory per core and each point's HBM capacity per core", Unit::bytes, labels, memory_components(charted), true,
+                        oom, capacity, capacity_hw);
+    html += chart("hbm_fraction", "Memory per core as a share of its own HBM capacity", Unit::percent, {"memory", "hbm_fraction"}, 1.0,
+                  "100% of HBM");
+  }
+
+  // Which configuration reaches the samples first, and which for the least money.
+  std::vector<Candidate> candidates;
+  bool to_train = true;
+  for (const ojson* row : charted)
+    if ((*row)["status"] == "ok" && !(number_at(*row, {"cost", "time_to_train_s"}) >= 0 && number_at(*row, {"cost", "usd_to_train"}) >= 0))
+      to_train = false;
+  for (const ojson* row : charted) {
+    if ((*row)["status"] != "ok") continue;
+    Candidate c;
+    c.row = row;
+    c.time = to_train ? number_at(*row, {"cost", "time_to_train_s"}) : 1e6 / number_at(*row, {"samples_per_s"});
+    c.usd = to_train ? number_at(*row, {"cost", "usd_to_train"}) : number_at(*row, {"cost", "usd_per_million_samples"});
+    c.samples_per_usd = number_at(*row, {"cost", "samples_per_usd"});
+    if (!(c.time > 0) || !(c.usd >= 0) || !std::isfinite(c.time)) continue;
+    const PointLabel l = point_label(*row);
+    c.label = fmt::format("{}", fmt::join(l.parts, " "));
+    if (c.label.empty()) c.label = (*row)["point"].get<std::string>();
+    c.color = color_of_series(series_of(*row));
+    candidates.push_back(std::move(c));
+  }
+  if (!candidates.empty()) {
+    for (auto& c : candidates) {
+      c.time_rank = 1 + static_cast<std::size_t>(std::count_if(candidates.begin(), candidates.end(), [&](const Candidate& o) { return o.time < c.time; }));
+      c.usd_rank = 1 + static_cast<std::size_t>(std::count_if(candidates.begin(), candidates.end(), [&](const Candidate& o) { return o.usd < c.usd; }));
+      c.front = std::none_of(candidates.begin(), candidates.end(), [&](const Candidate& o) {
+        return o.time <= c.time && o.usd <= c.usd && (o.time < c.time || o.usd < c.usd);
+      });
+    }
+    std::vector<Candidate> ordered = candidates;
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.time != b.time ? a.time < b.time : a.usd < b.usd; });
+    const std::string time_name = to_train ? "time to train" : "time per million samples";
+    const std::string usd_name = to_train ? "USD to train" : "USD per million samples";
+    const auto cheapest = std::min_element(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.usd < b.usd; });
+    html += "<h2>Which configuration trains first, and which cheapest</h2>\n";
+    html += fmt::format("<p class=\"note\">{} Fastest: <b>{}</b> ({}, {}). Cheapest: <b>{}</b> ({}, {}). On the Pareto front (no other point "
+                        "is both faster and cheaper): {}.</p>\n",
+                        to_train ? "The training run the workload states (dataset x epochs; the ranks are sweep.csv's)."
+                                 : "The workload states no dataset (training.dataset_examples), so per million samples.",
+                        escape(ordered[0].label), escape(format(Unit::seconds, ordered[0].time)), escape(format(Unit::usd, ordered[0].usd)),
+                        escape(cheapest->label), escape(format(Unit::seconds, cheapest->time)), escape(format(Unit::usd, cheapest->usd)),
+                        std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.front; }));
+    html += pareto_chart(candidates, time_name, usd_name);
+    html += fmt::format("<table id=\"ranking\"><tr><th>by time</th><th class=\"left\">point</th><th>{}</th><th>{}</th><th>samples/USD</th>"
+                        "<th>by cost</th><th class=\"left\">Pareto front</th></tr>\n",
+                        escape(time_name), escape(usd_name));
+    for (const auto& c : ordered)
+      html += fmt::format("<tr{}><td class=\"rank\">#{}</td><td class=\"left\" title=\"{}\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                          "<td class=\"num\">{}</td><td class=\"rank\">#{}</td><td class=\"left\">{}</td></tr>\n",
+                          c.front ? " class=\"front\"" : "", c.time_rank, escape((*c.row)["point"].get<std::string>()), escape(c.label),
+                          escape(format(Unit::seconds, c.time)), escape(format(Unit::usd, c.usd)),
+                          escape(format(Unit::samples_per_usd, c.samples_per_usd)), c.usd_rank, c.front ? "yes" : "");
+    html += "</table>\n";
+  }
+
+  html += timeline_section(timeline, timeline_point);
+
+  // Time and USD to train only when the workload states its dataset.
+  const bool train_columns =
+      std::any_of(rows.begin(), rows.end(), [](const ojson& row) { return !std::isnan(number_at(row, {"cost", "time_to_train_s"})); });
+  html += fmt::format("<h2>All points</h2>\n<div class=\"scroll\"><table id=\"points\"><tr><th class=\"left\">point</th><th class=\"left\">status</th>"
+                      "<th>memory/core (of HBM)</th><th>step time</th><th>samples/s</th><th>per chip</th><th>MFU</th>"
+                      "<th>USD per M samples</th><th>samples/USD (rank)</th><th>J/sample</th>{}<th class=\"left\">straggler</th></tr>\n",
+                      train_columns ? "<th>time to train (rank)</th><th>USD to train</th>" : "");
   for (const auto& row : rows) {
     const bool good = row["status"] == "ok";
-    auto cell = [&](std::initializer_list<const char*> path) {
-      const double v = number_at(row, path);
-      return std::isnan(v) ? std::string() : format_value(v);
-    };
-    // A sweep ranks its points (1: best); a single run's report has nothing to rank against.
-    auto ranked = [&](std::initializer_list<const char*> path, const char* rank) {
-      std::string text = cell(path);
-      if (!text.empty() && row.contains("rank") && row["rank"].is_object() && row["rank"][rank].is_number())
-        text += fmt::format(" ({})", row["rank"][rank].get<std::uint64_t>());
+    auto cell = [&](Unit unit, std::initializer_list<const char*> path) { return escape(format(unit, number_at(row, path))); };
+    // A sweep ranks its points (1: best).
+    auto ranked = [&](Unit unit, std::initializer_list<const char*> path, const char* rank) {
+      std::string text = cell(unit, path);
+      if (!text.empty() && row.contains("rank") && row["rank"].is_object() && row["rank"].contains(rank) && row["rank"][rank].is_number())
+        text += fmt::format(" (#{})", row["rank"][rank].get<std::uint64_t>());
       return text;
     };
-    html += fmt::format("<tr{}><td class=\"left\">{}</td><td class=\"left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"left\">{}</td><td class=\"left\">{}</td></tr>\n",
-                        good ? "" : " class=\"failed\"", escape(row["point"].get<std::string>()),
-                        escape(row["status"].get<std::string>()), cell({"step_time_s"}), cell({"samples_per_s"}), cell({"mfu"}),
-                        cell({"memory", "per_core", "total_bytes"}), cell({"cost", "usd_per_step"}),
-                        ranked({"cost", "samples_per_usd"}, "samples_per_usd"), cell({"energy", "joules_per_sample"}),
-                        ranked({"cost", "time_to_train_s"}, "time_to_train_s"), cell({"cost", "usd_to_train"}),
-                        escape(straggler_of(row)), escape(row["reason"].get<std::string>()));
+    // The point by its number and varied values; its directory's name as the tooltip.
+    const std::string point = row["point"].get<std::string>();
+    const PointLabel label = point_label(row);
+    const std::string number = point.size() > 3 && point[3] == '_' ? point.substr(0, 3) + " " : "";
+    html += fmt::format("<tr{}><td class=\"left\" title=\"{}\">{}</td><td class=\"left\">{}</td><td class=\"num wrap\">{}</td>",
+                        good ? "" : " class=\"failed\"", escape(point),
+                        escape(label.parts.empty() ? point : number + fmt::format("{}", fmt::join(label.parts, " "))),
+                        escape(row["status"].get<std::string>()), escape(memory_cell(row)));
+    if (!good) {  // no step: the reason in place of its figures
+      html += fmt::format("<td colspan=\"{}\" class=\"reason\">{}</td></tr>\n", train_columns ? 10 : 8, escape(row.value("reason", std::string())));
+      continue;
+    }
+    html += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>{}<td class=\"left\">{}</td></tr>\n",
+                        cell(Unit::seconds, {"step_time_s"}), cell(Unit::samples_per_s, {"samples_per_s"}),
+                        cell(Unit::samples_per_s, {"samples_per_s_per_chip"}), cell(Unit::percent, {"mfu"}),
+                        cell(Unit::usd, {"cost", "usd_per_million_samples"}), ranked(Unit::samples_per_usd, {"cost", "samples_per_usd"}, "samples_per_usd"),
+                        cell(Unit::joules, {"energy", "joules_per_sample"}), train_columns ? fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td>", ranked(Unit::seconds, {"cost", "time_to_train_s"}, "time_to_train_s"),
+                                                    cell(Unit::usd, {"cost", "usd_to_train"}))
+                                      : std::string(),
+                        escape(straggler_of(row)));
   }
-  html += "</table>\n</body></html>\n";
+  html += "</table></div>\n</body></html>\n";
   return html;
 }
 

@@ -1,6 +1,9 @@
 // The HTML report of a sweep: one self-contained page (inline SVG, no script, no network) with
-// throughput, step time, the step-time breakdown, MFU and utilization, and per-core memory
-// against HBM capacity for every point, the table of all points, and the timeline of one step.
+// throughput (total and per chip), step time, MFU, cost and energy, one series per combination
+// of the varied keys other than the x axis; the step-time breakdown, utilization and per-core
+// memory against each point's own HBM capacity; a ranking by time and cost with its Pareto
+// front; the timeline of one step; and the table of all points, every figure with its unit.
+// A single run (no "axes") gets a page of its own: its figures as a table, and bars.
 #pragma once
 
 #include <string>
