@@ -13,6 +13,7 @@
 #include <iostream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <fstream>
 #include <memory>
 #include <system_error>
@@ -208,6 +209,47 @@ ojson effective_config(const Config& config) {
   if (!config.workload_doc.is_null()) out["workload"] = ojson::parse(config.workload_doc.dump());
   return out;
 }
+
+namespace {
+
+// Each simulated chip's power over each step, as a counter of its process in the trace: the
+// power model of the summary's energy figure (docs/cost_energy.md) applied to the chip's own
+// MXU and HBM busy time in that step.
+const std::string kChipPowerCounter = "chip power";
+
+void trace_chip_power(ChromeTraceWriter& trace, const Recorder& recorder, const ChipPower& power, const std::vector<Picos>& ends) {
+  struct ChipUnits {
+    std::vector<std::uint32_t> mxu, hbm;
+    std::optional<std::uint32_t> traced;  // a unit of the chip that the trace draws, to carry the counter
+  };
+  std::map<std::uint32_t, ChipUnits> chips;
+  for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
+    const UnitInfo& info = recorder.units()[u];
+    if (info.chip == kHostChip) continue;
+    ChipUnits& c = chips[info.chip];
+    if (info.kind == UnitKind::Mxu) c.mxu.push_back(u);
+    if (info.kind == UnitKind::Hbm) c.hbm.push_back(u);
+    if (!c.traced && trace.admitted(u)) c.traced = u;
+  }
+  for (const auto& [chip, c] : chips) {
+    if (c.mxu.empty() || c.hbm.empty() || !c.traced) continue;
+    auto busy = [&](const std::vector<std::uint32_t>& units, std::uint32_t step, Picos length) {
+      Picos sum = 0;
+      for (auto u : units) sum += recorder.totals(u, step).busy_ps;
+      return std::min(1.0, static_cast<double>(sum) / (static_cast<double>(units.size()) * static_cast<double>(length)));
+    };
+    double watts = 0;
+    for (std::uint32_t s = 0; s < ends.size(); ++s) {
+      const Picos start = s == 0 ? 0 : ends[s - 1];
+      if (ends[s] <= start) continue;
+      watts = chip_power_w(power, busy(c.mxu, s, ends[s] - start), busy(c.hbm, s, ends[s] - start));
+      trace.level(*c.traced, &kChipPowerCounter, "W", start, watts);
+    }
+    if (!ends.empty()) trace.level(*c.traced, &kChipPowerCounter, "W", ends.back(), watts);  // the last step's lasts to its end
+  }
+}
+
+}  // namespace
 
 ojson run_simulation(const Config& config, const RunOptions& options) {
   const HwConfig& hw = config.hw;
@@ -480,6 +522,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * input_s / cores / step_s));
   summary["warnings"] = warnings;
 
+  if (trace && hw.chip.power) trace_chip_power(*trace, recorder, *hw.chip.power, ends);
   close_trace();
   publish(summary, chip0_timeline(recorder, window));
   return summary;

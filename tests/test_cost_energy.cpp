@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -190,6 +191,28 @@ BOOST_AUTO_TEST_CASE(every_preset_prints_a_cost_and_an_energy_line) {
       BOOST_TEST(run->result.out.find("  cost           $") != std::string::npos, run->result.out);
       BOOST_TEST(run->result.out.find(" W per chip (activity ") != std::string::npos, run->result.out);
       BOOST_TEST(run->summary["cost"]["usd_per_step"].get<double>() > 0);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_trace_carries_each_chips_power_step_by_step) {
+  // A counter per chip, one sample per step and one at the run's end; the last step's is the
+  // summary's chip power (the four chips of the example are alike), every one within the range.
+  const auto run = run_example("");
+  const json trace = json::parse(read_file(run->out() + "/trace.json"));
+  const json& energy = run->summary["energy"];
+  std::map<int, std::vector<double>> watts_by_chip;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "C" && e["name"] == "chip power") watts_by_chip[e["pid"].get<int>()].push_back(e["args"]["W"].get<double>());
+  BOOST_TEST(watts_by_chip.size() == run->summary["chips"].get<std::size_t>());
+  for (const auto& [pid, watts] : watts_by_chip) {
+    BOOST_TEST_CONTEXT("pid " << pid) {
+      BOOST_TEST(watts.size() == run->summary["steps"].get<std::size_t>() + 1);
+      BOOST_TEST(watts.back() == energy["chip_power_w"].get<double>(), boost::test_tools::tolerance(1e-5));
+      for (double w : watts) {
+        BOOST_TEST(w >= energy["idle_w"].get<double>());
+        BOOST_TEST(w <= energy["max_w"].get<double>());
+      }
     }
   }
 }

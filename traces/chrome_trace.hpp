@@ -65,6 +65,8 @@ class ChromeTraceWriter {
     return (unit < admitted_.size() && admitted_[unit]) ||
            (unit < counter_of_unit_.size() && counter_of_unit_[unit] != nullptr);
   }
+  // Whether the unit's chip and kind are in the trace (level() draws its counters).
+  bool admitted(std::uint32_t unit) const { return unit < admitted_.size() && admitted_[unit]; }
   // An arrow from a point on one unit's track to a point on another's (flow start and end).
   void flow(std::uint32_t from_unit, std::uint64_t from_ps, std::uint32_t to_unit, std::uint64_t to_ps, const std::string* name);
   // A counter track of the unit's process; samples at one time collapse into the last one.
