@@ -212,6 +212,8 @@ ojson effective_config(const Config& config) {
 
 namespace {
 
+std::string seconds_text(double sec);  // "1.5 min", "48.047 us"
+
 // Each simulated chip's power over each step, as a counter of its process in the trace: the
 // power model of the summary's energy figure (docs/cost_energy.md) applied to the chip's own
 // MXU and HBM busy time in that step.
@@ -405,7 +407,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["step_time_s"] = step_s;
   // With one step there is no steady state: the one step pays the first input transfer and the
   // program's launch, which later steps overlap.
-  summary["steady_state"] = n >= 2;
+  // With three steps or more, the last two must also agree: an input pipeline can take several
+  // steps to drain what it prefetched during the first.
+  const bool settled = n < 3 || std::abs(step_s - seconds(ends[n - 2] - ends[n - 3])) <= 0.01 * step_s;
+  summary["steady_state"] = n >= 2 && settled;
   summary["first_step_time_s"] = seconds(ends[0]);
   summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
   summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
@@ -518,6 +523,13 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   if (n < 2)
     warnings.push_back("one step simulated: its figures are of the first step, which pays the first input transfer and "
                        "launch, not of the steady state (set workload.training.steps to 2 or more)");
+  if (!settled) {
+    // The figures are of a transient: the summary's step is the last one.
+    const double before_s = seconds(ends[n - 2] - ends[n - 3]);
+    warnings.push_back(fmt::format("not yet steady: the last two steps took {} and {}; the figures are the last step's "
+                                   "(simulate more steps: workload.training.steps)",
+                                   seconds_text(before_s), seconds_text(step_s)));
+  }
   if (input_s / cores > 0.1 * step_s)
     warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * input_s / cores / step_s));
   summary["warnings"] = warnings;
@@ -628,6 +640,9 @@ std::string format_summary(const ojson& s) {
     const double step = s["step_time_s"].get<double>();
     if (s.value("steady_state", true))
       t += fmt::format("  step time      {} (steady state; first step {})\n", time(step),
+                       time(s["first_step_time_s"].get<double>()));
+    else if (s.value("steps", 1) >= 2)
+      t += fmt::format("  step time      {} (the last step, not yet steady; first step {})\n", time(step),
                        time(s["first_step_time_s"].get<double>()));
     else
       t += fmt::format("  step time      {} (the first step: one step was simulated, no steady state)\n", time(step));

@@ -204,6 +204,38 @@ BOOST_AUTO_TEST_CASE(an_evaluation_every_few_steps_costs_its_forward_passes_and_
   BOOST_TEST(quick->result.out.find("  with eval ") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_run_whose_last_two_steps_differ_is_not_called_steady) {
+  // The summary's step is the last; it is steady only when the one before took the same within
+  // 1%. Whatever the pipeline's dynamics, the flag, the step-time line and the warning must say
+  // what the steps' own ends in the trace say, over short and long runs.
+  for (int steps : {3, 5, 8, 12}) {
+    const auto run = run_example("--set workload.training.steps=" + std::to_string(steps));
+    const json trace = json::parse(read_file(run->out() + "/trace.json"));
+    std::map<std::pair<int, int>, std::string> track_names;
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "M" && e["name"] == "thread_name")
+        track_names[{e["pid"].get<int>(), e["tid"].get<int>()}] = e["args"]["name"].get<std::string>();
+    std::map<int, double> end_us;  // per step, the last core's end
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      const std::string& track = track_names[{e["pid"].get<int>(), e["tid"].get<int>()}];
+      if (track.size() < 6 || track.compare(track.size() - 6, 6, ".steps") != 0) continue;
+      double& end = end_us[e["args"]["step"].get<int>()];
+      end = std::max(end, e["ts"].get<double>() + e["dur"].get<double>());
+    }
+    BOOST_TEST_CONTEXT(steps << " steps") {
+      BOOST_REQUIRE(end_us.size() == static_cast<std::size_t>(steps));
+      const double last = end_us[steps - 1] - end_us[steps - 2], before = end_us[steps - 2] - end_us[steps - 3];
+      // The trace keeps nanoseconds, the summary picoseconds.
+      BOOST_TEST(last * 1e-6 == run->summary["step_time_s"].get<double>(), boost::test_tools::tolerance(1e-4));
+      const bool settled = std::abs(last - before) <= 0.01 * last;
+      BOOST_TEST(run->summary["steady_state"].get<bool>() == settled);
+      BOOST_TEST(contains(run->result.out, "not yet steady") == !settled);
+      BOOST_TEST(contains(run->result.out, "(steady state;") == settled);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(adding_chips_adds_all_reduce_traffic_over_ici) {
   std::map<std::string, std::uint64_t> ici_bytes;
   for (const std::string topology : {"1x2", "2x2", "4x4"}) {
