@@ -1,0 +1,123 @@
+// Regenerate the Keras-format JSON fixtures (topology only, no weights) with TensorFlow.js 4.22.
+//
+//   mkdir -p /tmp/tfjs && cd /tmp/tfjs && npm install @tensorflow/tfjs@4.22
+//   NODE_PATH=/tmp/tfjs/node_modules node tests/data/import/make_keras.js [outdir]
+//
+// (or `npm install` next to this file's package.json; node_modules is not committed).
+// Each file is exactly the string model.toJSON() returns: Keras' model_config JSON
+// ({class_name, config, keras_version, backend}), as Keras' model.to_json() writes it.
+// Layer names are given explicitly, as Python Keras would name them, so that reruns are identical.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const tf = require('@tensorflow/tfjs');
+
+const outDir = process.argv[2] || __dirname;
+
+// The project's default example (workloads/examples/mlp_mnist.json).
+function mlp() {
+  return tf.sequential({
+    name: 'sequential',
+    layers: [
+      tf.layers.flatten({inputShape: [28, 28], name: 'flatten'}),
+      tf.layers.dense({units: 128, activation: 'relu', name: 'dense'}),
+      tf.layers.dense({units: 10, activation: 'softmax', name: 'dense_1'}),
+    ],
+  });
+}
+
+// A small functional model with branches: two residual blocks (the second with a strided
+// 1x1 projection shortcut), batch norm, Add, global average pooling and a dense head.
+function smallResnet() {
+  const input = tf.input({shape: [32, 32, 3], name: 'input_1'});
+  let x = tf.layers.conv2d({filters: 16, kernelSize: 3, padding: 'same', name: 'stem_conv'}).apply(input);
+  x = tf.layers.batchNormalization({axis: 3, name: 'stem_bn'}).apply(x);
+  x = tf.layers.activation({activation: 'relu', name: 'stem_relu'}).apply(x);
+  function block(x, filters, stride, project, prefix) {
+    let shortcut = x;
+    if (project) {
+      shortcut = tf.layers.conv2d({filters, kernelSize: 1, strides: stride, name: prefix + '_0_conv'}).apply(x);
+      shortcut = tf.layers.batchNormalization({axis: 3, name: prefix + '_0_bn'}).apply(shortcut);
+    }
+    let y = tf.layers.conv2d({filters, kernelSize: 3, strides: stride, padding: 'same', name: prefix + '_1_conv'}).apply(x);
+    y = tf.layers.batchNormalization({axis: 3, name: prefix + '_1_bn'}).apply(y);
+    y = tf.layers.activation({activation: 'relu', name: prefix + '_1_relu'}).apply(y);
+    y = tf.layers.conv2d({filters, kernelSize: 3, padding: 'same', name: prefix + '_2_conv'}).apply(y);
+    y = tf.layers.batchNormalization({axis: 3, name: prefix + '_2_bn'}).apply(y);
+    y = tf.layers.add({name: prefix + '_add'}).apply([shortcut, y]);
+    return tf.layers.activation({activation: 'relu', name: prefix + '_out'}).apply(y);
+  }
+  x = block(x, 16, 1, false, 'block1');
+  x = block(x, 32, 2, true, 'block2');
+  x = tf.layers.globalAveragePooling2d({name: 'avg_pool'}).apply(x);
+  x = tf.layers.dense({units: 10, activation: 'softmax', name: 'predictions'}).apply(x);
+  return tf.model({inputs: input, outputs: x, name: 'small_resnet'});
+}
+
+// ResNet50 as keras.applications.resnet.ResNet50 builds it (v1, include_top, 224x224x3):
+// same layer names, zero padding, conv biases, BN epsilon 1.001e-5.
+function resnet50() {
+  const bnEps = 1.001e-5;
+  const conv = (x, filters, k, s, name, padding = 'valid') =>
+    tf.layers.conv2d({filters, kernelSize: k, strides: s, padding, name}).apply(x);
+  const bn = (x, name) => tf.layers.batchNormalization({axis: 3, epsilon: bnEps, name}).apply(x);
+  const relu = (x, name) => tf.layers.activation({activation: 'relu', name}).apply(x);
+
+  function block1(x, filters, stride, convShortcut, name) {
+    let shortcut = x;
+    if (convShortcut) {
+      shortcut = conv(x, 4 * filters, 1, stride, name + '_0_conv');
+      shortcut = bn(shortcut, name + '_0_bn');
+    }
+    x = conv(x, filters, 1, stride, name + '_1_conv');
+    x = relu(bn(x, name + '_1_bn'), name + '_1_relu');
+    x = conv(x, filters, 3, 1, name + '_2_conv', 'same');
+    x = relu(bn(x, name + '_2_bn'), name + '_2_relu');
+    x = conv(x, 4 * filters, 1, 1, name + '_3_conv');
+    x = bn(x, name + '_3_bn');
+    x = tf.layers.add({name: name + '_add'}).apply([shortcut, x]);
+    return relu(x, name + '_out');
+  }
+  function stack1(x, filters, blocks, stride1, name) {
+    x = block1(x, filters, stride1, true, name + '_block1');
+    for (let i = 2; i <= blocks; i++) x = block1(x, filters, 1, false, name + '_block' + i);
+    return x;
+  }
+
+  const input = tf.input({shape: [224, 224, 3], name: 'input_1'});
+  let x = tf.layers.zeroPadding2d({padding: [[3, 3], [3, 3]], name: 'conv1_pad'}).apply(input);
+  x = conv(x, 64, 7, 2, 'conv1_conv');
+  x = relu(bn(x, 'conv1_bn'), 'conv1_relu');
+  x = tf.layers.zeroPadding2d({padding: [[1, 1], [1, 1]], name: 'pool1_pad'}).apply(x);
+  x = tf.layers.maxPooling2d({poolSize: 3, strides: 2, name: 'pool1_pool'}).apply(x);
+  x = stack1(x, 64, 3, 1, 'conv2');
+  x = stack1(x, 128, 4, 2, 'conv3');
+  x = stack1(x, 256, 6, 2, 'conv4');
+  x = stack1(x, 512, 3, 2, 'conv5');
+  x = tf.layers.globalAveragePooling2d({name: 'avg_pool'}).apply(x);
+  x = tf.layers.dense({units: 1000, activation: 'softmax', name: 'predictions'}).apply(x);
+  return tf.model({inputs: input, outputs: x, name: 'resnet50'});
+}
+
+const builders = {mlp_mnist: mlp, small_resnet: smallResnet, resnet50: resnet50};
+const summary = {tfjs: tf.version.tfjs, models: {}};
+for (const [name, build] of Object.entries(builders)) {
+  const t0 = Date.now();
+  const model = build();
+  const json = model.toJSON();  // a string: the topology only, no weights
+  const file = path.join(outDir, 'keras_' + name + '.json');
+  fs.writeFileSync(file, json);
+  const trainable = model.trainableWeights.reduce((n, w) => n + w.shape.reduce((a, b) => a * b, 1), 0);
+  summary.models[name] = {
+    file: path.basename(file),
+    bytes: Buffer.byteLength(json),
+    layers: model.layers.length,
+    params: model.countParams(),
+    trainable_params: trainable,
+    input_shape: model.inputs[0].shape,
+    output_shape: model.outputs[0].shape,
+  };
+  console.log(name, JSON.stringify(summary.models[name]), (Date.now() - t0) + ' ms');
+  model.dispose();
+}
+fs.writeFileSync(path.join(outDir, 'keras_summary.json'), JSON.stringify(summary, null, 1) + '\n');
