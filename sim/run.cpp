@@ -214,6 +214,22 @@ namespace {
 
 std::string seconds_text(double sec);  // "1.5 min", "48.047 us"
 
+// The chips whose tracks the trace holds: those asked for that are simulated (a representative's
+// tracks are its own, not those of the chips it stands for), as "0-3,8", or "all".
+std::string traced_chips_text(const Torus& torus, const SimulatedSlice& simulated, const TraceFilter& filter) {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> ranges;
+  bool every_chip = true;
+  for (std::uint32_t c = 0; c < torus.chip_count(); ++c) {
+    if (!filter.admits_any_chip(c, c) || !simulated.simulates(torus, c)) {
+      every_chip = false;
+      continue;
+    }
+    if (!ranges.empty() && ranges.back().second + 1 == c) ranges.back().second = c;
+    else ranges.emplace_back(c, c);
+  }
+  return every_chip ? "all" : ranges.empty() ? "none" : chip_list_string(ranges);
+}
+
 // Each simulated chip's power over each step, as a counter of its process in the trace: the
 // power model of the summary's energy figure (docs/cost_energy.md) applied to the chip's own
 // MXU and HBM busy time in that step.
@@ -336,6 +352,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   const Torus torus = Torus::of(hw);
   SimulatedSlice simulated = plan_simulated_slice(torus, hw, step.program, !options.all_chips);
   // A trace of a chip a representative would stand for needs that chip simulated.
+  if (simulated.folded() && options.trace_chips_given && options.trace.chips.empty()) {
+    simulated = plan_simulated_slice(torus, hw, step.program, false);
+    simulated.all_chips_because = "--trace-chips all names every chip";
+  }
   if (simulated.folded() && options.trace_chips_given)
     for (const auto& [first, last] : options.trace.chips)
       for (std::uint32_t c = first; c <= last && simulated.folded(); ++c)
@@ -374,7 +394,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                     {"hw", hw.name},
                     {"topology", topology_string(hw.slice_dims)},
                     {"steps", config.workload.steps},
-                    {"chips", chip_list_string(options.trace.chips)},
+                    {"chips", traced_chips_text(torus, simulated, options.trace)},
                     {"simulation", simulation_json(simulated)},
                     {"partial", !completed}});
   };

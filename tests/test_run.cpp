@@ -334,18 +334,23 @@ BOOST_AUTO_TEST_CASE(trace_levels_filters_and_compression) {
   BOOST_TEST(bad.err.find("unknown kind \"mxus\"") != std::string::npos);
 }
 
+namespace {
+
+// Chip processes (pid = chip + 1) with slices or counters, and host processes, in a trace.
+std::pair<std::set<std::int64_t>, std::set<std::int64_t>> processes_in(const std::string& path) {
+  std::set<std::int64_t> chips, hosts;
+  const json trace = json::parse(read_file(path));
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" && e["ph"] != "C") continue;
+    const std::int64_t pid = e["pid"].get<std::int64_t>();
+    (pid >= 1000000 ? hosts : chips).insert(pid >= 1000000 ? pid - 1000000 : pid - 1);
+  }
+  return {chips, hosts};
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(trace_chips_keep_the_chosen_chips_and_large_slices_default_to_sixteen) {
-  // Chip processes (pid = chip + 1) with slices or counters, and host processes, in a trace.
-  auto processes_in = [](const std::string& path) {
-    std::set<std::int64_t> chips, hosts;
-    const json trace = json::parse(read_file(path));
-    for (const auto& e : trace["traceEvents"]) {
-      if (e["ph"] != "X" && e["ph"] != "C") continue;
-      const std::int64_t pid = e["pid"].get<std::int64_t>();
-      (pid >= 1000000 ? hosts : chips).insert(pid >= 1000000 ? pid - 1000000 : pid - 1);
-    }
-    return std::make_pair(chips, hosts);
-  };
   const auto chosen = run_example("--trace-chips 1,3");
   BOOST_TEST((processes_in(chosen->out() + "/trace.json").first == std::set<std::int64_t>{1, 3}));
   BOOST_TEST(chosen->result.out.find("trace          chips 1,3 of 4") != std::string::npos);
@@ -373,6 +378,24 @@ BOOST_AUTO_TEST_CASE(trace_chips_keep_the_chosen_chips_and_large_slices_default_
     BOOST_TEST(r.err.find(std::string("--trace-chips ") + bad + ":") != std::string::npos, r.err);
     BOOST_TEST(!fs::exists(out), bad);
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_folded_slice_traces_what_it_says_it_traces) {
+  // On a symmetric slice a few chips stand for the rest: the trace holds those it simulates, and
+  // says so; `--trace-chips all` asks for every chip's tracks, so every chip is simulated.
+  const std::string folded = "--hw tpu_v4 --topology 4x4x4 --set workload.training.steps=2";
+  const auto by_default = run_example(folded);
+  BOOST_TEST(by_default->summary["simulation"]["mode"] == "representatives");
+  const json trace = json::parse(read_file(by_default->out() + "/trace.json"));
+  const auto chips = processes_in(by_default->out() + "/trace.json").first;
+  std::string listed = trace["otherData"]["chips"].get<std::string>();
+  BOOST_TEST(listed == fmt::format("{}-{}", *chips.begin(), *chips.rbegin()));
+  BOOST_TEST(chips.size() < 64u);
+  const auto every = run_example(folded + " --trace-chips all");
+  BOOST_TEST(every->summary["simulation"]["mode"] == "all_chips");
+  BOOST_TEST(processes_in(every->out() + "/trace.json").first.size() == 64u);
+  BOOST_TEST(json::parse(read_file(every->out() + "/trace.json"))["otherData"]["chips"] == "all");
+  BOOST_TEST(every->summary["step_time_s"] == by_default->summary["step_time_s"]);
 }
 
 BOOST_AUTO_TEST_CASE(bandwidth_counters_stay_within_the_hardware) {
