@@ -126,7 +126,8 @@ void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, con
   const CollectiveSchedule schedule = plan_collective(torus_, chip_, spec);
   const Context ctx{spec, instance, label, step};
   const std::uint32_t lane = take_lane(instance);
-  wakes_.wait_until(now_ps() + ns_to_ps(hw_.ici.collective_start_ns));
+  // The start is the peers' handshake: a chip alone in its group (an empty schedule) has none.
+  if (!schedule.parts.empty()) wakes_.wait_until(now_ps() + ns_to_ps(hw_.ici.collective_start_ns));
   auto run_part = [this, &ctx, &schedule, lane](std::uint32_t part) {
     wakes_.set_rank(wake_rank(1 + lane * kMaxParts + part));
     const Picos start = now_ps();

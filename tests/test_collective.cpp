@@ -74,6 +74,10 @@ BOOST_AUTO_TEST_CASE(every_collective_pays_its_start_once) {
       BOOST_TEST(started["time_s"].get<double>() - none["time_s"].get<double>() == 4e-6, boost::test_tools::tolerance(1e-6));
     }
   }
+  // A chip alone in its group has no peer to wait for: no start, in the simulation as in the closed form.
+  const json alone = collective("--bytes 1048576 --hw " + kWrapped + " --topology 1 --set hw.ici.collective_start_ns=4000");
+  BOOST_TEST(alone["alpha_beta_s"].get<double>() == 0.0);
+  BOOST_TEST(alone["time_s"].get<double>() == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(a_permute_is_one_ring_step_of_the_whole_buffer) {
