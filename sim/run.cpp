@@ -429,7 +429,8 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   // program's launch, which later steps overlap.
   // With three steps or more, the last two must also agree: an input pipeline can take several
   // steps to drain what it prefetched during the first.
-  const bool settled = n < 3 || std::abs(step_s - seconds(ends[n - 2] - ends[n - 3])) <= 0.01 * step_s;
+  const double previous_step_s = n >= 3 ? seconds(ends[n - 2] - ends[n - 3]) : step_s;
+  const bool settled = std::abs(step_s - previous_step_s) <= 0.01 * step_s;
   summary["steady_state"] = n >= 2 && settled;
   summary["first_step_time_s"] = seconds(ends[0]);
   summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
@@ -543,13 +544,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   if (n < 2)
     warnings.push_back("one step simulated: its figures are of the first step, which pays the first input transfer and "
                        "launch, not of the steady state (set workload.training.steps to 2 or more)");
-  if (!settled) {
-    // The figures are of a transient: the summary's step is the last one.
-    const double before_s = seconds(ends[n - 2] - ends[n - 3]);
+  if (!settled)  // the figures are of a transient: the summary's step is the last one
     warnings.push_back(fmt::format("not yet steady: the last two steps took {} and {}; the figures are the last step's "
                                    "(simulate more steps: workload.training.steps)",
-                                   seconds_text(before_s), seconds_text(step_s)));
-  }
+                                   seconds_text(previous_step_s), seconds_text(step_s)));
   if (input_s / cores > 0.1 * step_s)
     warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * input_s / cores / step_s));
   summary["warnings"] = warnings;
