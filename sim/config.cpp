@@ -18,6 +18,7 @@
 #include "sim/names.hpp"
 #include "sim/json_input.hpp"
 #include "sim/params.hpp"
+#include "workloads/layer_kind.hpp"
 
 namespace tpusim {
 namespace {
@@ -559,42 +560,22 @@ Workload build_workload(const json& d, const std::string& origin) {
     fail(origin, "workload.name", fmt::format("expected 1 to 100 letters, digits, '_', '-' or '.' (it names the default output directory), got \"{}\"", w.name));
   w.input_shape = get<std::vector<std::uint64_t>>(d, "model.input_shape");
   w.input_dtype = get<std::string>(d, "model.input_dtype");
-  // Which keys each layer type takes, and which of those it needs.
-  struct LayerKeys {
-    std::vector<std::string> allowed, required;
-  };
-  static const std::map<std::string, LayerKeys> kLayerKeys = {
-      {"flatten", {{}, {}}},
-      {"dense", {{"units", "activation", "use_bias", "tied_weights"}, {"units"}}},
-      {"conv2d", {{"filters", "kernel", "strides", "groups", "padding", "activation", "use_bias"}, {"filters", "kernel"}}},
-      {"batch_norm", {{}, {}}},
-      {"layer_norm", {{}, {}}},
-      {"activation", {{"activation"}, {}}},
-      {"max_pool", {{"pool", "strides", "padding"}, {"pool"}}},
-      {"avg_pool", {{"pool", "strides", "padding"}, {"pool"}}},
-      {"global_avg_pool", {{}, {}}},
-      {"add", {{}, {}}},
-      {"dropout", {{"rate"}, {}}},
-      {"embedding", {{"vocab", "dim", "positions", "segments"}, {"vocab", "dim"}}},
-      {"patch_embedding", {{"kernel", "dim", "positions", "class_token"}, {"kernel", "dim"}}},
-      {"attention", {{"heads", "causal", "use_bias"}, {"heads"}}},
-      {"take_first", {{}, {}}},
-  };
   const json& layers = d.at("model").at("layers");
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const json& l = layers[i];
     const std::string at = fmt::format("workload.model.layers[{}]", i);
     LayerSpec spec;
     spec.type = l.at("type").get<std::string>();
-    const LayerKeys& keys = kLayerKeys.at(spec.type);
+    const LayerKind& kind = layer_kind(spec.type);  // the type is one of the registry's: checked against the parameter table
+    const std::vector<std::string> allowed = kind.keys();
     for (const auto& [key, value] : l.items()) {
       if (key == "type" || key == "name" || key == "inputs") continue;
-      if (std::find(keys.allowed.begin(), keys.allowed.end(), key) != keys.allowed.end()) continue;
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
       const ParamSpec* p = find_param("workload", "model.layers[]." + key);
       if (p && !p->default_value.is_null() && value == p->default_value) continue;  // a default filled in
       fail(origin, at + "." + key, fmt::format("not a key of a {} layer", spec.type));
     }
-    for (const auto& key : keys.required)
+    for (const auto& key : kind.required_keys())
       if (!l.contains(key)) fail(origin, at + "." + key, fmt::format("missing required key for a {} layer ({})", spec.type,
                                                                       find_param("workload", "model.layers[]." + key)->description));
     spec.name = l.at("name").get<std::string>();

@@ -1,5 +1,7 @@
 #include "sim/params.hpp"
 
+#include "workloads/layer_kind.hpp"
+
 namespace tpusim {
 namespace {
 
@@ -121,9 +123,7 @@ std::vector<ParamSpec> build() {
       wl("model.input_shape", T::IntList, "elements", nullptr, "Shape of one input sample, e.g. [28, 28]", 1, 1e9),
       wl("model.input_dtype", T::String, "", "float32", "Element type of the samples the host ships (int32 for token ids)", -kInf, kInf, {"uint8", "int32", "bfloat16", "float32"}),
       wl("model.layers", T::ObjectList, "", nullptr, "Layers in order, each an object with a type"),
-      wl("model.layers[].type", T::String, "", nullptr, "Layer type", -kInf, kInf,
-         {"flatten", "dense", "conv2d", "batch_norm", "layer_norm", "activation", "max_pool", "avg_pool", "global_avg_pool",
-          "add", "dropout", "embedding", "patch_embedding", "attention", "take_first"}),
+      wl("model.layers[].type", T::String, "", nullptr, "Layer type", -kInf, kInf, layer_kind_names()),
       wl("model.layers[].name", T::String, "", "", "Layer name shown in the trace and used by inputs (default: type_index)"),
       optional(wl("model.layers[].inputs", T::StringList, "", nullptr, "Names of the layers feeding this one (add: two or more); default: the previous layer")),
       optional(wl("model.layers[].units", T::Int, "features", nullptr, "dense: output features (required)", 1, 1e7)),

@@ -3,9 +3,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
+#include <set>
 
 #include "sim/config.hpp"
+#include "sim/params.hpp"
+#include "workloads/layer_kind.hpp"
 #include "workloads/lower.hpp"
 #include "test_helpers.hpp"
 
@@ -149,4 +153,63 @@ BOOST_AUTO_TEST_CASE(embedding_lookups_are_gathers_and_scatters_of_table_rows) {
   }
   BOOST_TEST(gathers >= 1u);
   BOOST_TEST(scatters == gathers);
+}
+
+BOOST_AUTO_TEST_CASE(every_layer_kind_declares_keys_the_parameter_table_documents) {
+  const std::vector<std::string> names = layer_kind_names();
+  BOOST_TEST(find_param("workload", "model.layers[].type")->choices == names);
+  std::set<std::string> taken;
+  for (const std::string& name : names) {
+    const LayerKind& kind = layer_kind(name);
+    BOOST_TEST(kind.name() == name);
+    const std::vector<std::string> keys = kind.keys();
+    for (const std::string& key : keys) {
+      BOOST_TEST_INFO(name << "." << key);
+      BOOST_TEST(find_param("workload", "model.layers[]." + key) != nullptr);
+      taken.insert(key);
+    }
+    for (const std::string& key : kind.required_keys()) {
+      BOOST_TEST_INFO(name << " requires " << key);
+      BOOST_TEST((std::find(keys.begin(), keys.end(), key) != keys.end()));
+    }
+  }
+  // And no documented layer key is left without a kind that takes it.
+  for (const ParamSpec& p : param_registry()) {
+    const std::string prefix = "model.layers[].";
+    if (p.doc != "workload" || p.path.rfind(prefix, 0) != 0) continue;
+    const std::string key = p.path.substr(prefix.size());
+    if (key == "type" || key == "name" || key == "inputs") continue;
+    BOOST_TEST_INFO(key);
+    BOOST_TEST(taken.count(key) == 1u);
+  }
+  BOOST_CHECK_EXCEPTION(layer_kind("denes"), std::invalid_argument, [](const std::invalid_argument& e) {
+    return std::string(e.what()).find("unknown layer type \"denes\" (expected one of flatten, dense,") != std::string::npos;
+  });
+}
+
+// A layer that is not a view must cost something in the forward pass: no kind may fall through the
+// lowering for free.
+BOOST_AUTO_TEST_CASE(every_layer_of_the_zoo_emits_work_unless_it_is_a_view) {
+  for (const auto& entry : std::filesystem::directory_iterator(tpusim::test::source_path("workloads/examples"))) {
+    if (entry.path().extension() != ".json") continue;
+    ConfigRequest request;
+    request.workload_path = entry.path().string();
+    request.hw = "tpu_v4";
+    for (const char* fusion : {"true", "false"}) {
+      request.sets = {std::string("workload.training.fusion=") + fusion};
+      const Config c = load_config(request);
+      const LoweredStep step = lower_training_step(c.workload, c.hw);
+      for (const Node& node : step.model.nodes) {
+        if (node.kind->is_view() || (node.spec.type == "dropout" && node.spec.rate == 0)) continue;
+        const std::string& n = node.spec.name;
+        const bool named = std::any_of(step.program.ops.begin(), step.program.ops.end(), [&](const Op& op) {
+          if (op.phase != Phase::Forward) return false;
+          return op.name.rfind(n + "/", 0) == 0 || op.name.find("+" + n + "/") != std::string::npos ||
+                 op.name.find("+" + n + "+") != std::string::npos || op.name.rfind(n + "+", 0) == 0;
+        });
+        BOOST_TEST_INFO(entry.path().filename().string() << " fusion=" << fusion << " layer " << n);
+        BOOST_TEST(named);
+      }
+    }
+  }
 }

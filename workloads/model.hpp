@@ -11,6 +11,8 @@
 
 namespace tpusim {
 
+class LayerKind;
+
 // Largest tensor, in elements, the driver lowers: far beyond any HBM, and small enough that byte
 // counts of a whole step stay exact in 64 bits.
 constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 40;
@@ -23,6 +25,7 @@ std::string shape_string(const Shape& shape);
 
 struct Node {
   LayerSpec spec;                 // name filled in
+  const LayerKind* kind = nullptr;  // spec.type's
   std::size_t index = 0;
   std::vector<std::size_t> inputs;  // node indices, or kModelInput
   std::vector<std::size_t> consumers;

@@ -1,0 +1,41 @@
+// Pieces several layer kinds share.
+#pragma once
+
+#include <string>
+
+#include "workloads/layer_kind.hpp"
+#include "workloads/step_emitter.hpp"
+
+namespace tpusim::kinds {
+
+// Elements of the node's (first) input and of its output on this core.
+inline std::uint64_t in_elements(const StepEmitter& em, const Node& node) { return em.batch() * elements(node.in); }
+inline std::uint64_t out_elements(const StepEmitter& em, const Node& node) { return em.batch() * elements(node.out); }
+
+// The gradient reaches the input once `op` is done.
+inline Backward pass_through(std::uint32_t op, Backward r = {}) {
+  r.dx = op;
+  r.has_dx = true;
+  return r;
+}
+
+// Output size of a window of `k` at stride `s` (same: ceil(in/s); valid: the windows that fit).
+inline std::uint64_t window_out_size(std::uint64_t in, std::uint64_t k, std::uint64_t s, const std::string& padding) {
+  if (padding == "same") return (in + s - 1) / s;
+  return in < k ? 0 : (in - k) / s + 1;
+}
+
+// What a matmul's input-gradient epilogue applies for an input whose activation gradient is
+// fused into it (BackwardContext::fused_input): VPU ops and bytes per element, and a name suffix.
+struct InputGradEpilogue {
+  double vpu_ops = 0;
+  std::uint32_t operand_bytes = 0;
+  std::string name_suffix;
+};
+InputGradEpilogue fused_input_gradient(const StepEmitter& em, const BackwardContext& ctx);
+
+// The gradient of a matmul layer's own activation, unless something else applies it; returns
+// the ops the weight and input gradients wait for.
+std::vector<std::uint32_t> own_activation_gradient(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy);
+
+}  // namespace tpusim::kinds

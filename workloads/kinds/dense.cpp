@@ -1,0 +1,80 @@
+// A fully connected layer over the last axis (Keras Dense): [..., d] x [d, units], bias and
+// activation in the matmul's epilogue. With tied_weights it multiplies by the embedding's table
+// (a language model's head) and has no parameters of its own.
+#include <fmt/format.h>
+
+#include "workloads/kinds/common.hpp"
+#include "workloads/kinds/registry.hpp"
+
+namespace tpusim::kinds {
+namespace {
+
+class Dense : public LayerKind {
+ public:
+  Dense() : LayerKind("dense") {}
+  std::vector<std::string> keys() const override { return {"units", "activation", "use_bias", "tied_weights"}; }
+  std::vector<std::string> required_keys() const override { return {"units"}; }
+
+  void infer(Node& node, const InferContext& ctx) const override {
+    const LayerSpec& s = node.spec;
+    const Shape& in = node.in;
+    if (in.empty()) ctx.fail("", "a dense layer needs an input with features");
+    const std::uint64_t d = in.back(), lead = elements(in) / d;
+    node.out = in;
+    node.out.back() = s.units;
+    const ModelGraph& g = ctx.graph();
+    if (!s.tied_weights)
+      node.params = node.trainable = ctx.checked_mul(d, s.units) + (s.use_bias ? s.units : 0);
+    else if (g.embedding() == kModelInput)
+      ctx.fail("tied_weights", "no embedding layer to tie the weights to");
+    else if (s.units != g.nodes[g.embedding()].spec.vocab)
+      ctx.fail("units", fmt::format("a head tied to the embedding's table has its {} outputs, not {}",
+                                    g.nodes[g.embedding()].spec.vocab, s.units));
+    node.forward_flops = 2.0 * static_cast<double>(lead) * static_cast<double>(ctx.checked_mul(d, s.units));
+  }
+
+  std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
+    const LayerSpec& s = node.spec;
+    const std::uint64_t d = node.in.back();
+    const double epilogue = (s.use_bias ? 1.0 : 0.0) + activation_vpu_ops(s.activation);
+    return em.matmul(fused_name(s.name + "/fwd/matmul", s.use_bias, s.activation), Phase::Forward,
+                     in_elements(em, node) / d, d, s.units, em.act(), std::move(deps), epilogue);
+  }
+
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
+                    const BackwardContext& ctx) const override {
+    const LayerSpec& s = node.spec;
+    const std::string base = s.name + "/bwd";
+    dy = own_activation_gradient(em, node, std::move(dy));
+    const std::uint64_t d = node.in.back(), tokens = in_elements(em, node) / d;
+    Backward r;
+    const std::uint32_t dw = em.matmul(base + "/dW", Phase::Backward, d, tokens, s.units, DType::F32, dy);
+    if (ctx.needs_dx) {
+      const InputGradEpilogue epi = fused_input_gradient(em, ctx);
+      r.dx = em.matmul(base + "/dX" + epi.name_suffix, Phase::Backward, tokens, s.units, d, em.act(), dy, epi.vpu_ops,
+                       epi.operand_bytes);
+      r.has_dx = true;
+    }
+    if (s.use_bias) em.fuse_bias_gradient(dw, out_elements(em, node));
+    r.grads.push_back(dw);
+    return r;
+  }
+
+  bool matmul_epilogue() const override { return true; }
+  bool input_grad_epilogue() const override { return true; }
+  bool applies_activation() const override { return true; }
+  bool keeps_input(const Node&) const override { return true; }
+  std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
+    // The pre-activation, for the activation's gradient.
+    return node.spec.activation != "linear" ? out_elements(em, node) * em.act_bytes() : 0;
+  }
+};
+
+}  // namespace
+
+const LayerKind& dense_kind() {
+  static const Dense kind;
+  return kind;
+}
+
+}  // namespace tpusim::kinds

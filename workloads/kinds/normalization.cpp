@@ -1,0 +1,72 @@
+// Batch normalization (statistics over the batch and spatial axes, per channel) and layer
+// normalization (statistics over each row's features): the same passes, different statistics.
+#include "workloads/kinds/common.hpp"
+#include "workloads/kinds/registry.hpp"
+
+namespace tpusim::kinds {
+namespace {
+
+class Normalization : public LayerKind {
+ public:
+  explicit Normalization(bool over_batch) : LayerKind(over_batch ? "batch_norm" : "layer_norm"), over_batch_(over_batch) {}
+
+  void infer(Node& node, const InferContext&) const override {
+    node.out = node.in;
+    // gamma and beta; batch norm also keeps two moving statistics, which Keras counts as
+    // (non-trainable) parameters.
+    node.trainable = 2 * node.in.back();
+    node.params = over_batch_ ? 4 * node.in.back() : node.trainable;
+  }
+
+  // Statistics then normalization: two reads.
+  std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
+    const std::uint64_t e_in = in_elements(em, node);
+    return em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_in, kNormVpuOps, 2 * e_in * em.act_bytes(),
+                     out_elements(em, node) * em.act_bytes(), std::move(deps));
+  }
+
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+    const std::uint64_t e_in = in_elements(em, node);
+    const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, kNormGradVpuOps,
+                                       3 * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
+    Backward r;
+    r.grads.push_back(op);
+    return pass_through(op, r);
+  }
+
+  bool elementwise() const override { return true; }
+  FusedShare fused_forward(const Node&, std::uint64_t e, bool stats_from_producer) const override {
+    FusedShare share;
+    share.vpu_ops = kNormVpuOps;
+    // Batch statistics need the whole tensor first; row statistics (layer norm) stay in VMEM.
+    if (over_batch_ && !stats_from_producer) share.read_elements = e;
+    return share;
+  }
+  FusedShare fused_backward(const Node&, std::uint64_t e, std::uint32_t act_bytes) const override {
+    FusedShare share;
+    share.vpu_ops = kNormGradVpuOps;
+    share.read_bytes = e * act_bytes;  // the normalized input
+    return share;
+  }
+  bool keeps_input(const Node&) const override { return true; }
+  // Sum, sum of squares and a count: the statistics of a batch norm as the producing matmul's
+  // output tiles pass by.
+  double producer_epilogue_vpu_ops() const override { return over_batch_ ? 3 : 0; }
+
+ private:
+  bool over_batch_;
+};
+
+}  // namespace
+
+const LayerKind& batch_norm_kind() {
+  static const Normalization kind(true);
+  return kind;
+}
+
+const LayerKind& layer_norm_kind() {
+  static const Normalization kind(false);
+  return kind;
+}
+
+}  // namespace tpusim::kinds

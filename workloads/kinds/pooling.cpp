@@ -1,0 +1,55 @@
+// Max and average pooling over square windows of [height, width, channels].
+#include "workloads/kinds/common.hpp"
+#include "workloads/kinds/registry.hpp"
+
+namespace tpusim::kinds {
+namespace {
+
+class Pool : public LayerKind {
+ public:
+  explicit Pool(bool max) : LayerKind(max ? "max_pool" : "avg_pool"), max_(max) {}
+  std::vector<std::string> keys() const override { return {"pool", "strides", "padding"}; }
+  std::vector<std::string> required_keys() const override { return {"pool"}; }
+
+  void infer(Node& node, const InferContext& ctx) const override {
+    const LayerSpec& s = node.spec;
+    const Shape& in = node.in;
+    ctx.need_rank(node, 3, "an [height, width, channels]");
+    const std::uint64_t stride = s.strides ? s.strides : s.pool;
+    node.out = {window_out_size(in[0], s.pool, stride, s.padding), window_out_size(in[1], s.pool, stride, s.padding), in[2]};
+    if (node.out[0] == 0 || node.out[1] == 0) ctx.fail("pool", "the window does not fit the input");
+  }
+
+  std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
+    const std::uint64_t e_out = out_elements(em, node);
+    return em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_out, window(node),
+                     in_elements(em, node) * em.act_bytes(), e_out * em.act_bytes(), std::move(deps));
+  }
+
+  // Max pooling routes each gradient to the window's maximum, found again in the saved input.
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+    const std::uint64_t e_in = in_elements(em, node), e_out = out_elements(em, node);
+    return pass_through(em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, window(node),
+                                  (e_out + (max_ ? e_in : 0)) * em.act_bytes(), e_in * em.act_bytes(), std::move(dy)));
+  }
+
+  bool keeps_input(const Node&) const override { return max_; }
+
+ private:
+  static double window(const Node& node) { return static_cast<double>(node.spec.pool * node.spec.pool); }
+  bool max_;
+};
+
+}  // namespace
+
+const LayerKind& max_pool_kind() {
+  static const Pool kind(true);
+  return kind;
+}
+
+const LayerKind& avg_pool_kind() {
+  static const Pool kind(false);
+  return kind;
+}
+
+}  // namespace tpusim::kinds

@@ -1,0 +1,44 @@
+// The registry: a kind is known once it is listed here. (An explicit list rather than
+// self-registering statics, which a static library's linker would drop.)
+#include "workloads/kinds/registry.hpp"
+
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace tpusim {
+namespace {
+
+const std::vector<const LayerKind*>& all_kinds() {
+  using namespace kinds;
+  static const std::vector<const LayerKind*> kinds = {
+      &flatten_kind(),  &dense_kind(),       &conv2d_kind(),   &batch_norm_kind(),      &layer_norm_kind(),
+      &activation_kind(), &max_pool_kind(),  &avg_pool_kind(), &global_avg_pool_kind(), &add_kind(),
+      &dropout_kind(),  &embedding_kind(),   &patch_embedding_kind(), &attention_kind(), &take_first_kind(),
+  };
+  return kinds;
+}
+
+}  // namespace
+
+const LayerKind& layer_kind(const std::string& name) {
+  static const std::map<std::string, const LayerKind*> by_name = [] {
+    std::map<std::string, const LayerKind*> m;
+    for (const LayerKind* kind : all_kinds()) m.emplace(kind->name(), kind);
+    return m;
+  }();
+  const auto it = by_name.find(name);
+  if (it == by_name.end())
+    throw std::invalid_argument(fmt::format("unknown layer type \"{}\" (expected one of {})", name, fmt::join(layer_kind_names(), ", ")));
+  return *it->second;
+}
+
+std::vector<std::string> layer_kind_names() {
+  std::vector<std::string> names;
+  for (const LayerKind* kind : all_kinds()) names.push_back(kind->name());
+  return names;
+}
+
+}  // namespace tpusim

@@ -1,0 +1,24 @@
+// The layer kinds tpusim knows, one accessor per kind (defined in the kind's own file).
+#pragma once
+
+#include "workloads/layer_kind.hpp"
+
+namespace tpusim::kinds {
+
+const LayerKind& flatten_kind();
+const LayerKind& dense_kind();
+const LayerKind& conv2d_kind();
+const LayerKind& batch_norm_kind();
+const LayerKind& layer_norm_kind();
+const LayerKind& activation_kind();
+const LayerKind& max_pool_kind();
+const LayerKind& avg_pool_kind();
+const LayerKind& global_avg_pool_kind();
+const LayerKind& add_kind();
+const LayerKind& dropout_kind();
+const LayerKind& embedding_kind();
+const LayerKind& patch_embedding_kind();
+const LayerKind& attention_kind();
+const LayerKind& take_first_kind();
+
+}  // namespace tpusim::kinds

@@ -1,0 +1,121 @@
+// A kind of layer, first-class: everything tpusim knows about one kind (the keys it takes, shape
+// inference, parameters and FLOPs, forward and backward lowering, how it fuses) lives in one file
+// under workloads/kinds/, registered by name in workloads/kinds/registry.cpp. Front-ends (the
+// workload's layer list today) build a ModelGraph of nodes, each pointing at its kind; the driver
+// (lower.cpp) asks the kinds and never branches on a type string, so a kind cannot be half
+// supported: one the registry does not know is refused when the workload is read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "workloads/model.hpp"
+
+namespace tpusim {
+
+class StepEmitter;
+
+// Shape inference's view of the node being added: its place in the layer list (for error paths)
+// and the graph so far.
+class InferContext {
+ public:
+  InferContext(const ModelGraph& graph, std::size_t layer) : graph_(graph), layer_(layer) {}
+  const ModelGraph& graph() const { return graph_; }
+  const Shape& shape_of(std::size_t input) const;
+  // Throws std::invalid_argument naming workload.model.layers[i].key.
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+  void need_rank(const Node& node, std::size_t rank, const char* what) const;
+  // a x b, refusing tensors beyond kMaxElements.
+  std::uint64_t checked_mul(std::uint64_t a, std::uint64_t b) const;
+
+ private:
+  const ModelGraph& graph_;
+  std::size_t layer_;
+};
+
+// What one node's backward emitted.
+struct Backward {
+  std::uint32_t dx = 0;  // the input's gradient is complete after this op
+  bool has_dx = false;
+  std::vector<std::uint32_t> grads;  // the node's parameter gradients are complete after these
+};
+
+// The backward pass's view of a node: whether its input needs a gradient, and which input (if
+// any) has its activation gradient applied in this node's input-gradient epilogue.
+struct BackwardContext {
+  bool needs_dx = false;
+  const Node* fused_input = nullptr;
+};
+
+// One member's share of a fused elementwise pass over a chain's output of `e` elements: the
+// forward's reads and writes in elements (times the activation's bytes), the backward's reads in
+// bytes besides the output gradient.
+struct FusedShare {
+  double vpu_ops = 0;
+  std::uint64_t read_elements = 0, write_elements = 0;
+  std::uint64_t read_bytes = 0;
+};
+
+class LayerKind {
+ public:
+  explicit LayerKind(std::string name) : name_(std::move(name)) {}
+  virtual ~LayerKind() = default;
+  LayerKind(const LayerKind&) = delete;
+  LayerKind& operator=(const LayerKind&) = delete;
+  const std::string& name() const { return name_; }
+
+  // Keys of workload.model.layers[] this kind takes beyond type, name and inputs, and which of
+  // them it needs.
+  virtual std::vector<std::string> keys() const { return {}; }
+  virtual std::vector<std::string> required_keys() const { return {}; }
+  virtual bool takes_several_inputs() const { return false; }
+
+  // Fills node.out, params, trainable and forward_flops from node.spec and node.in (the first
+  // input's shape); refuses what does not fit through ctx.fail.
+  virtual void infer(Node& node, const InferContext& ctx) const = 0;
+  // The textbook matmul FLOPs of the node's training step per sample: a weight's gradient costs
+  // what its forward product costs, and so does the input's gradient when the input needs one.
+  virtual double training_flops(const Node& node, bool input_needs_grad) const;
+
+  // Emits the node's forward ops after `deps`; returns the op after which its output exists.
+  virtual std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const = 0;
+  // Emits its backward once `dy` complete its output gradient.
+  virtual Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
+                            const BackwardContext& ctx) const = 0;
+
+  // ---- fusion traits ----
+  // Output is the input seen differently (no work, nothing stored of its own).
+  virtual bool is_view() const { return false; }
+  // Joins chains of elementwise layers that XLA fuses into one pass over HBM.
+  virtual bool elementwise() const { return false; }
+  // `stats_from_producer`: it leads the chain and its producer's epilogue computed its statistics.
+  virtual FusedShare fused_forward(const Node&, std::uint64_t /*e*/, bool /*stats_from_producer*/) const { return {}; }
+  virtual FusedShare fused_backward(const Node&, std::uint64_t /*e*/, std::uint32_t /*act_bytes*/) const { return {}; }
+  // VPU ops per element a matmul producing its input can do for it in its epilogue (batch
+  // normalization's statistics); 0: none.
+  virtual double producer_epilogue_vpu_ops() const { return 0; }
+  // Its output comes out of a matmul whose epilogue takes on vector work: bias, its activation,
+  // and the statistics of a batch normalization that reads it.
+  virtual bool matmul_epilogue() const { return false; }
+  // Its input gradient comes out of a matmul whose epilogue can apply the input's activation
+  // gradient.
+  virtual bool input_grad_epilogue() const { return false; }
+  // Applies spec.activation to its output, so a consumer with an input-gradient epilogue can
+  // apply the activation's gradient for it.
+  virtual bool applies_activation() const { return false; }
+  // Its backward reads its input, which the forward pass must therefore keep.
+  virtual bool keeps_input(const Node&) const { return false; }
+  // Bytes on this core its backward keeps besides its input (masks, pre-activations, attention
+  // probabilities).
+  virtual std::uint64_t saved_own_bytes(const StepEmitter&, const Node&) const { return 0; }
+
+ private:
+  std::string name_;
+};
+
+// The kind registered under `name`; throws std::invalid_argument listing the known ones.
+const LayerKind& layer_kind(const std::string& name);
+std::vector<std::string> layer_kind_names();  // sorted as registered
+
+}  // namespace tpusim
