@@ -18,6 +18,7 @@
 #include "sim/names.hpp"
 #include "sim/json_input.hpp"
 #include "sim/params.hpp"
+#include "workloads/import/keras_json.hpp"
 #include "workloads/layer_kind.hpp"
 
 namespace tpusim {
@@ -553,6 +554,39 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   return hw;
 }
 
+// A workload may name its model in a file another tool wrote ("model": {"keras_json": "m.json"}).
+// The file's input and layers replace the key, so that validation, overrides, the summary and
+// effective_config.json all see tpusim's own layer list; model.imported_from records the file.
+// `replace`: the key came from --set, and the file's model replaces the workload's.
+void expand_imported_model(json& workload, const std::string& workload_path, const std::string& origin,
+                           std::vector<std::string>& notes, bool replace = false) {
+  if (!workload.is_object() || !workload.contains("model") || !workload["model"].is_object()) return;
+  json& model = workload["model"];
+  if (!model.contains("keras_json")) return;
+  if (!model["keras_json"].is_string() || model["keras_json"].get<std::string>().empty())
+    fail(origin, "workload.model.keras_json", fmt::format("expected a file name, got {}", brief(model["keras_json"])));
+  if (replace)
+    for (const char* key : {"layers", "input_shape", "input_dtype", "imported_from"}) model.erase(key);
+  for (const char* key : {"layers", "input_shape"})
+    if (model.contains(key))
+      fail(origin, std::string("workload.model.") + key, "the model comes from model.keras_json: give one or the other");
+  const std::string named = model["keras_json"].get<std::string>();
+  fs::path file = named;
+  if (file.is_relative() && !workload_path.empty()) file = fs::path(workload_path).parent_path() / file;
+  ImportedModel imported;
+  try {
+    imported = read_keras_json_file(file.lexically_normal().string());
+  } catch (const std::invalid_argument& e) {
+    throw InputError(fmt::format("{} (workload.model.keras_json in {})", e.what(), origin));
+  }
+  model.erase("keras_json");
+  model["input_shape"] = imported.model["input_shape"];
+  if (!model.contains("input_dtype")) model["input_dtype"] = imported.model["input_dtype"];
+  model["layers"] = imported.model["layers"];
+  model["imported_from"] = named;
+  for (const auto& note : imported.notes) notes.push_back(fmt::format("{}: {}", named, note));
+}
+
 Workload build_workload(const json& d, const std::string& origin) {
   Workload w;
   w.name = get<std::string>(d, "name");
@@ -589,6 +623,9 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.strides = l.at("strides").get<std::uint64_t>();
     spec.groups = l.at("groups").get<std::uint64_t>();
     spec.padding = l.at("padding").get<std::string>();
+    if (l.contains("pads")) spec.pads = l.at("pads").get<std::vector<std::uint64_t>>();
+    if (l.contains("pads") && spec.pads.size() != 4)
+      fail(origin, at + ".pads", fmt::format("expected 4 values [top, bottom, left, right], got {}", spec.pads.size()));
     spec.pool = l.value("pool", std::uint64_t{0});
     spec.heads = l.value("heads", std::uint64_t{0});
     spec.causal = l.at("causal").get<bool>();
@@ -795,6 +832,7 @@ Config load_config(const ConfigRequest& request_as_given) {
     }
     if (!config.workload_doc.is_object())
       throw InputError(fmt::format("{}: workload: expected a JSON object, got {}", request.workload_path, brief(config.workload_doc)));
+    expand_imported_model(config.workload_doc, request.workload_path, request.workload_path, config.notes);
     // Checked before anything walks the layers: lowering takes about 5 KB a layer (100,000
     // activation layers: 8 s and 0.5 GB), and the zoo's largest model has a few hundred.
     constexpr std::size_t kMaxLayers = 100000;
@@ -814,6 +852,7 @@ Config load_config(const ConfigRequest& request_as_given) {
     clear_the_other_of_a_pair(config, s);
   }
   if (!request.sets.empty() || !request.topology.empty()) {
+    expand_imported_model(config.workload_doc, "", "--set overrides", config.notes, true);  // --set workload.model.keras_json=FILE
     // An override may replace a whole subtree (a list of layers): check the result as a whole.
     validate_object(config.hw_doc, "hw", "", "hw", "--set overrides");
     if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", "--set overrides");

@@ -19,6 +19,7 @@
 #include "sim/collective_cmd.hpp"
 #include "sim/errors.hpp"
 #include "sim/gemm.hpp"
+#include "sim/import_cmd.hpp"
 #include "sim/op_cmd.hpp"
 #include "sim/membench.hpp"
 #include "sim/names.hpp"
@@ -342,6 +343,14 @@ int cli_main(int argc, char** argv) {
   summary_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
   summary_cmd->add_option("--top", summary_top, "How many ops to list")->check(whole_number_of(""))->capture_default_str();
 
+  ImportRequest import_request;
+  auto* import_cmd = app.add_subcommand("import", "Write a model another tool wrote (Keras model JSON) as a tpusim workload file");
+  import_cmd->add_option("file", import_request.file, "The model: Keras model JSON (what model.to_json() writes)")->required();
+  import_cmd->add_option("-o,--out", import_request.out, "Workload file to write")->required();
+  import_cmd->add_option("--per-replica-batch", import_request.per_replica_batch, "training.per_replica_batch of the workload")
+      ->check(whole_number_of("samples"))->capture_default_str();
+  import_cmd->add_flag("--force", import_request.force, "Replace the output file if an earlier tpusim import wrote it");
+
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;
     bool found = false;
@@ -510,6 +519,10 @@ int cli_main(int argc, char** argv) {
       if (!op_max_memory.empty()) vector_op.max_memory_bytes = parse_memory_size(op_max_memory, "--max-memory");
       const auto result = run_vector_op(config.hw, vector_op);
       std::cout << (op_json ? result.dump(2) + "\n" : format_vector_op(result));
+      return 0;
+    }
+    if (*import_cmd) {
+      std::cout << run_import(import_request);
       return 0;
     }
     if (*dump) {

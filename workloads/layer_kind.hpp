@@ -20,10 +20,12 @@ class StepEmitter;
 // and the graph so far.
 class InferContext {
  public:
-  InferContext(const ModelGraph& graph, std::size_t layer) : graph_(graph), layer_(layer) {}
+  InferContext(const ModelGraph& graph, std::size_t layer, std::string name)
+      : graph_(graph), layer_(layer), name_(std::move(name)) {}
   const ModelGraph& graph() const { return graph_; }
   const Shape& shape_of(std::size_t input) const;
-  // Throws std::invalid_argument naming workload.model.layers[i].key.
+  // Throws std::invalid_argument naming workload.model.layers[i].key and the layer's name (an
+  // imported model's layers are known by their names, not their place in the list).
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
   void need_rank(const Node& node, std::size_t rank, const char* what) const;
   // a x b, refusing tensors beyond kMaxElements.
@@ -32,6 +34,7 @@ class InferContext {
  private:
   const ModelGraph& graph_;
   std::size_t layer_;
+  std::string name_;
 };
 
 // What one node's backward emitted.

@@ -136,18 +136,22 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   infeed.infeed.bytes = out.infeed.bytes_per_core;
   const std::uint32_t input_op = em.add(std::move(infeed), {});
 
-  // Chains of elementwise layers, each layer feeding only the next, run fused as one pass.
+  // Chains of elementwise layers, each layer feeding only the next, run fused as one pass. A layer
+  // with several inputs (a residual add) continues the chain of whichever input can take it, as
+  // XLA fuses regardless of operand order.
   const std::size_t n = model.nodes.size();
   std::vector<std::size_t> chain_of(n, kModelInput);
   std::vector<std::vector<const Node*>> chains;
   if (w.fusion)
     for (const Node& node : model.nodes) {
       if (!node.kind->elementwise()) continue;
-      const std::size_t in0 = node.inputs[0];
-      if (in0 != kModelInput && chain_of[in0] != kModelInput && model.nodes[in0].consumers.size() == 1 &&
-          chains[chain_of[in0]].back() == &model.nodes[in0]) {
-        chain_of[node.index] = chain_of[in0];
-        chains[chain_of[in0]].push_back(&node);
+      const auto extends = std::find_if(node.inputs.begin(), node.inputs.end(), [&](std::size_t input) {
+        return input != kModelInput && chain_of[input] != kModelInput && model.nodes[input].consumers.size() == 1 &&
+               chains[chain_of[input]].back() == &model.nodes[input];
+      });
+      if (extends != node.inputs.end()) {
+        chain_of[node.index] = chain_of[*extends];
+        chains[chain_of[*extends]].push_back(&node);
       } else {
         chain_of[node.index] = chains.size();
         chains.push_back({&node});

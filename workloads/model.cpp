@@ -22,7 +22,7 @@ const Shape& InferContext::shape_of(std::size_t input) const {
 }
 
 void InferContext::fail(const std::string& key, const std::string& what) const {
-  throw std::invalid_argument(fmt::format("{}: {}", layer_path(layer_, key), what));
+  throw std::invalid_argument(fmt::format("{}: {} (layer \"{}\")", layer_path(layer_, key), what, name_));
 }
 
 void InferContext::need_rank(const Node& node, std::size_t rank, const char* what) const {
@@ -120,7 +120,7 @@ ModelGraph analyze_model(const Workload& w) {
         node.inputs.push_back(it->second);
       }
     }
-    const InferContext ctx(g, i);
+    const InferContext ctx(g, i, s.name);
     node.in = ctx.shape_of(node.inputs[0]);
     try {
       node.kind = &layer_kind(s.type);

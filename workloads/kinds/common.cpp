@@ -2,6 +2,18 @@
 
 namespace tpusim::kinds {
 
+WindowOut window_out(const Shape& in, std::uint64_t k, std::uint64_t s, const LayerSpec& spec) {
+  auto size = [&](std::uint64_t n, std::uint64_t before, std::uint64_t after, bool same) -> std::uint64_t {
+    if (same) return (n + s - 1) / s;
+    const std::uint64_t padded = n + before + after;
+    return padded < k ? 0 : (padded - k) / s + 1;
+  };
+  const bool same = spec.pads.empty() && spec.padding == "same";
+  const std::uint64_t top = spec.pads.empty() ? 0 : spec.pads[0], bottom = spec.pads.empty() ? 0 : spec.pads[1];
+  const std::uint64_t left = spec.pads.empty() ? 0 : spec.pads[2], right = spec.pads.empty() ? 0 : spec.pads[3];
+  return {size(in[0], top, bottom, same), size(in[1], left, right, same)};
+}
+
 InputGradEpilogue fused_input_gradient(const StepEmitter& em, const BackwardContext& ctx) {
   if (!ctx.fused_input) return {};
   const std::string& activation = ctx.fused_input->spec.activation;

@@ -19,11 +19,13 @@ inline Backward pass_through(std::uint32_t op, Backward r = {}) {
   return r;
 }
 
-// Output size of a window of `k` at stride `s` (same: ceil(in/s); valid: the windows that fit).
-inline std::uint64_t window_out_size(std::uint64_t in, std::uint64_t k, std::uint64_t s, const std::string& padding) {
-  if (padding == "same") return (in + s - 1) / s;
-  return in < k ? 0 : (in - k) / s + 1;
-}
+// Output height and width of a window of `k` at stride `s` over [height, width, ...]: with
+// explicit pads the windows that fit the padded input, else same (ceil(in/s)) or valid (the
+// windows that fit). 0 when none fits.
+struct WindowOut {
+  std::uint64_t height, width;
+};
+WindowOut window_out(const Shape& in, std::uint64_t k, std::uint64_t s, const LayerSpec& spec);
 
 // What a matmul's input-gradient epilogue applies for an input whose activation gradient is
 // fused into it (BackwardContext::fused_input): VPU ops and bytes per element, and a name suffix.

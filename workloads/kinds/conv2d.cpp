@@ -36,7 +36,7 @@ class Conv2d : public LayerKind {
  public:
   Conv2d() : LayerKind("conv2d") {}
   std::vector<std::string> keys() const override {
-    return {"filters", "kernel", "strides", "groups", "padding", "activation", "use_bias"};
+    return {"filters", "kernel", "strides", "groups", "padding", "pads", "activation", "use_bias"};
   }
   std::vector<std::string> required_keys() const override { return {"filters", "kernel"}; }
 
@@ -47,8 +47,7 @@ class Conv2d : public LayerKind {
     const std::uint64_t stride = s.strides ? s.strides : 1;
     if (in[2] % s.groups || s.filters % s.groups)
       ctx.fail("groups", fmt::format("{} groups do not divide {} input and {} output channels", s.groups, in[2], s.filters));
-    const std::uint64_t ho = window_out_size(in[0], s.kernel, stride, s.padding);
-    const std::uint64_t wo = window_out_size(in[1], s.kernel, stride, s.padding);
+    const auto [ho, wo] = window_out(in, s.kernel, stride, s);
     if (ho == 0 || wo == 0)
       ctx.fail("kernel", fmt::format("a {}x{} kernel does not fit a {} input", s.kernel, s.kernel, shape_string(in)));
     node.out = {ho, wo, s.filters};

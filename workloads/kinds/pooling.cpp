@@ -8,7 +8,7 @@ namespace {
 class Pool : public LayerKind {
  public:
   explicit Pool(bool max) : LayerKind(max ? "max_pool" : "avg_pool"), max_(max) {}
-  std::vector<std::string> keys() const override { return {"pool", "strides", "padding"}; }
+  std::vector<std::string> keys() const override { return {"pool", "strides", "padding", "pads"}; }
   std::vector<std::string> required_keys() const override { return {"pool"}; }
 
   void infer(Node& node, const InferContext& ctx) const override {
@@ -16,7 +16,8 @@ class Pool : public LayerKind {
     const Shape& in = node.in;
     ctx.need_rank(node, 3, "an [height, width, channels]");
     const std::uint64_t stride = s.strides ? s.strides : s.pool;
-    node.out = {window_out_size(in[0], s.pool, stride, s.padding), window_out_size(in[1], s.pool, stride, s.padding), in[2]};
+    const auto [ho, wo] = window_out(in, s.pool, stride, s);
+    node.out = {ho, wo, in[2]};
     if (node.out[0] == 0 || node.out[1] == 0) ctx.fail("pool", "the window does not fit the input");
   }
 

@@ -1,0 +1,429 @@
+#include "workloads/import/keras_json.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace tpusim {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+// Keras layers this importer reads, and the tpusim kinds they become.
+const std::vector<std::string>& supported_classes() {
+  static const std::vector<std::string> classes = {
+      "InputLayer", "Dense",    "Conv2D",       "BatchNormalization", "LayerNormalization", "Activation",
+      "ReLU",       "Softmax",  "MaxPooling2D", "AveragePooling2D",   "GlobalAveragePooling2D", "Add",
+      "Dropout",    "Flatten",  "ZeroPadding2D", "Embedding"};
+  return classes;
+}
+
+// A size: Python's json writes positive ints as unsigned, a JSON built in C++ as signed.
+bool whole(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0); }
+
+// One layer of the file, with where it sits for error messages.
+struct KerasLayer {
+  std::size_t index = 0;
+  std::string name, class_name;
+  json config;
+  std::vector<std::string> inputs;  // names of the layers it reads
+};
+
+class Importer {
+ public:
+  Importer(const json& keras, std::string origin) : keras_(keras), origin_(std::move(origin)) {}
+
+  ImportedModel run() {
+    if (!keras_.is_object() || !keras_.contains("class_name") || !keras_.contains("config"))
+      fail_top("expected a Keras model JSON object with \"class_name\" and \"config\" (what model.to_json() writes)");
+    const std::string model_class = string_at(keras_, "class_name", "class_name");
+    const json& config = keras_.at("config");
+    const bool sequential = model_class == "Sequential";
+    if (!sequential && model_class != "Model" && model_class != "Functional")
+      fail_top(fmt::format("class_name: expected Sequential, Functional or Model, got \"{}\"", model_class));
+    // Keras before 2.2 wrote a Sequential's config as the list of layers itself.
+    const json& layers = config.is_array() ? config : config.is_object() && config.contains("layers") ? config.at("layers") : json();
+    if (!layers.is_array() || layers.empty()) fail_top("config.layers: expected a non-empty list of layers");
+    constexpr std::size_t kMaxLayers = 100000;
+    if (layers.size() > kMaxLayers) fail_top(fmt::format("config.layers: {} layers; tpusim takes at most {}", layers.size(), kMaxLayers));
+    ImportedModel out;
+    out.name = config.is_object() && config.contains("name") && config.at("name").is_string() ? config.at("name").get<std::string>()
+                                                                                               : "keras_model";
+    read_layers(layers, sequential);
+    std::string output = sequential ? layers_.back().name : io_layer(config, "output_layers");
+    if (!sequential) input_name_ = io_layer(config, "input_layers");
+    const std::vector<const KerasLayer*> order = reachable_in_order(output, out.notes);
+    out.model["input_shape"] = input_shape_;
+    out.model["input_dtype"] = input_dtype_;
+    out.model["layers"] = convert(order, out.notes);
+    return out;
+  }
+
+ private:
+  [[noreturn]] void fail_top(const std::string& what) const {
+    throw std::invalid_argument(fmt::format("{}: {}", origin_, what));
+  }
+  [[noreturn]] void fail(const KerasLayer& l, const std::string& what) const {
+    throw std::invalid_argument(fmt::format("{}: config.layers[{}] (\"{}\", {}): {}", origin_, l.index, l.name, l.class_name, what));
+  }
+
+  std::string string_at(const json& j, const std::string& key, const std::string& path) const {
+    if (!j.contains(key) || !j.at(key).is_string()) fail_top(fmt::format("{}: expected a string", path));
+    return j.at(key).get<std::string>();
+  }
+
+  // ---- the file's layers and their connections ----
+
+  void read_layers(const json& layers, bool sequential) {
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const json& l = layers[i];
+      KerasLayer layer;
+      layer.index = i;
+      if (!l.is_object() || !l.contains("class_name") || !l.at("class_name").is_string() || !l.contains("config") ||
+          !l.at("config").is_object())
+        fail_top(fmt::format("config.layers[{}]: expected an object with \"class_name\" and a \"config\" object", i));
+      layer.class_name = l.at("class_name").get<std::string>();
+      layer.config = l.at("config");
+      const json& name = l.contains("name") ? l.at("name") : layer.config.contains("name") ? layer.config.at("name") : json();
+      layer.name = name.is_string() ? name.get<std::string>() : fmt::format("{}_{}", layer.class_name, i);
+      if (by_name_.count(layer.name)) fail(layer, "a second layer of this name (Keras names are unique)");
+      if (std::find(supported_classes().begin(), supported_classes().end(), layer.class_name) == supported_classes().end())
+        fail(layer, fmt::format("tpusim does not import this layer class yet (it imports {})", fmt::join(supported_classes(), ", ")));
+      if (sequential) {
+        if (!layers_.empty()) layer.inputs = {layers_.back().name};
+      } else {
+        layer.inputs = inbound(layer, l);
+      }
+      if (layer.class_name == "InputLayer" || (sequential && layers_.empty())) read_input(layer);
+      by_name_[layer.name] = layers_.size();
+      layers_.push_back(std::move(layer));
+    }
+    if (input_shape_.empty()) fail_top("no layer gives the input's shape (an InputLayer, or batch_input_shape on the first layer)");
+  }
+
+  // The model input's shape and dtype, from an InputLayer or a Sequential's first layer.
+  void read_input(const KerasLayer& l) {
+    const json& c = l.config;
+    const char* key = c.contains("batch_input_shape") ? "batch_input_shape" : c.contains("batch_shape") ? "batch_shape" : nullptr;
+    if (!key) {
+      if (l.class_name == "InputLayer") fail(l, "expected batch_input_shape (Keras 2) or batch_shape (Keras 3)");
+      return;  // a Sequential whose InputLayer comes first gives it there
+    }
+    if (!input_shape_.empty()) fail(l, "a second model input; tpusim imports models with one input");
+    const json& shape = c.at(key);
+    if (!shape.is_array() || shape.size() < 2) fail(l, fmt::format("{}: expected [batch, dims...]", key));
+    for (std::size_t d = 1; d < shape.size(); ++d) {
+      if (!whole(shape[d]) || shape[d].get<std::uint64_t>() == 0)
+        fail(l, fmt::format("{}[{}]: expected a positive size, got {} (tpusim needs every dimension of a sample but the batch)",
+                            key, d, shape[d].dump()));
+      input_shape_.push_back(shape[d].get<std::uint64_t>());
+    }
+    const std::string dtype = c.contains("dtype") && c.at("dtype").is_string() ? c.at("dtype").get<std::string>() : "float32";
+    static const std::map<std::string, std::string> kDtypes = {
+        {"float32", "float32"}, {"bfloat16", "bfloat16"}, {"uint8", "uint8"}, {"int32", "int32"}, {"int64", "int32"}};
+    const auto it = kDtypes.find(dtype);
+    if (it == kDtypes.end()) fail(l, fmt::format("dtype: expected one of float32, bfloat16, uint8, int32, int64, got \"{}\"", dtype));
+    input_dtype_ = it->second;
+    if (l.class_name == "InputLayer") input_name_ = l.name;  // a Sequential's first layer is a layer too
+  }
+
+  // The layers a functional model's layer reads: Keras 2's [[["name", 0, 0, {}], ...]] or
+  // Keras 3's [{"args": [tensor or [tensors]], "kwargs": {}}] with keras_history.
+  std::vector<std::string> inbound(const KerasLayer& layer, const json& l) const {
+    if (!l.contains("inbound_nodes")) fail(layer, "expected inbound_nodes (a functional model's layers name their inputs)");
+    const json& calls = l.at("inbound_nodes");
+    if (!calls.is_array()) fail(layer, "inbound_nodes: expected a list");
+    if (calls.empty()) return {};
+    if (calls.size() > 1) fail(layer, "the layer is called more than once (shared layers are not imported)");
+    const json& call = calls[0];
+    std::vector<std::string> names;
+    auto history = [&](const json& t) {
+      if (t.is_array() && !t.empty() && t[0].is_string()) return names.push_back(t[0].get<std::string>());
+      if (t.is_object() && t.contains("config") && t.at("config").is_object() && t.at("config").contains("keras_history") &&
+          t.at("config").at("keras_history").is_array() && !t.at("config").at("keras_history").empty() &&
+          t.at("config").at("keras_history")[0].is_string())
+        return names.push_back(t.at("config").at("keras_history")[0].get<std::string>());
+      fail(layer, fmt::format("inbound_nodes: expected [layer_name, node, tensor, kwargs] or a Keras tensor, got {}",
+                              t.dump().substr(0, 80)));
+    };
+    if (call.is_array()) {
+      for (const json& t : call) history(t);
+    } else if (call.is_object() && call.contains("args") && call.at("args").is_array()) {
+      for (const json& arg : call.at("args")) {
+        if (arg.is_array())
+          for (const json& t : arg) history(t);
+        else
+          history(arg);
+      }
+    } else {
+      fail(layer, "inbound_nodes[0]: expected a list of inputs (Keras 2) or {\"args\", \"kwargs\"} (Keras 3)");
+    }
+    for (const auto& name : names)
+      if (!by_name_.count(name)) fail(layer, fmt::format("reads \"{}\", which no earlier layer is named", name));
+    return names;
+  }
+
+  std::string io_layer(const json& config, const char* key) const {
+    if (!config.contains(key) || !config.at(key).is_array() || config.at(key).empty())
+      fail_top(fmt::format("config.{}: expected a list naming the model's {}", key, key));
+    const json& list = config.at(key);
+    if (list.size() > 1 && !(list[0].is_string()))
+      fail_top(fmt::format("config.{}: {} of them; tpusim imports models with one input and one output", key, list.size()));
+    // [["name", 0, 0]] (Keras 2) or ["name", 0, 0] (Keras 3 with one tensor)
+    const json& first = list[0].is_array() ? list[0] : list;
+    if (first.empty() || !first[0].is_string()) fail_top(fmt::format("config.{}: expected [\"layer_name\", 0, 0]", key));
+    const std::string name = first[0].get<std::string>();
+    if (!by_name_.count(name)) fail_top(fmt::format("config.{}: no layer is named \"{}\"", key, name));
+    return name;
+  }
+
+  // The layers the output depends on, in the file's order where it is topological; the rest
+  // (a branch nothing reads) are dropped with a note.
+  std::vector<const KerasLayer*> reachable_in_order(const std::string& output, std::vector<std::string>& notes) const {
+    std::vector<bool> needed(layers_.size(), false);
+    std::vector<std::size_t> stack = {by_name_.at(output)};
+    while (!stack.empty()) {
+      const std::size_t i = stack.back();
+      stack.pop_back();
+      if (needed[i]) continue;
+      needed[i] = true;
+      for (const auto& name : layers_[i].inputs) stack.push_back(by_name_.at(name));
+    }
+    std::vector<std::string> dropped;
+    for (const auto& l : layers_)
+      if (!needed[l.index]) dropped.push_back(l.name);
+    if (!dropped.empty())
+      notes.push_back(fmt::format("dropped {} layer(s) the output does not depend on: {}", dropped.size(), fmt::join(dropped, ", ")));
+    std::vector<const KerasLayer*> order;
+    std::vector<bool> placed(layers_.size(), false);
+    std::size_t remaining = static_cast<std::size_t>(std::count(needed.begin(), needed.end(), true));
+    while (remaining > 0) {
+      bool progress = false;
+      for (const auto& l : layers_) {
+        if (!needed[l.index] || placed[l.index]) continue;
+        if (!std::all_of(l.inputs.begin(), l.inputs.end(), [&](const std::string& n) { return placed[by_name_.at(n)]; })) continue;
+        placed[l.index] = true;
+        order.push_back(&l);
+        --remaining;
+        progress = true;
+        break;  // restart from the first: keeps the file's order when it is already topological
+      }
+      if (!progress) fail_top("the layers' inbound_nodes form a cycle");
+    }
+    return order;
+  }
+
+  // ---- conversion ----
+
+  static bool is(const KerasLayer& l, const char* cls) { return l.class_name == cls; }
+
+  // A positive size from an int, or a square window's from [n, n].
+  std::uint64_t size_of(const KerasLayer& l, const char* key, std::uint64_t fallback = 0) const {
+    if (!l.config.contains(key) || l.config.at(key).is_null()) {
+      if (fallback) return fallback;
+      fail(l, fmt::format("{}: expected a size", key));
+    }
+    const json& v = l.config.at(key);
+    if (whole(v) && v.get<std::uint64_t>() > 0) return v.get<std::uint64_t>();
+    if (v.is_array() && v.size() == 2 && whole(v[0]) && v[0] == v[1] && v[0].get<std::uint64_t>() > 0)
+      return v[0].get<std::uint64_t>();
+    fail(l, fmt::format("{}: expected a positive size or a square [n, n], got {} (tpusim models square windows)", key, v.dump()));
+  }
+
+  std::string activation(const KerasLayer& l, const std::string& key = "activation") const {
+    const json& v = l.config.contains(key) ? l.config.at(key) : json("linear");
+    static const std::set<std::string> kKnown = {"linear", "relu", "sigmoid", "tanh", "gelu", "softmax"};
+    if (!v.is_string() || !kKnown.count(v.get<std::string>()))
+      fail(l, fmt::format("{}: expected one of linear, relu, sigmoid, tanh, gelu, softmax, got {}", key, v.dump()));
+    return v.get<std::string>();
+  }
+
+  bool flag(const KerasLayer& l, const char* key, bool fallback) const {
+    if (!l.config.contains(key)) return fallback;
+    if (!l.config.at(key).is_boolean()) fail(l, fmt::format("{}: expected true or false", key));
+    return l.config.at(key).get<bool>();
+  }
+
+  std::string padding(const KerasLayer& l) const {
+    const json& v = l.config.contains("padding") ? l.config.at("padding") : json("valid");
+    if (v != "same" && v != "valid") fail(l, fmt::format("padding: expected \"same\" or \"valid\", got {}", v.dump()));
+    return v.get<std::string>();
+  }
+
+  void channels_last(const KerasLayer& l) const {
+    if (l.config.contains("data_format") && l.config.at("data_format") != "channels_last")
+      fail(l, "data_format: tpusim models channels_last (TPU layouts are channels-minor)");
+  }
+
+  // Normalization over the last axis only.
+  void last_axis(const KerasLayer& l, std::size_t rank_hint) const {
+    if (!l.config.contains("axis")) return;
+    json axis = l.config.at("axis");
+    if (axis.is_array() && axis.size() == 1) axis = axis[0];
+    if (axis.is_number_integer() && (axis.get<std::int64_t>() == -1 || (rank_hint && axis.get<std::int64_t>() == static_cast<std::int64_t>(rank_hint))))
+      return;
+    fail(l, fmt::format("axis: tpusim normalizes over the last (channels or features) axis, got {}", l.config.at("axis").dump()));
+  }
+
+  // [top, bottom, left, right] from ZeroPadding2D's padding: n, [h, w] or [[top, bottom], [left, right]].
+  std::vector<std::uint64_t> zero_padding(const KerasLayer& l) const {
+    const json& v = l.config.contains("padding") ? l.config.at("padding") : json(1);
+    auto n = [&](const json& x) -> std::uint64_t {
+      if (!whole(x) || x.get<std::uint64_t>() > 1024) fail(l, fmt::format("padding: expected sizes of 0 to 1024, got {}", v.dump()));
+      return x.get<std::uint64_t>();
+    };
+    if (v.is_number()) return {n(v), n(v), n(v), n(v)};
+    if (v.is_array() && v.size() == 2 && v[0].is_array() && v[1].is_array() && v[0].size() == 2 && v[1].size() == 2)
+      return {n(v[0][0]), n(v[0][1]), n(v[1][0]), n(v[1][1])};
+    if (v.is_array() && v.size() == 2) return {n(v[0]), n(v[0]), n(v[1]), n(v[1])};
+    fail(l, fmt::format("padding: expected n, [h, w] or [[top, bottom], [left, right]], got {}", v.dump()));
+  }
+
+  ojson convert(const std::vector<const KerasLayer*>& order, std::vector<std::string>& notes) const {
+    // Who reads each layer, to fold a zero padding into the window that reads it.
+    std::map<std::string, std::vector<const KerasLayer*>> readers;
+    for (const KerasLayer* l : order)
+      for (const auto& in : l->inputs) readers[in].push_back(l);
+    std::map<std::string, std::string> alias;              // a folded padding -> what it pads
+    std::map<std::string, std::vector<std::uint64_t>> pads;  // a window layer -> the padding folded into it
+    ojson layers = ojson::array();
+    std::string previous;  // the last layer written ("" : the model input)
+    std::size_t folded = 0;
+    auto source = [&](const std::string& name) {
+      std::string n = name;
+      while (alias.count(n)) n = alias.at(n);
+      return n == input_name_ ? std::string() : n;
+    };
+    for (const KerasLayer* lp : order) {
+      const KerasLayer& l = *lp;
+      if (is(l, "InputLayer")) continue;
+      std::vector<std::string> inputs;
+      for (const auto& in : l.inputs) inputs.push_back(source(in));
+      if (inputs.empty()) inputs.push_back("");  // a Sequential's first layer
+      if (is(l, "ZeroPadding2D")) {
+        const auto& r = readers[l.name];
+        const bool foldable = r.size() == 1 && (is(*r[0], "Conv2D") || is(*r[0], "MaxPooling2D") || is(*r[0], "AveragePooling2D")) &&
+                              padding(*r[0]) == "valid";
+        if (!foldable)
+          fail(l, "a zero padding is imported folded into the one Conv2D or pooling layer with padding \"valid\" that reads it, "
+                  "as XLA folds it into that window's padding; this one feeds something else");
+        channels_last(l);
+        alias[l.name] = l.inputs.at(0);
+        pads[r[0]->name] = zero_padding(l);
+        ++folded;
+        continue;
+      }
+      ojson out;
+      out["name"] = l.name;
+      const json& c = l.config;
+      if (is(l, "Dense")) {
+        out["type"] = "dense";
+        out["units"] = size_of(l, "units");
+        out["activation"] = activation(l);
+        out["use_bias"] = flag(l, "use_bias", true);
+      } else if (is(l, "Conv2D")) {
+        channels_last(l);
+        if (c.contains("dilation_rate") && size_of(l, "dilation_rate", 1) != 1) fail(l, "dilation_rate: dilated convolutions are not modelled");
+        out["type"] = "conv2d";
+        out["filters"] = size_of(l, "filters");
+        out["kernel"] = size_of(l, "kernel_size");
+        out["strides"] = size_of(l, "strides", 1);
+        const std::uint64_t groups = c.contains("groups") && whole(c.at("groups")) ? c.at("groups").get<std::uint64_t>() : 1;
+        if (groups != 1) out["groups"] = groups;
+        if (pads.count(l.name)) out["pads"] = pads.at(l.name);
+        else out["padding"] = padding(l);
+        out["activation"] = activation(l);
+        out["use_bias"] = flag(l, "use_bias", true);
+      } else if (is(l, "BatchNormalization") || is(l, "LayerNormalization")) {
+        last_axis(l, is(l, "BatchNormalization") ? input_shape_.size() : 0);
+        if (!flag(l, "center", true) || !flag(l, "scale", true))
+          fail(l, "center and scale: tpusim's normalizations have both (gamma and beta)");
+        out["type"] = is(l, "BatchNormalization") ? "batch_norm" : "layer_norm";
+      } else if (is(l, "Activation")) {
+        out["type"] = "activation";
+        out["activation"] = activation(l);
+      } else if (is(l, "ReLU")) {
+        const bool plain = (!c.contains("max_value") || c.at("max_value").is_null()) &&
+                           c.value("negative_slope", 0.0) == 0.0 && c.value("threshold", 0.0) == 0.0;
+        if (!plain) fail(l, "a capped, leaky or thresholded ReLU is not modelled (plain ReLU only)");
+        out["type"] = "activation";
+        out["activation"] = "relu";
+      } else if (is(l, "Softmax")) {
+        last_axis(l, 0);
+        out["type"] = "activation";
+        out["activation"] = "softmax";
+      } else if (is(l, "MaxPooling2D") || is(l, "AveragePooling2D")) {
+        channels_last(l);
+        out["type"] = is(l, "MaxPooling2D") ? "max_pool" : "avg_pool";
+        out["pool"] = size_of(l, "pool_size");
+        out["strides"] = size_of(l, "strides", out["pool"].get<std::uint64_t>());
+        if (pads.count(l.name)) out["pads"] = pads.at(l.name);
+        else out["padding"] = padding(l);
+      } else if (is(l, "GlobalAveragePooling2D")) {
+        channels_last(l);
+        if (flag(l, "keepdims", false)) fail(l, "keepdims: tpusim's global pooling drops the spatial axes");
+        out["type"] = "global_avg_pool";
+      } else if (is(l, "Add")) {
+        out["type"] = "add";
+      } else if (is(l, "Dropout")) {
+        out["type"] = "dropout";
+        if (!c.contains("rate") || !c.at("rate").is_number() || c.at("rate").get<double>() < 0 || c.at("rate").get<double>() > 1)
+          fail(l, "rate: expected a fraction from 0 to 1");
+        out["rate"] = c.at("rate").get<double>();
+      } else if (is(l, "Flatten")) {
+        out["type"] = "flatten";
+      } else if (is(l, "Embedding")) {
+        out["type"] = "embedding";
+        out["vocab"] = size_of(l, "input_dim");
+        out["dim"] = size_of(l, "output_dim");
+      }
+      // Name the inputs unless the layer reads the one written just before it.
+      if (std::count(inputs.begin(), inputs.end(), "") > 0) {
+        if (inputs.size() > 1 || !layers.empty())
+          fail(l, "reads the model input, but is not the first layer: tpusim gives the input to its first layer only");
+      }
+      if (inputs.size() > 1 || (inputs[0] != previous && !inputs[0].empty())) out["inputs"] = inputs;
+      layers.push_back(std::move(out));
+      previous = l.name;
+    }
+    if (layers.empty()) fail_top("the model has no layer besides its input");
+    if (folded > 0)
+      notes.push_back(fmt::format("folded {} ZeroPadding2D layer(s) into the padding of the window that reads each", folded));
+    return layers;
+  }
+
+  const json& keras_;
+  std::string origin_;
+  std::vector<KerasLayer> layers_;
+  std::map<std::string, std::size_t> by_name_;
+  std::vector<std::uint64_t> input_shape_;
+  std::string input_dtype_ = "float32";
+  std::string input_name_;
+};
+
+}  // namespace
+
+ImportedModel import_keras_model(const json& keras, const std::string& origin) { return Importer(keras, origin).run(); }
+
+ImportedModel read_keras_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument(fmt::format("{}: cannot read the file", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  json keras;
+  try {
+    keras = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(fmt::format("{}: not JSON ({})", path, e.what()));
+  }
+  return import_keras_model(keras, path);
+}
+
+}  // namespace tpusim
