@@ -66,10 +66,11 @@ def resnet_body(m, x, v15):
             p = f"conv{stage}_block{block}"
             s = stride if block == 1 else 1
             entry = x
-            if block == 1:
+            projection = block == 1
+            if projection and v15:
                 m.add("conv2d", p + "_0_conv", filters=4 * filters, kernel=1, strides=s, inputs=[entry], **bias)
                 shortcut = m.add("batch_norm", p + "_0_bn")
-            else:
+            elif not projection:
                 shortcut = entry
             m.add("conv2d", p + "_1_conv", filters=filters, kernel=1, strides=1 if v15 else s, inputs=[entry], **bias)
             m.add("batch_norm", p + "_1_bn")
@@ -77,9 +78,21 @@ def resnet_body(m, x, v15):
             m.add("conv2d", p + "_2_conv", filters=filters, kernel=3, **({"strides": s} if v15 and s > 1 else {}), **bias)
             m.add("batch_norm", p + "_2_bn")
             m.add("activation", p + "_2_relu", activation="relu")
-            m.add("conv2d", p + "_3_conv", filters=4 * filters, kernel=1, **bias)
-            y = m.add("batch_norm", p + "_3_bn")
-            m.add("add", p + "_add", inputs=[y, shortcut])
+            if v15:
+                m.add("conv2d", p + "_3_conv", filters=4 * filters, kernel=1, **bias)
+                y = m.add("batch_norm", p + "_3_bn")
+                m.add("add", p + "_add", inputs=[y, shortcut])
+            else:
+                # In the order Keras lists keras.applications' ResNet50 (by depth in the graph:
+                # the shortcut's layers beside the main branch's last), with its Add([shortcut, x]),
+                # so that the file matches what model.to_json() gives for it.
+                if projection:
+                    m.add("conv2d", p + "_0_conv", filters=4 * filters, kernel=1, strides=s, inputs=[entry], **bias)
+                m.add("conv2d", p + "_3_conv", filters=4 * filters, kernel=1, inputs=[p + "_2_relu"], **bias)
+                if projection:
+                    shortcut = m.add("batch_norm", p + "_0_bn", inputs=[p + "_0_conv"])
+                y = m.add("batch_norm", p + "_3_bn", inputs=[p + "_3_conv"])
+                m.add("add", p + "_add", inputs=[shortcut, y])
             x = m.add("activation", p + "_out", activation="relu")
     m.add("global_avg_pool", "avg_pool")
     m.add("dense", "predictions", units=1001 if v15 else 1000, activation="softmax")
