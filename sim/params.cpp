@@ -129,7 +129,7 @@ std::vector<ParamSpec> build() {
       wl("model.layers[].name", T::String, "", "", "Layer name shown in the trace and used by inputs (default: type_index)"),
       optional(wl("model.layers[].inputs", T::StringList, "", nullptr, "Names of the layers feeding this one (add: two or more); default: the previous layer")),
       optional(wl("model.layers[].units", T::Int, "features", nullptr, "dense: output features (required)", 1, 1e7)),
-      wl("model.layers[].activation", T::String, "", "linear", "dense, conv2d, activation: the activation (fused into dense and conv2d)", -kInf, kInf, {"linear", "relu", "sigmoid", "tanh", "gelu", "softmax"}),
+      wl("model.layers[].activation", T::String, "", "linear", "dense, conv2d, activation: the activation (fused into dense and conv2d)", -kInf, kInf, {"linear", "relu", "sigmoid", "tanh", "gelu", "softmax", "relu6", "hard_sigmoid", "hard_swish", "silu"}),
       wl("model.layers[].use_bias", T::Bool, "", true, "dense, conv2d, attention: add bias vectors"),
       wl("model.layers[].tied_weights", T::Bool, "", false, "dense: use the embedding's table as weights (a tied language-model head: no parameters of its own)"),
       optional(wl("model.layers[].filters", T::Int, "channels", nullptr, "conv2d: output channels (required)", 1, 1e6)),

@@ -226,7 +226,8 @@ BOOST_AUTO_TEST_CASE(bad_keras_files_are_refused_naming_the_layer_and_nothing_is
       {"a dilated convolution", [](json& k) { k["config"]["layers"][1]["config"]["dilation_rate"] = {2, 2}; },
        "dilated convolutions are not modelled"},
       {"an activation tpusim lacks", [](json& k) { k["config"]["layers"][3]["config"]["activation"] = "selu"; },
-       "activation: expected one of linear, relu, sigmoid, tanh, gelu, softmax, got \"selu\""},
+       "activation: expected one of linear, relu, sigmoid, tanh, gelu, softmax, relu6, hard_sigmoid, hard_swish, swish, silu, "
+       "got \"selu\""},
       {"a dangling input", [](json& k) { k["config"]["layers"][2]["inbound_nodes"][0][0][0] = "nowhere"; },
        "reads \"nowhere\", which no earlier layer is named"},
       {"a shared layer", [](json& k) { k["config"]["layers"][2]["inbound_nodes"].push_back(k["config"]["layers"][2]["inbound_nodes"][0]); },

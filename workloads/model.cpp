@@ -151,13 +151,17 @@ ModelGraph analyze_model(const Workload& w) {
 
 double activation_vpu_ops(const std::string& activation) {
   static const std::map<std::string, double> kOps = {
-      {"linear", 0}, {"relu", 1}, {"sigmoid", 4}, {"tanh", 4}, {"gelu", 8}, {"softmax", 6}};
+      {"linear", 0}, {"relu", 1}, {"sigmoid", 4}, {"tanh", 4}, {"gelu", 8}, {"softmax", 6},
+      // MobileNet's: relu6 clamps (max, min); hard_sigmoid scales, shifts and clamps; hard_swish
+      // multiplies by it; silu (swish) multiplies by a sigmoid.
+      {"relu6", 2}, {"hard_sigmoid", 3}, {"hard_swish", 4}, {"silu", 5}};
   return kOps.at(activation);
 }
 
 double activation_grad_vpu_ops(const std::string& activation) {
   static const std::map<std::string, double> kOps = {
-      {"linear", 0}, {"relu", 2}, {"sigmoid", 3}, {"tanh", 3}, {"gelu", 10}, {"softmax", 4}};
+      {"linear", 0}, {"relu", 2}, {"sigmoid", 3}, {"tanh", 3}, {"gelu", 10}, {"softmax", 4},
+      {"relu6", 3}, {"hard_sigmoid", 3}, {"hard_swish", 5}, {"silu", 6}};
   return kOps.at(activation);
 }
 

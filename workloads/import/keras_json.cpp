@@ -239,10 +239,15 @@ class Importer {
 
   std::string activation(const KerasLayer& l, const std::string& key = "activation") const {
     const json& v = l.config.contains(key) ? l.config.at(key) : json("linear");
-    static const std::set<std::string> kKnown = {"linear", "relu", "sigmoid", "tanh", "gelu", "softmax"};
+    // Keras's names where they differ from tpusim's.
+    static const std::map<std::string, std::string> kKnown = {
+        {"linear", "linear"}, {"relu", "relu"},     {"sigmoid", "sigmoid"},         {"tanh", "tanh"},         {"gelu", "gelu"},
+        {"softmax", "softmax"}, {"relu6", "relu6"}, {"hard_sigmoid", "hard_sigmoid"}, {"hard_swish", "hard_swish"},
+        {"swish", "silu"},    {"silu", "silu"}};
     if (!v.is_string() || !kKnown.count(v.get<std::string>()))
-      fail(l, fmt::format("{}: expected one of linear, relu, sigmoid, tanh, gelu, softmax, got {}", key, v.dump()));
-    return v.get<std::string>();
+      fail(l, fmt::format("{}: expected one of linear, relu, sigmoid, tanh, gelu, softmax, relu6, hard_sigmoid, hard_swish, "
+                          "swish, silu, got {}", key, v.dump()));
+    return kKnown.at(v.get<std::string>());
   }
 
   bool flag(const KerasLayer& l, const char* key, bool fallback) const {
