@@ -634,6 +634,7 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.positions = l.at("positions").get<std::uint64_t>();
     spec.segments = l.at("segments").get<std::uint64_t>();
     spec.class_token = l.at("class_token").get<bool>();
+    spec.keepdims = l.at("keepdims").get<bool>();
     spec.rate = l.at("rate").get<double>();
     w.layers.push_back(spec);
   }

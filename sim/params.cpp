@@ -146,6 +146,7 @@ std::vector<ParamSpec> build() {
       wl("model.layers[].positions", T::Int, "positions", 0, "embedding, patch_embedding: rows of a learned position table", 0, 1e7),
       wl("model.layers[].segments", T::Int, "segments", 0, "embedding: rows of a segment (token type) table", 0, 1e4),
       wl("model.layers[].class_token", T::Bool, "", false, "patch_embedding: prepend a learned class token"),
+      wl("model.layers[].keepdims", T::Bool, "", false, "global_avg_pool: keep the pooled axes as size 1 ([1, 1, c], as ONNX's GlobalAveragePool does) rather than [c]"),
       wl("model.layers[].rate", T::Float, "", 0, "dropout: fraction dropped", 0, 1),
       wl("model.loss", T::String, "", "sparse_categorical_crossentropy", "Loss on the last layer's output", -kInf, kInf, {"sparse_categorical_crossentropy", "categorical_crossentropy", "mse"}),
       wl("training.global_batch", T::Int, "samples", 0, "Samples per step over all replicas; 0: per_replica_batch x replicas (set exactly one of the two)", 0, 1e9),

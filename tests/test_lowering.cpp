@@ -11,7 +11,7 @@
 #include "sim/params.hpp"
 #include "workloads/layer_kind.hpp"
 #include "workloads/lower.hpp"
-#include "test_helpers.hpp"
+#include "run_helpers.hpp"
 
 using namespace tpusim;
 
@@ -212,4 +212,54 @@ BOOST_AUTO_TEST_CASE(every_layer_of_the_zoo_emits_work_unless_it_is_a_view) {
       }
     }
   }
+}
+
+// A squeeze-and-excitation block on two concatenated branches: the kinds ONNX and Keras models
+// of DenseNet, SqueezeNet, MobileNet v3 and RegNet need beside the classic ones.
+BOOST_AUTO_TEST_CASE(concat_multiply_and_kept_pooled_axes_infer_and_lower) {
+  tpusim::test::TempDir dir;
+  const std::string workload = dir.write("se.json", R"({
+    "name": "se", "model": {"input_shape": [8, 8, 4], "layers": [
+      {"type": "conv2d", "name": "stem", "filters": 8, "kernel": 3},
+      {"type": "conv2d", "name": "a", "filters": 8, "kernel": 1, "inputs": ["stem"]},
+      {"type": "conv2d", "name": "b", "filters": 6, "kernel": 3, "inputs": ["stem"]},
+      {"type": "concat", "name": "joined", "inputs": ["a", "b"]},
+      {"type": "global_avg_pool", "name": "squeeze", "keepdims": true},
+      {"type": "conv2d", "name": "excite", "filters": 14, "kernel": 1, "activation": "hard_sigmoid"},
+      {"type": "multiply", "name": "scaled", "inputs": ["joined", "excite"]},
+      {"type": "global_avg_pool", "name": "pool"},
+      {"type": "dense", "name": "head", "units": 10}]},
+    "training": {"per_replica_batch": 4}})");
+  ConfigRequest request;
+  request.workload_path = workload;
+  const Config c = load_config(request);
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  auto node = [&](const std::string& name) {
+    for (const Node& n : step.model.nodes)
+      if (n.spec.name == name) return n;
+    BOOST_FAIL("no layer " << name);
+    return Node{};
+  };
+  BOOST_TEST(node("joined").out == Shape({8, 8, 14}), boost::test_tools::per_element());
+  BOOST_TEST(node("squeeze").out == Shape({1, 1, 14}), boost::test_tools::per_element());
+  BOOST_TEST(node("scaled").out == Shape({8, 8, 14}), boost::test_tools::per_element());
+  for (const char* op : {"joined/fwd/concat", "joined/bwd/split", "scaled/fwd/multiply", "scaled/bwd/multiply"})
+    BOOST_TEST(std::any_of(step.program.ops.begin(), step.program.ops.end(), [&](const Op& o) { return o.name == op; }), op);
+  // The concat's gradient reaches both branches; the product's reaches both of its inputs.
+  const auto& ops = step.program.ops;
+  auto id = [&](const std::string& name) {
+    return std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name.rfind(name, 0) == 0; })->id;
+  };
+  for (const char* dx : {"a/bwd/dW", "b/bwd/dW"}) {
+    const auto& deps = ops[id(dx)].deps;
+    BOOST_TEST((std::find(deps.begin(), deps.end(), id("joined/bwd/split")) != deps.end()), dx);
+  }
+  BOOST_TEST(step.memory.activations > 0u);
+  tpusim::test::TempDir bad;
+  request.workload_path = bad.write("bad.json", tpusim::test::read_file(workload).replace(
+      tpusim::test::read_file(workload).find("\"filters\": 14"), 13, "\"filters\": 13"));
+  const Config broken = load_config(request);
+  BOOST_CHECK_EXCEPTION(lower_training_step(broken.workload, broken.hw), std::invalid_argument, [](const std::invalid_argument& e) {
+    return tpusim::test::contains(e.what(), "workload.model.layers[6].inputs: [1, 1, 13] does not broadcast to [8, 8, 14]");
+  });
 }

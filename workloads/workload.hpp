@@ -32,6 +32,7 @@ struct LayerSpec {
   std::uint64_t vocab = 0, dim = 0;             // embedding; dim also patch_embedding
   std::uint64_t positions = 0, segments = 0;    // embedding, patch_embedding: learned position / segment tables
   bool class_token = false;                     // patch_embedding
+  bool keepdims = false;                        // global_avg_pool: [1, 1, c] rather than [c]
   double rate = 0;                              // dropout
 };
 

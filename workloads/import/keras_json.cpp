@@ -21,7 +21,7 @@ const std::vector<std::string>& supported_classes() {
   static const std::vector<std::string> classes = {
       "InputLayer", "Dense",    "Conv2D",       "BatchNormalization", "LayerNormalization", "Activation",
       "ReLU",       "Softmax",  "MaxPooling2D", "AveragePooling2D",   "GlobalAveragePooling2D", "Add",
-      "Dropout",    "Flatten",  "ZeroPadding2D", "Embedding"};
+      "Dropout",    "Flatten",  "ZeroPadding2D", "Embedding", "Concatenate", "Multiply"};
   return classes;
 }
 
@@ -373,10 +373,16 @@ class Importer {
         else out["padding"] = padding(l);
       } else if (is(l, "GlobalAveragePooling2D")) {
         channels_last(l);
-        if (flag(l, "keepdims", false)) fail(l, "keepdims: tpusim's global pooling drops the spatial axes");
         out["type"] = "global_avg_pool";
+        if (flag(l, "keepdims", false)) out["keepdims"] = true;
       } else if (is(l, "Add")) {
         out["type"] = "add";
+      } else if (is(l, "Concatenate")) {
+        last_axis(l, input_shape_.size());
+        out["type"] = "concat";
+      } else if (is(l, "Multiply")) {
+        if (l.inputs.size() != 2) fail(l, "tpusim multiplies two inputs");
+        out["type"] = "multiply";
       } else if (is(l, "Dropout")) {
         out["type"] = "dropout";
         if (!c.contains("rate") || !c.at("rate").is_number() || c.at("rate").get<double>() < 0 || c.at("rate").get<double>() > 1)

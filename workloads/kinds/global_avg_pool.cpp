@@ -8,10 +8,11 @@ namespace {
 class GlobalAvgPool : public LayerKind {
  public:
   GlobalAvgPool() : LayerKind("global_avg_pool") {}
+  std::vector<std::string> keys() const override { return {"keepdims"}; }
 
   void infer(Node& node, const InferContext& ctx) const override {
     ctx.need_rank(node, 3, "an [height, width, channels]");
-    node.out = {node.in[2]};
+    node.out = node.spec.keepdims ? Shape{1, 1, node.in[2]} : Shape{node.in[2]};
   }
 
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {

@@ -20,5 +20,7 @@ const LayerKind& embedding_kind();
 const LayerKind& patch_embedding_kind();
 const LayerKind& attention_kind();
 const LayerKind& take_first_kind();
+const LayerKind& concat_kind();
+const LayerKind& multiply_kind();
 
 }  // namespace tpusim::kinds
