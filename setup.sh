@@ -33,7 +33,8 @@ step() {
   fi
 }
 
-packages=(g++ cmake make pkg-config libsystemc-dev libfmt-dev nlohmann-json3-dev libboost-test-dev libcli11-dev zlib1g-dev)
+packages=(g++ cmake make pkg-config libsystemc-dev libfmt-dev nlohmann-json3-dev libboost-test-dev libcli11-dev zlib1g-dev
+          libprotobuf-dev protobuf-compiler libonnx-dev)
 if [ "$tests" -eq 1 ]; then packages+=(chromium gzip python3); fi
 missing=()
 for p in "${packages[@]}"; do

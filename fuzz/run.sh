@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 limit=("${@:--max_total_time=20}")
 CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPUSIM_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" >&2
-for target in fuzz_workload fuzz_hardware fuzz_trace_check; do
+for target in fuzz_workload fuzz_hardware fuzz_trace_check fuzz_onnx; do
   scratch=$(mktemp -d)
   echo "fuzz: $target ${limit[*]}" >&2
   log="$scratch.log"

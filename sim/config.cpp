@@ -19,6 +19,7 @@
 #include "sim/json_input.hpp"
 #include "sim/params.hpp"
 #include "workloads/import/keras_json.hpp"
+#include "workloads/import/onnx_model.hpp"
 #include "workloads/layer_kind.hpp"
 
 namespace tpusim {
@@ -554,32 +555,37 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   return hw;
 }
 
-// A workload may name its model in a file another tool wrote ("model": {"keras_json": "m.json"}).
-// The file's input and layers replace the key, so that validation, overrides, the summary and
-// effective_config.json all see tpusim's own layer list; model.imported_from records the file.
+// A workload may name its model in a file another tool wrote ("model": {"onnx": "m.onnx"} or
+// {"keras_json": "m.json"}). The file's input and layers replace the key, so that validation,
+// overrides, the summary and effective_config.json all see tpusim's own layer list;
+// model.imported_from records the file.
 // `replace`: the key came from --set, and the file's model replaces the workload's.
 void expand_imported_model(json& workload, const std::string& workload_path, const std::string& origin,
                            std::vector<std::string>& notes, bool replace = false) {
   if (!workload.is_object() || !workload.contains("model") || !workload["model"].is_object()) return;
   json& model = workload["model"];
-  if (!model.contains("keras_json")) return;
-  if (!model["keras_json"].is_string() || model["keras_json"].get<std::string>().empty())
-    fail(origin, "workload.model.keras_json", fmt::format("expected a file name, got {}", brief(model["keras_json"])));
+  const bool onnx = model.contains("onnx"), keras = model.contains("keras_json");
+  if (!onnx && !keras) return;
+  if (onnx && keras) fail(origin, "workload.model.onnx", "give model.onnx or model.keras_json, not both");
+  const std::string key = onnx ? "onnx" : "keras_json";
+  if (!model[key].is_string() || model[key].get<std::string>().empty())
+    fail(origin, "workload.model." + key, fmt::format("expected a file name, got {}", brief(model[key])));
   if (replace)
-    for (const char* key : {"layers", "input_shape", "input_dtype", "imported_from"}) model.erase(key);
-  for (const char* key : {"layers", "input_shape"})
-    if (model.contains(key))
-      fail(origin, std::string("workload.model.") + key, "the model comes from model.keras_json: give one or the other");
-  const std::string named = model["keras_json"].get<std::string>();
+    for (const char* other : {"layers", "input_shape", "input_dtype", "imported_from"}) model.erase(other);
+  for (const char* other : {"layers", "input_shape"})
+    if (model.contains(other))
+      fail(origin, std::string("workload.model.") + other, fmt::format("the model comes from model.{}: give one or the other", key));
+  const std::string named = model[key].get<std::string>();
   fs::path file = named;
   if (file.is_relative() && !workload_path.empty()) file = fs::path(workload_path).parent_path() / file;
   ImportedModel imported;
   try {
-    imported = read_keras_json_file(file.lexically_normal().string());
+    const std::string path = file.lexically_normal().string();
+    imported = onnx ? read_onnx_model_file(path) : read_keras_json_file(path);
   } catch (const std::invalid_argument& e) {
-    throw InputError(fmt::format("{} (workload.model.keras_json in {})", e.what(), origin));
+    throw InputError(fmt::format("{} (workload.model.{} in {})", e.what(), key, origin));
   }
-  model.erase("keras_json");
+  model.erase(key);
   model["input_shape"] = imported.model["input_shape"];
   if (!model.contains("input_dtype")) model["input_dtype"] = imported.model["input_dtype"];
   model["layers"] = imported.model["layers"];
@@ -635,6 +641,7 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.segments = l.at("segments").get<std::uint64_t>();
     spec.class_token = l.at("class_token").get<bool>();
     spec.keepdims = l.at("keepdims").get<bool>();
+    spec.ceil_mode = l.at("ceil_mode").get<bool>();
     spec.rate = l.at("rate").get<double>();
     w.layers.push_back(spec);
   }

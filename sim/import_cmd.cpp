@@ -13,6 +13,7 @@
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 #include "workloads/import/keras_json.hpp"
+#include "workloads/import/onnx_model.hpp"
 #include "workloads/lower.hpp"
 
 namespace tpusim {
@@ -22,11 +23,8 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 ImportedModel import_file(const std::string& file) {
-  const std::string ext = fs::path(file).extension().string();
-  if (ext == ".onnx")
-    throw InputError(fmt::format("{}: ONNX import is not built yet (Keras model JSON is: what model.to_json() writes)", file));
   try {
-    return read_keras_json_file(file);
+    return fs::path(file).extension() == ".onnx" ? read_onnx_model_file(file) : read_keras_json_file(file);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }

@@ -344,8 +344,8 @@ int cli_main(int argc, char** argv) {
   summary_cmd->add_option("--top", summary_top, "How many ops to list")->check(whole_number_of(""))->capture_default_str();
 
   ImportRequest import_request;
-  auto* import_cmd = app.add_subcommand("import", "Write a model another tool wrote (Keras model JSON) as a tpusim workload file");
-  import_cmd->add_option("file", import_request.file, "The model: Keras model JSON (what model.to_json() writes)")->required();
+  auto* import_cmd = app.add_subcommand("import", "Write a model another tool wrote (ONNX, Keras model JSON) as a tpusim workload file");
+  import_cmd->add_option("file", import_request.file, "The model: an .onnx file (torch.onnx.export) or Keras model JSON (model.to_json())")->required();
   import_cmd->add_option("-o,--out", import_request.out, "Workload file to write")->required();
   import_cmd->add_option("--per-replica-batch", import_request.per_replica_batch, "training.per_replica_batch of the workload")
       ->check(whole_number_of("samples"))->capture_default_str();

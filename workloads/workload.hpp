@@ -26,6 +26,7 @@ struct LayerSpec {
   std::uint64_t strides = 0, groups = 1;        // conv2d, pools; strides 0: 1 for conv2d, the pool for pools
   std::string padding = "same";                 // conv2d, pools
   std::vector<std::uint64_t> pads;              // conv2d, pools: explicit [top, bottom, left, right]; empty: padding decides
+  bool ceil_mode = false;                       // pools: count a last, partial window (torch's ceil_mode)
   std::uint64_t pool = 0;                       // max_pool, avg_pool
   std::uint64_t heads = 0;                      // attention
   bool causal = false;                          // attention (no compute saved: the mask is applied densely)

@@ -1,6 +1,7 @@
 #include "workloads/import/onnx_model.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,7 +19,8 @@ using ojson = nlohmann::ordered_json;
 const std::vector<std::string>& supported_ops() {
   static const std::vector<std::string> ops = {
       "Conv",  "BatchNormalization", "Relu",    "Sigmoid", "Tanh",     "Clip",    "HardSwish", "HardSigmoid",
-      "MaxPool", "AveragePool",      "GlobalAveragePool", "Flatten", "Gemm", "MatMul", "Add", "Dropout", "Identity"};
+      "MaxPool", "AveragePool",      "GlobalAveragePool", "ReduceMean", "Flatten", "Gemm", "MatMul", "Add", "Mul",
+      "Concat", "Dropout", "Identity"};
   return ops;
 }
 
@@ -193,6 +195,13 @@ class OnnxImporter {
     layer.spec = std::move(spec);
     layer.inputs = std::move(inputs);
     layer.node = node;
+    // A tensor pooled to 1x1 stays so through 1x1 convolutions and activations (a
+    // squeeze-and-excitation branch), which tells a broadcast product's operands apart.
+    const std::string type = layer.spec["type"];
+    bool pooled = type == "global_avg_pool" && layer.spec.value("keepdims", false);
+    if (type == "conv2d" || type == "activation" || type == "batch_norm" || type == "dropout")
+      pooled = !layer.inputs[0].empty() && pooled_.count(layer.inputs[0]);
+    if (pooled) pooled_.insert(name_of(node));
     by_name_[name_of(node)] = layers_.size();
     layers_.push_back(std::move(layer));
     produced_[m_.nodes[node].outputs.at(0)] = name_of(node);
@@ -242,16 +251,34 @@ class OnnxImporter {
       if (n.inputs.size() < 3 || !constants_.count(n.inputs[1]) || !constants_.count(n.inputs[2]))
         fail(i, "only ReLU6 (Clip between constants 0 and 6) is imported");
     } else if (op == "MaxPool" || op == "AveragePool") {
-      if (attr_int(i, "ceil_mode", 0) != 0) fail(i, "ceil_mode 1 is not modelled (tpusim floors window counts)");
       if (square(i, attr_ints(i, "dilations"), "dilations", 1) != 1) fail(i, "dilated pooling is not modelled");
       const std::uint64_t pool = square(i, attr_ints(i, "kernel_shape"), "kernel_shape", 0);
       if (pool == 0) fail(i, "expected kernel_shape");
       ojson spec = {{"type", op == "MaxPool" ? "max_pool" : "avg_pool"}, {"pool", pool},
                     {"strides", square(i, attr_ints(i, "strides"), "strides", 1)}};
       window_padding(i, spec);
+      if (attr_int(i, "ceil_mode", 0) != 0) spec["ceil_mode"] = true;
       add_layer(i, std::move(spec), {activation_input(i)});
     } else if (op == "GlobalAveragePool") {
-      add_layer(i, {{"type", "global_avg_pool"}}, {activation_input(i)});
+      add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", true}}, {activation_input(i)});  // [N, C, 1, 1]
+    } else if (op == "ReduceMean") {
+      auto axes = attr_ints(i, "axes");
+      std::sort(axes.begin(), axes.end());
+      if (axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
+        fail(i, "only a mean over the two spatial axes (a global average pool) is imported");
+      add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", attr_int(i, "keepdims", 1) != 0}}, {activation_input(i)});
+    } else if (op == "Concat") {
+      const std::int64_t axis = attr_int(i, "axis", 1);
+      if (axis != 1 && axis != -3) fail(i, "only a concatenation of channels (axis 1 of NCHW) is imported");
+      std::vector<std::string> inputs;
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) inputs.push_back(activation_input(i, k));
+      add_layer(i, {{"type", "concat"}}, inputs);
+    } else if (op == "Mul") {
+      if (n.inputs.size() != 2 || is_param(n.inputs[0]) || is_param(n.inputs[1]))
+        fail(i, "only a product of two activations (a gate or a squeeze-and-excitation scale) is imported");
+      std::string x = activation_input(i, 0), s = activation_input(i, 1);
+      if (pooled_.count(x) && !pooled_.count(s)) std::swap(x, s);  // the broadcast operand goes second
+      add_layer(i, {{"type", "multiply"}}, {x, s});
     } else if (op == "Flatten") {
       if (attr_int(i, "axis", 1) != 1) fail(i, "only Flatten(axis=1), which keeps the batch, is imported");
       add_layer(i, {{"type", "flatten"}}, {activation_input(i)});
@@ -346,12 +373,18 @@ class OnnxImporter {
   std::map<std::string, std::string> produced_;  // tensor -> the layer that makes it ("": the model input)
   std::vector<Layer> layers_;
   std::map<std::string, std::size_t> by_name_;
+  std::set<std::string> pooled_;  // layers whose output is [1, 1, c]
 };
 
 }  // namespace
 
 ImportedModel import_onnx_model(const OnnxModel& model, const std::string& origin) { return OnnxImporter(model, origin).run(); }
 
-ImportedModel read_onnx_model_file(const std::string& path) { return import_onnx_model(read_onnx_file(path), path); }
+// Named after the file: torch names every exported graph "torch_jit".
+ImportedModel read_onnx_model_file(const std::string& path) {
+  ImportedModel imported = import_onnx_model(read_onnx_file(path), path);
+  imported.name = std::filesystem::path(path).stem().string();
+  return imported;
+}
 
 }  // namespace tpusim

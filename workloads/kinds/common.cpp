@@ -6,7 +6,12 @@ WindowOut window_out(const Shape& in, std::uint64_t k, std::uint64_t s, const La
   auto size = [&](std::uint64_t n, std::uint64_t before, std::uint64_t after, bool same) -> std::uint64_t {
     if (same) return (n + s - 1) / s;
     const std::uint64_t padded = n + before + after;
-    return padded < k ? 0 : (padded - k) / s + 1;
+    if (padded < k) return 0;
+    if (!spec.ceil_mode) return (padded - k) / s + 1;
+    // torch's rule: a last, partial window counts if it starts inside the input or its left pad.
+    std::uint64_t count = (padded - k + s - 1) / s + 1;
+    if ((count - 1) * s >= n + before) --count;
+    return count;
   };
   const bool same = spec.pads.empty() && spec.padding == "same";
   const std::uint64_t top = spec.pads.empty() ? 0 : spec.pads[0], bottom = spec.pads.empty() ? 0 : spec.pads[1];

@@ -8,7 +8,7 @@ namespace {
 class Pool : public LayerKind {
  public:
   explicit Pool(bool max) : LayerKind(max ? "max_pool" : "avg_pool"), max_(max) {}
-  std::vector<std::string> keys() const override { return {"pool", "strides", "padding", "pads"}; }
+  std::vector<std::string> keys() const override { return {"pool", "strides", "padding", "pads", "ceil_mode"}; }
   std::vector<std::string> required_keys() const override { return {"pool"}; }
 
   void infer(Node& node, const InferContext& ctx) const override {
