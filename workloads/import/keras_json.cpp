@@ -1,5 +1,7 @@
 #include "workloads/import/keras_json.hpp"
 
+#include "workloads/import/layer_list.hpp"
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -299,7 +301,6 @@ class Importer {
     std::map<std::string, std::string> alias;              // a folded padding -> what it pads
     std::map<std::string, std::vector<std::uint64_t>> pads;  // a window layer -> the padding folded into it
     ojson layers = ojson::array();
-    std::string previous;  // the last layer written ("" : the model input)
     std::size_t folded = 0;
     auto source = [&](const std::string& name) {
       std::string n = name;
@@ -395,14 +396,7 @@ class Importer {
         out["vocab"] = size_of(l, "input_dim");
         out["dim"] = size_of(l, "output_dim");
       }
-      // Name the inputs unless the layer reads the one written just before it.
-      if (std::count(inputs.begin(), inputs.end(), "") > 0) {
-        if (inputs.size() > 1 || !layers.empty())
-          fail(l, "reads the model input, but is not the first layer: tpusim gives the input to its first layer only");
-      }
-      if (inputs.size() > 1 || (inputs[0] != previous && !inputs[0].empty())) out["inputs"] = inputs;
-      layers.push_back(std::move(out));
-      previous = l.name;
+      if (!append_layer(layers, std::move(out), inputs)) fail(l, kModelInputNotFirst);
     }
     if (layers.empty()) fail_top("the model has no layer besides its input");
     if (folded > 0)

@@ -1,5 +1,7 @@
 #include "workloads/import/onnx_model.hpp"
 
+#include "workloads/import/layer_list.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -341,7 +343,6 @@ class OnnxImporter {
         if (!in.empty()) stack.push_back(by_name_.at(in));
     }
     ojson out = ojson::array();
-    std::string previous;
     std::size_t dropped = 0;
     for (std::size_t k = 0; k < layers_.size(); ++k) {
       if (!needed[k]) {
@@ -349,13 +350,7 @@ class OnnxImporter {
         continue;
       }
       const Layer& l = layers_[k];
-      const bool reads_input = std::count(l.inputs.begin(), l.inputs.end(), "") > 0;
-      if (reads_input && (!out.empty() || l.inputs.size() > 1))
-        fail(l.node, "reads the model input, but is not the first layer: tpusim gives the input to its first layer only");
-      ojson spec = l.spec;
-      if (l.inputs.size() > 1 || (!reads_input && l.inputs[0] != previous)) spec["inputs"] = l.inputs;
-      out.push_back(std::move(spec));
-      previous = l.spec["name"].get<std::string>();
+      if (!append_layer(out, l.spec, l.inputs)) fail(l.node, kModelInputNotFirst);
     }
     if (layers_.back().spec["name"] != output)
       notes.push_back("the graph's output is not its last node's; layers after it are dropped");
