@@ -14,6 +14,7 @@
 #include "run_helpers.hpp"
 #include "workloads/import/onnx_file.hpp"
 #include "workloads/import/onnx_model.hpp"
+#include "workloads/import/onnx_shapes.hpp"
 #include "workloads/lower.hpp"
 
 using namespace tpusim;
@@ -245,4 +246,39 @@ BOOST_AUTO_TEST_CASE(a_workload_runs_an_onnx_model_by_name) {
   BOOST_TEST(effective["workload"]["model"]["imported_from"] == fixture("torchvision/mobilenet_v2.onnx"));
   BOOST_TEST(effective["workload"]["model"]["input_dtype"] == "uint8");
   BOOST_TEST(contains(read_file(run->out() + "/trace.json"), "\"/features/features.1/conv/conv.0/conv.0.0/Conv/fwd/conv\""));
+}
+
+// Shapes of every tensor of the transformer exports, with their shape arithmetic folded, at two
+// batches; what the exports declare of their outputs (the batch symbolic) comes out.
+BOOST_AUTO_TEST_CASE(shape_inference_folds_the_shape_arithmetic_of_every_fixture) {
+  const std::map<std::string, OnnxShape> outputs = {{"resnet50.onnx", {0, 1000}},
+                                                    {"vit_b_16.onnx", {0, 1000}},
+                                                    {"transformer_encoder.onnx", {0, 128, 512}},
+                                                    {"gpt_tiny.onnx", {0, 64, 1000}}};
+  for (const auto& [file, expected] : outputs) {
+    const OnnxModel m = read_onnx_file(fixture(file));
+    for (std::int64_t batch : {2, 3}) {
+      BOOST_TEST_CONTEXT(file << " at batch " << batch) {
+        const OnnxShapes s = infer_onnx_shapes(m, batch, file);
+        for (const auto& n : m.nodes)
+          for (const auto& out : n.outputs) BOOST_TEST((out.empty() || s.shape.count(out) == 1), out);
+        OnnxShape want = expected;
+        want[0] = batch;
+        BOOST_TEST(s.shape.at(m.outputs.at(0).name) == want, boost::test_tools::per_element());
+      }
+    }
+  }
+  // An attention score is [batch x heads, tokens, tokens] (torch's MultiheadAttention folds the
+  // batch into the heads): 8 heads of 128 tokens in the encoder, 12 of 197 in ViT-B/16.
+  auto softmax_shapes = [](const std::string& file, std::int64_t batch) {
+    const OnnxModel m = read_onnx_file(fixture(file));
+    const OnnxShapes s = infer_onnx_shapes(m, batch, file);
+    std::vector<OnnxShape> shapes;
+    for (const auto& n : m.nodes)
+      if (n.op_type == "Softmax") shapes.push_back(s.shape.at(n.outputs[0]));
+    return shapes;
+  };
+  BOOST_TEST(softmax_shapes("transformer_encoder.onnx", 3).at(0) == OnnxShape({24, 128, 128}), boost::test_tools::per_element());
+  BOOST_TEST(softmax_shapes("vit_b_16.onnx", 2).at(0) == OnnxShape({24, 197, 197}), boost::test_tools::per_element());
+  BOOST_TEST(softmax_shapes("gpt_tiny.onnx", 2).at(0) == OnnxShape({2, 4, 64, 64}), boost::test_tools::per_element());
 }

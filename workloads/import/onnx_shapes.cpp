@@ -1,0 +1,495 @@
+#include "workloads/import/onnx_shapes.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace tpusim {
+namespace {
+
+constexpr std::size_t kMaxFoldedElements = 1024;  // values kept for shape arithmetic, not data
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
+
+class ShapeInference {
+ public:
+  ShapeInference(const OnnxModel& m, std::int64_t batch, std::string origin) : m_(m), batch_(batch), origin_(std::move(origin)) {}
+
+  OnnxShapes run() {
+    for (const auto& t : m_.initializers) {
+      set(t.name, t.dims, t.has_values ? std::optional(t.values) : std::nullopt);
+      elem_type_[t.name] = t.data_type;
+    }
+    for (const auto& in : m_.inputs) {
+      if (out_.shape.count(in.name)) continue;
+      elem_type_[in.name] = in.elem_type;
+      OnnxShape s;
+      for (const auto& d : in.dims) s.push_back(d.value >= 0 ? d.value : batch_);
+      set(in.name, s, std::nullopt);
+    }
+    for (std::size_t i = 0; i < m_.nodes.size(); ++i) node(i);
+    return std::move(out_);
+  }
+
+ private:
+  [[noreturn]] void fail(std::size_t i, const std::string& what) const {
+    const OnnxNode& n = m_.nodes[i];
+    throw std::invalid_argument(fmt::format("{}: node {} (\"{}\", {}): {}", origin_, i, n.name, n.op_type, what));
+  }
+
+  void set(const std::string& name, const OnnxShape& s, std::optional<std::vector<double>> v) {
+    out_.shape[name] = s;
+    if (v && v->size() <= kMaxFoldedElements) out_.value[name] = std::move(*v);
+  }
+
+  // ---- operands ----
+  bool has(std::size_t i, std::size_t k) const {
+    const OnnxNode& n = m_.nodes[i];
+    return k < n.inputs.size() && !n.inputs[k].empty();
+  }
+  const OnnxShape& shape(std::size_t i, std::size_t k) const {
+    if (!has(i, k)) fail(i, fmt::format("expected input {}", k));
+    const auto it = out_.shape.find(m_.nodes[i].inputs[k]);
+    if (it == out_.shape.end()) fail(i, fmt::format("the shape of input {} (\"{}\") is unknown", k, m_.nodes[i].inputs[k]));
+    return it->second;
+  }
+  const std::vector<double>* value(std::size_t i, std::size_t k) const {
+    if (!has(i, k)) return nullptr;
+    const auto it = out_.value.find(m_.nodes[i].inputs[k]);
+    return it == out_.value.end() ? nullptr : &it->second;
+  }
+  std::vector<std::int64_t> ints(std::size_t i, std::size_t k) const {
+    const auto* v = value(i, k);
+    if (!v) fail(i, fmt::format("input {} (\"{}\") must be computable from shapes and constants", k, m_.nodes[i].inputs[k]));
+    std::vector<std::int64_t> r;
+    for (double d : *v) r.push_back(static_cast<std::int64_t>(d));
+    return r;
+  }
+  const OnnxAttribute* attr(std::size_t i, const char* name) const {
+    for (const auto& a : m_.nodes[i].attributes)
+      if (a.name == name) return &a;
+    return nullptr;
+  }
+  std::int64_t attr_int(std::size_t i, const char* name, std::int64_t fallback) const {
+    const auto* a = attr(i, name);
+    return a ? a->i : fallback;
+  }
+  std::vector<std::int64_t> attr_ints(std::size_t i, const char* name) const {
+    const auto* a = attr(i, name);
+    return a ? a->ints : std::vector<std::int64_t>{};
+  }
+  static std::int64_t elements(const OnnxShape& s) {
+    std::int64_t n = 1;
+    for (auto d : s) n *= d;
+    return n;
+  }
+  std::size_t axis(std::size_t i, std::int64_t a, std::size_t rank) const {
+    const std::int64_t r = static_cast<std::int64_t>(rank);
+    if (a < -r || a >= r) fail(i, fmt::format("axis {} of a tensor of rank {}", a, rank));
+    return static_cast<std::size_t>(a < 0 ? a + r : a);
+  }
+  OnnxShape broadcast(std::size_t i, OnnxShape a, OnnxShape b) const {
+    if (a.size() < b.size()) std::swap(a, b);
+    b.insert(b.begin(), a.size() - b.size(), 1);
+    for (std::size_t d = 0; d < a.size(); ++d) {
+      if (a[d] == b[d] || b[d] == 1) continue;
+      if (a[d] == 1) a[d] = b[d];
+      else fail(i, fmt::format("shapes [{}] and [{}] do not broadcast", fmt::join(a, ", "), fmt::join(b, ", ")));
+    }
+    return a;
+  }
+  void output(std::size_t i, std::size_t k, const OnnxShape& s, std::optional<std::vector<double>> v = std::nullopt) {
+    const OnnxNode& n = m_.nodes[i];
+    for (auto d : s)
+      if (d < 0 || d > kMaxDim) fail(i, fmt::format("output {} would have a dimension of {}", k, d));
+    if (k < n.outputs.size() && !n.outputs[k].empty()) set(n.outputs[k], s, std::move(v));
+  }
+
+  // Elementwise over the operands' values, broadcast when one is a scalar.
+  std::optional<std::vector<double>> fold(std::size_t i, const std::function<double(double, double)>& f) const {
+    const auto* a = value(i, 0);
+    const auto* b = value(i, 1);
+    if (!a || !b) return std::nullopt;
+    if (a->size() != b->size() && a->size() != 1 && b->size() != 1) return std::nullopt;
+    std::vector<double> r(std::max(a->size(), b->size()));
+    for (std::size_t k = 0; k < r.size(); ++k) r[k] = f((*a)[a->size() == 1 ? 0 : k], (*b)[b->size() == 1 ? 0 : k]);
+    return r;
+  }
+  bool integer_input(std::size_t i) const {
+    // TensorProto.DataType of integer kinds: the values of shape arithmetic.
+    const auto it = elem_type_.find(m_.nodes[i].inputs.at(0));
+    return it == elem_type_.end() || it->second != 1;
+  }
+
+  void node(std::size_t i) {
+    const OnnxNode& n = m_.nodes[i];
+    const std::string& op = n.op_type;
+    static const std::vector<std::string> kSameShape = {"Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Softmax", "LogSoftmax", "HardSwish",
+                                                        "HardSigmoid", "Clip", "Identity", "Not", "Trilu", "Neg", "Exp", "Log",
+                                                        "Abs", "Gelu", "Reciprocal", "Floor", "Ceil", "Sign", "IsNaN", "LeakyRelu"};
+    if (op == "Constant") {
+      const OnnxAttribute* v = attr(i, "value");
+      if (!v) {
+        if (const auto* vi = attr(i, "value_int")) return output(i, 0, {}, std::vector<double>{static_cast<double>(vi->i)});
+        if (const auto* vf = attr(i, "value_float")) return output(i, 0, {}, std::vector<double>{vf->f});
+        if (const auto* vs = attr(i, "value_ints")) return output(i, 0, {static_cast<std::int64_t>(vs->ints.size())}, to_doubles(vs->ints));
+        fail(i, "a Constant without a tensor value");
+      }
+      elem_type_[n.outputs.at(0)] = v->t.data_type;
+      return output(i, 0, v->t.dims, v->t.has_values ? std::optional(v->t.values) : std::nullopt);
+    }
+    if (std::find(kSameShape.begin(), kSameShape.end(), op) != kSameShape.end()) {
+      propagate_type(i);
+      const auto* v = value(i, 0);
+      std::optional<std::vector<double>> folded;
+      if (v && op == "Identity") folded = *v;
+      if (v && op == "Not") {
+        folded = *v;
+        for (double& x : *folded) x = x == 0 ? 1 : 0;
+      }
+      return output(i, 0, shape(i, 0), folded);
+    }
+    if (op == "Shape") {
+      const OnnxShape& s = shape(i, 0);
+      std::int64_t rank = static_cast<std::int64_t>(s.size());
+      std::int64_t start = attr_int(i, "start", 0), end = attr_int(i, "end", rank);
+      if (start < 0) start += rank;
+      if (end < 0) end += rank;
+      start = std::clamp<std::int64_t>(start, 0, rank);
+      end = std::clamp<std::int64_t>(end, start, rank);
+      std::vector<double> v(s.begin() + start, s.begin() + end);
+      elem_type_[n.outputs.at(0)] = 7;
+      return output(i, 0, {end - start}, v);
+    }
+    if (op == "Cast") {
+      elem_type_[n.outputs.at(0)] = static_cast<std::int32_t>(attr_int(i, "to", 1));
+      const auto* v = value(i, 0);
+      std::optional<std::vector<double>> folded;
+      if (v) {
+        folded = *v;
+        if (elem_type_[n.outputs.at(0)] != 1 && elem_type_[n.outputs.at(0)] != 11)
+          for (double& x : *folded) x = std::trunc(x);
+      }
+      return output(i, 0, shape(i, 0), folded);
+    }
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Equal" || op == "Max" || op == "Min") {
+      propagate_type(i);
+      const bool integer = integer_input(i);
+      std::function<double(double, double)> f;
+      if (op == "Add") f = std::plus<double>();
+      if (op == "Sub") f = std::minus<double>();
+      if (op == "Mul") f = std::multiplies<double>();
+      if (op == "Div") f = [integer](double a, double b) { return b == 0 ? 0.0 : integer ? std::trunc(a / b) : a / b; };
+      if (op == "Pow") f = [](double a, double b) { return std::pow(a, b); };
+      if (op == "Equal") f = [](double a, double b) { return a == b ? 1.0 : 0.0; };
+      if (op == "Max") f = [](double a, double b) { return std::max(a, b); };
+      if (op == "Min") f = [](double a, double b) { return std::min(a, b); };
+      return output(i, 0, broadcast(i, shape(i, 0), shape(i, 1)), fold(i, f));
+    }
+    if (op == "Where") {
+      const OnnxShape s = broadcast(i, broadcast(i, shape(i, 0), shape(i, 1)), shape(i, 2));
+      std::optional<std::vector<double>> folded;
+      const auto *c = value(i, 0), *x = value(i, 1), *y = value(i, 2);
+      const std::size_t count = static_cast<std::size_t>(elements(s));
+      if (c && x && y && count <= kMaxFoldedElements && c->size() == count && x->size() == count && y->size() == count) {
+        folded = std::vector<double>(count);
+        for (std::size_t k = 0; k < count; ++k) (*folded)[k] = (*c)[k] != 0 ? (*x)[k] : (*y)[k];
+      }
+      return output(i, 0, s, folded);
+    }
+    if (op == "Gather") {
+      const OnnxShape& data = shape(i, 0);
+      const OnnxShape& indices = shape(i, 1);
+      const std::size_t a = axis(i, attr_int(i, "axis", 0), data.size());
+      OnnxShape s(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(a));
+      s.insert(s.end(), indices.begin(), indices.end());
+      s.insert(s.end(), data.begin() + static_cast<std::ptrdiff_t>(a) + 1, data.end());
+      std::optional<std::vector<double>> folded;
+      const auto *dv = value(i, 0), *iv = value(i, 1);
+      if (dv && iv && data.size() == 1) {
+        folded.emplace();
+        for (double idx : *iv) {
+          std::int64_t k = static_cast<std::int64_t>(idx);
+          if (k < 0) k += data[0];
+          if (k < 0 || k >= data[0]) fail(i, fmt::format("index {} of a dimension of {}", idx, data[0]));
+          folded->push_back((*dv)[static_cast<std::size_t>(k)]);
+        }
+      }
+      propagate_type(i);
+      return output(i, 0, s, folded);
+    }
+    if (op == "Unsqueeze" || op == "Squeeze") {
+      OnnxShape s = shape(i, 0);
+      std::vector<std::int64_t> axes = has(i, 1) ? ints(i, 1) : attr_ints(i, "axes");
+      propagate_type(i);
+      const auto* v = value(i, 0);
+      if (op == "Unsqueeze") {
+        const std::size_t rank = s.size() + axes.size();
+        std::vector<std::size_t> at;
+        for (auto a : axes) at.push_back(axis(i, a, rank));
+        std::sort(at.begin(), at.end());
+        for (auto a : at) s.insert(s.begin() + static_cast<std::ptrdiff_t>(std::min(a, s.size())), 1);
+      } else {
+        if (axes.empty()) {
+          s.erase(std::remove(s.begin(), s.end(), 1), s.end());
+        } else {
+          std::vector<std::size_t> at;
+          for (auto a : axes) at.push_back(axis(i, a, s.size()));
+          std::sort(at.rbegin(), at.rend());
+          for (auto a : at) {
+            if (s[a] != 1) fail(i, fmt::format("cannot squeeze axis {} of size {}", a, s[a]));
+            s.erase(s.begin() + static_cast<std::ptrdiff_t>(a));
+          }
+        }
+      }
+      return output(i, 0, s, v ? std::optional(*v) : std::nullopt);
+    }
+    if (op == "Concat") {
+      OnnxShape s = shape(i, 0);
+      const std::size_t a = axis(i, attr_int(i, "axis", 0), s.size());
+      std::optional<std::vector<double>> folded = std::vector<double>{};
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+        const OnnxShape& sk = shape(i, k);
+        if (sk.size() != s.size()) fail(i, "inputs of different ranks");
+        if (k > 0) s[a] += sk[a];
+        const auto* v = value(i, k);
+        if (v && folded && s.size() == 1) folded->insert(folded->end(), v->begin(), v->end());
+        else folded.reset();
+      }
+      propagate_type(i);
+      return output(i, 0, s, folded);
+    }
+    if (op == "Range") {
+      const auto *start = value(i, 0), *limit = value(i, 1), *delta = value(i, 2);
+      if (!start || !limit || !delta || start->size() != 1 || limit->size() != 1 || delta->size() != 1 || (*delta)[0] == 0)
+        fail(i, "its start, limit and delta must be computable scalars");
+      const double count = std::max(0.0, std::ceil(((*limit)[0] - (*start)[0]) / (*delta)[0]));
+      std::vector<double> v;
+      for (std::int64_t k = 0; k < static_cast<std::int64_t>(count) && v.size() <= kMaxFoldedElements; ++k)
+        v.push_back((*start)[0] + static_cast<double>(k) * (*delta)[0]);
+      propagate_type(i);
+      return output(i, 0, {static_cast<std::int64_t>(count)}, v);
+    }
+    if (op == "ConstantOfShape") {
+      const auto s = ints(i, 0);
+      const OnnxAttribute* v = attr(i, "value");
+      const double fill = v && v->t.has_values && !v->t.values.empty() ? v->t.values[0] : 0.0;
+      const std::int64_t count = elements(s);
+      std::optional<std::vector<double>> folded;
+      if (count >= 0 && static_cast<std::size_t>(count) <= kMaxFoldedElements) folded = std::vector<double>(static_cast<std::size_t>(count), fill);
+      if (v) elem_type_[n.outputs.at(0)] = v->t.data_type;
+      return output(i, 0, s, folded);
+    }
+    if (op == "Reshape") {
+      const OnnxShape& in = shape(i, 0);
+      std::vector<std::int64_t> target = ints(i, 1);
+      std::int64_t known = 1, infer = -1;
+      for (std::size_t d = 0; d < target.size(); ++d) {
+        if (target[d] == 0 && !attr_int(i, "allowzero", 0)) {
+          if (d >= in.size()) fail(i, "a 0 in the target shape beyond the input's rank");
+          target[d] = in[d];
+        }
+        if (target[d] == -1) {
+          if (infer >= 0) fail(i, "two -1 in the target shape");
+          infer = static_cast<std::int64_t>(d);
+        } else {
+          known *= target[d];
+        }
+      }
+      if (infer >= 0) {
+        if (known == 0 || elements(in) % known) fail(i, fmt::format("[{}] does not reshape to [{}]", fmt::join(in, ", "), fmt::join(ints(i, 1), ", ")));
+        target[static_cast<std::size_t>(infer)] = elements(in) / known;
+      }
+      if (elements(target) != elements(in))
+        fail(i, fmt::format("[{}] does not reshape to [{}]", fmt::join(in, ", "), fmt::join(target, ", ")));
+      propagate_type(i);
+      const auto* v = value(i, 0);
+      return output(i, 0, target, v ? std::optional(*v) : std::nullopt);
+    }
+    if (op == "Expand") {
+      const auto target = ints(i, 1);
+      return output(i, 0, broadcast(i, shape(i, 0), target));
+    }
+    if (op == "Transpose") {
+      const OnnxShape& in = shape(i, 0);
+      std::vector<std::int64_t> perm = attr_ints(i, "perm");
+      if (perm.empty())
+        for (std::size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
+      if (perm.size() != in.size()) fail(i, "perm of another rank than the input");
+      OnnxShape s;
+      for (auto p : perm) s.push_back(in[axis(i, p, in.size())]);
+      return output(i, 0, s);
+    }
+    if (op == "Slice") {
+      OnnxShape s = shape(i, 0);
+      const auto starts = ints(i, 1), ends = ints(i, 2);
+      std::vector<std::int64_t> axes = has(i, 3) ? ints(i, 3) : std::vector<std::int64_t>{};
+      std::vector<std::int64_t> steps = has(i, 4) ? ints(i, 4) : std::vector<std::int64_t>(starts.size(), 1);
+      if (axes.empty())
+        for (std::size_t d = 0; d < starts.size(); ++d) axes.push_back(static_cast<std::int64_t>(d));
+      if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+        fail(i, "starts, ends, axes and steps of different lengths");
+      const auto* v = value(i, 0);
+      std::optional<std::vector<double>> folded;
+      for (std::size_t k = 0; k < starts.size(); ++k) {
+        const std::size_t a = axis(i, axes[k], s.size());
+        const std::int64_t dim = s[a], step = steps[k];
+        if (step == 0) fail(i, "a step of 0");
+        auto clampi = [&](std::int64_t x, bool is_end) {
+          if (x < 0) x += dim;
+          return step > 0 ? std::clamp<std::int64_t>(x, 0, dim) : std::clamp<std::int64_t>(x, -1, dim - 1) + (is_end ? 0 : 0);
+        };
+        const std::int64_t b = clampi(starts[k], false), e = clampi(ends[k], true);
+        const std::int64_t count = step > 0 ? std::max<std::int64_t>(0, (e - b + step - 1) / step)
+                                            : std::max<std::int64_t>(0, (b - e + (-step) - 1) / (-step));
+        if (v && s.size() == 1) {
+          folded.emplace();
+          for (std::int64_t x = 0; x < count; ++x) folded->push_back((*v)[static_cast<std::size_t>(b + x * step)]);
+        }
+        s[a] = count;
+      }
+      propagate_type(i);
+      return output(i, 0, s, folded);
+    }
+    if (op == "Split") {
+      const OnnxShape& in = shape(i, 0);
+      const std::size_t a = axis(i, attr_int(i, "axis", 0), in.size());
+      std::vector<std::int64_t> sizes = has(i, 1) ? ints(i, 1) : attr_ints(i, "split");
+      if (sizes.empty()) {
+        const std::int64_t parts = static_cast<std::int64_t>(n.outputs.size());
+        if (parts == 0 || in[a] % parts) fail(i, fmt::format("{} does not split into {} equal parts", in[a], parts));
+        sizes.assign(static_cast<std::size_t>(parts), in[a] / parts);
+      }
+      if (sizes.size() != n.outputs.size() || std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != in[a])
+        fail(i, "split sizes that do not add up to the axis");
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        OnnxShape s = in;
+        s[a] = sizes[k];
+        output(i, k, s);
+      }
+      return;
+    }
+    if (op == "MatMul") {
+      OnnxShape a = shape(i, 0), b = shape(i, 1);
+      if (a.empty() || b.empty()) fail(i, "a product of scalars");
+      const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+      if (a_vec) a.insert(a.begin(), 1);
+      if (b_vec) b.push_back(1);
+      if (a.back() != b[b.size() - 2])
+        fail(i, fmt::format("[{}] and [{}] do not multiply", fmt::join(shape(i, 0), ", "), fmt::join(shape(i, 1), ", ")));
+      OnnxShape batch = broadcast(i, OnnxShape(a.begin(), a.end() - 2), OnnxShape(b.begin(), b.end() - 2));
+      if (!a_vec) batch.push_back(a[a.size() - 2]);
+      if (!b_vec) batch.push_back(b.back());
+      return output(i, 0, batch);
+    }
+    if (op == "Gemm") {
+      const OnnxShape &a = shape(i, 0), &b = shape(i, 1);
+      if (a.size() != 2 || b.size() != 2) fail(i, "Gemm of operands that are not matrices");
+      const std::int64_t m = attr_int(i, "transA", 0) ? a[1] : a[0], k = attr_int(i, "transA", 0) ? a[0] : a[1];
+      const std::int64_t kb = attr_int(i, "transB", 0) ? b[1] : b[0], nn = attr_int(i, "transB", 0) ? b[0] : b[1];
+      if (k != kb) fail(i, fmt::format("[{}] and [{}] do not multiply", fmt::join(a, ", "), fmt::join(b, ", ")));
+      return output(i, 0, {m, nn});
+    }
+    if (op == "LayerNormalization" || op == "BatchNormalization" || op == "Dropout") {
+      const OnnxShape& in = shape(i, 0);
+      output(i, 0, in);
+      if (op == "Dropout") return output(i, 1, in);  // the mask
+      if (op == "BatchNormalization") {
+        const OnnxShape channels = {in.size() > 1 ? in[1] : 1};
+        for (std::size_t k = 1; k < n.outputs.size(); ++k) output(i, k, channels);  // running mean and variance
+        return;
+      }
+      OnnxShape stats = in;  // mean and inverse standard deviation, reduced over the normalized axes
+      for (std::size_t d = axis(i, attr_int(i, "axis", -1), in.size()); d < stats.size(); ++d) stats[d] = 1;
+      for (std::size_t k = 1; k < n.outputs.size(); ++k) output(i, k, stats);
+      return;
+    }
+    if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
+      const OnnxShape& in = shape(i, 0);
+      if (in.size() != 4) fail(i, "a 2D window over an input that is not [N, C, H, W]");
+      std::vector<std::int64_t> kernel = attr_ints(i, "kernel_shape");
+      std::int64_t channels = in[1];
+      if (op == "Conv") {
+        const OnnxShape& w = shape(i, 1);
+        if (w.size() != 4) fail(i, "a weight that is not [out, in/groups, kh, kw]");
+        kernel = {w[2], w[3]};
+        channels = w[0];
+      }
+      if (kernel.size() != 2) fail(i, "expected a 2D kernel");
+      auto strides = attr_ints(i, "strides"), pads = attr_ints(i, "pads"), dilations = attr_ints(i, "dilations");
+      if (strides.empty()) strides = {1, 1};
+      if (pads.empty()) pads = {0, 0, 0, 0};
+      if (dilations.empty()) dilations = {1, 1};
+      const bool same = attr(i, "auto_pad") && attr(i, "auto_pad")->s.rfind("SAME", 0) == 0;
+      const bool ceil_mode = attr_int(i, "ceil_mode", 0) != 0;
+      OnnxShape s = {in[0], channels, 0, 0};
+      for (std::size_t d = 0; d < 2; ++d) {
+        if (strides[d] <= 0) fail(i, "a stride of 0");
+        const std::int64_t span = dilations[d] * (kernel[d] - 1) + 1, padded = in[2 + d] + pads[d] + pads[d + 2];
+        if (same) s[2 + d] = (in[2 + d] + strides[d] - 1) / strides[d];
+        else if (padded < span) fail(i, "the window does not fit the input");
+        else if (ceil_mode) {
+          std::int64_t count = (padded - span + strides[d] - 1) / strides[d] + 1;
+          if ((count - 1) * strides[d] >= in[2 + d] + pads[d]) --count;
+          s[2 + d] = count;
+        } else {
+          s[2 + d] = (padded - span) / strides[d] + 1;
+        }
+      }
+      output(i, 0, s);
+      if (n.outputs.size() > 1) output(i, 1, s);  // MaxPool's indices
+      return;
+    }
+    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+      OnnxShape s = shape(i, 0);
+      for (std::size_t d = 2; d < s.size(); ++d) s[d] = 1;
+      return output(i, 0, s);
+    }
+    if (op == "Flatten") {
+      const OnnxShape& in = shape(i, 0);
+      const std::size_t a = attr_int(i, "axis", 1) == static_cast<std::int64_t>(in.size()) ? in.size() : axis(i, attr_int(i, "axis", 1), in.size());
+      return output(i, 0, {elements(OnnxShape(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(a))),
+                           elements(OnnxShape(in.begin() + static_cast<std::ptrdiff_t>(a), in.end()))});
+    }
+    if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax") {
+      OnnxShape s = shape(i, 0);
+      std::vector<std::int64_t> axes = attr_ints(i, "axes");
+      if (axes.empty() && has(i, 1)) axes = ints(i, 1);
+      std::vector<bool> reduce(s.size(), axes.empty());
+      for (auto a : axes) reduce[axis(i, a, s.size())] = true;
+      OnnxShape r;
+      for (std::size_t d = 0; d < s.size(); ++d)
+        if (!reduce[d]) r.push_back(s[d]);
+        else if (attr_int(i, "keepdims", 1)) r.push_back(1);
+      return output(i, 0, r);
+    }
+    fail(i, "tpusim cannot infer the shape of this op");
+  }
+
+  void propagate_type(std::size_t i) {
+    const OnnxNode& n = m_.nodes[i];
+    const auto it = elem_type_.find(n.inputs.at(0));
+    if (it != elem_type_.end())
+      for (const auto& out : n.outputs) elem_type_[out] = it->second;
+  }
+  static std::vector<double> to_doubles(const std::vector<std::int64_t>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+  const OnnxModel& m_;
+  std::int64_t batch_;
+  std::string origin_;
+  OnnxShapes out_;
+  std::map<std::string, std::int32_t> elem_type_;
+};
+
+}  // namespace
+
+OnnxShapes infer_onnx_shapes(const OnnxModel& model, std::int64_t batch, const std::string& origin) {
+  return ShapeInference(model, batch, origin).run();
+}
+
+}  // namespace tpusim
