@@ -628,6 +628,7 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.kernel = l.value("kernel", std::uint64_t{0});
     spec.strides = l.at("strides").get<std::uint64_t>();
     spec.groups = l.at("groups").get<std::uint64_t>();
+    spec.depth_multiplier = l.at("depth_multiplier").get<std::uint64_t>();
     spec.padding = l.at("padding").get<std::string>();
     if (l.contains("pads")) spec.pads = l.at("pads").get<std::vector<std::uint64_t>>();
     if (l.contains("pads") && spec.pads.size() != 4)

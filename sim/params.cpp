@@ -136,6 +136,7 @@ std::vector<ParamSpec> build() {
       optional(wl("model.layers[].filters", T::Int, "channels", nullptr, "conv2d: output channels (required)", 1, 1e6)),
       optional(wl("model.layers[].kernel", T::Int, "pixels", nullptr, "conv2d: square kernel size (required)", 1, 64)),
       wl("model.layers[].strides", T::Int, "pixels", 0, "conv2d, pools: stride; 0: 1 for conv2d, the pool size for pools", 0, 64),
+      wl("model.layers[].depth_multiplier", T::Int, "", 1, "depthwise_conv2d: output channels per input channel", 1, 1024),
       wl("model.layers[].groups", T::Int, "", 1, "conv2d: channel groups", 1, 1e5),
       wl("model.layers[].padding", T::String, "", "same", "conv2d, pools: output size ceil(in/stride) (same) or floor((in-k)/stride)+1 (valid)", -kInf, kInf, {"same", "valid"}),
       optional(wl("model.layers[].pads", T::IntList, "pixels", nullptr, "conv2d, pools: explicit zero padding [top, bottom, left, right] (as Keras ZeroPadding2D or ONNX pads give it), instead of padding", 0, 1024)),

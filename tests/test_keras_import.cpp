@@ -265,3 +265,23 @@ BOOST_AUTO_TEST_CASE(bad_keras_files_are_refused_naming_the_layer_and_nothing_is
   request.workload_path = dir.write("both.json", w.dump());
   BOOST_TEST(contains(load_error(request), "workload.model.input_shape: the model comes from model.keras_json: give one or the other"));
 }
+
+// MobileNet's DepthwiseConv2D: a convolution with as many groups as input channels, Keras's
+// parameter count (kernel taps x channels x multiplier, and a bias per output channel).
+BOOST_AUTO_TEST_CASE(depthwise_convolutions_import_with_keras_parameter_counts) {
+  const json keras = json::parse(R"({"class_name": "Sequential", "config": {"name": "dw", "layers": [
+    {"class_name": "DepthwiseConv2D", "config": {"name": "dw", "batch_input_shape": [null, 8, 8, 4], "kernel_size": [3, 3],
+     "strides": [1, 1], "padding": "same", "depth_multiplier": 2, "activation": "relu", "use_bias": true}},
+    {"class_name": "Flatten", "config": {"name": "flat"}},
+    {"class_name": "Dense", "config": {"name": "head", "units": 10, "activation": "softmax"}}]}})");
+  TempDir dir;
+  const std::string file = dir.write("dw.json", keras.dump());
+  const Config c = keras_workload(dir, file, 4);
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  const Node& dw = step.model.nodes.at(0);
+  BOOST_TEST(dw.spec.type == "depthwise_conv2d");
+  BOOST_TEST(dw.out == Shape({8, 8, 8}), boost::test_tools::per_element());
+  BOOST_TEST(dw.params == 3u * 3u * 4u * 2u + 8u);
+  BOOST_TEST(step.model.params() == 80u + 8u * 8u * 8u * 10u + 10u);
+  BOOST_TEST(dw.forward_flops == 2.0 * 64 * 72);  // each output pixel: 9 taps of one channel, 8 outputs
+}

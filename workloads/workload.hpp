@@ -24,6 +24,7 @@ struct LayerSpec {
   bool tied_weights = false;                    // dense: reuses the embedding's table, no weights of its own
   std::uint64_t filters = 0, kernel = 0;        // conv2d (kernel also for patch_embedding)
   std::uint64_t strides = 0, groups = 1;        // conv2d, pools; strides 0: 1 for conv2d, the pool for pools
+  std::uint64_t depth_multiplier = 1;           // depthwise_conv2d: output channels per input channel
   std::string padding = "same";                 // conv2d, pools
   std::vector<std::uint64_t> pads;              // conv2d, pools: explicit [top, bottom, left, right]; empty: padding decides
   bool ceil_mode = false;                       // pools: count a last, partial window (torch's ceil_mode)

@@ -23,7 +23,7 @@ const std::vector<std::string>& supported_classes() {
   static const std::vector<std::string> classes = {
       "InputLayer", "Dense",    "Conv2D",       "BatchNormalization", "LayerNormalization", "Activation",
       "ReLU",       "Softmax",  "MaxPooling2D", "AveragePooling2D",   "GlobalAveragePooling2D", "Add",
-      "Dropout",    "Flatten",  "ZeroPadding2D", "Embedding", "Concatenate", "Multiply"};
+      "Dropout",    "Flatten",  "ZeroPadding2D", "Embedding", "Concatenate", "Multiply", "DepthwiseConv2D"};
   return classes;
 }
 
@@ -315,7 +315,9 @@ class Importer {
       if (inputs.empty()) inputs.push_back("");  // a Sequential's first layer
       if (is(l, "ZeroPadding2D")) {
         const auto& r = readers[l.name];
-        const bool foldable = r.size() == 1 && (is(*r[0], "Conv2D") || is(*r[0], "MaxPooling2D") || is(*r[0], "AveragePooling2D")) &&
+        const bool foldable = r.size() == 1 &&
+                              (is(*r[0], "Conv2D") || is(*r[0], "DepthwiseConv2D") || is(*r[0], "MaxPooling2D") ||
+                               is(*r[0], "AveragePooling2D")) &&
                               padding(*r[0]) == "valid";
         if (!foldable)
           fail(l, "a zero padding is imported folded into the one Conv2D or pooling layer with padding \"valid\" that reads it, "
@@ -343,6 +345,17 @@ class Importer {
         out["strides"] = size_of(l, "strides", 1);
         const std::uint64_t groups = c.contains("groups") && whole(c.at("groups")) ? c.at("groups").get<std::uint64_t>() : 1;
         if (groups != 1) out["groups"] = groups;
+        if (pads.count(l.name)) out["pads"] = pads.at(l.name);
+        else out["padding"] = padding(l);
+        out["activation"] = activation(l);
+        out["use_bias"] = flag(l, "use_bias", true);
+      } else if (is(l, "DepthwiseConv2D")) {
+        channels_last(l);
+        if (c.contains("dilation_rate") && size_of(l, "dilation_rate", 1) != 1) fail(l, "dilation_rate: dilated convolutions are not modelled");
+        out["type"] = "depthwise_conv2d";
+        out["kernel"] = size_of(l, "kernel_size");
+        out["strides"] = size_of(l, "strides", 1);
+        if (c.contains("depth_multiplier") && size_of(l, "depth_multiplier") != 1) out["depth_multiplier"] = size_of(l, "depth_multiplier");
         if (pads.count(l.name)) out["pads"] = pads.at(l.name);
         else out["padding"] = padding(l);
         out["activation"] = activation(l);

@@ -32,18 +32,28 @@ ConvGeometry geometry(const StepEmitter& em, const Node& node) {
   return c;
 }
 
+// `depthwise`: Keras's DepthwiseConv2D, each input channel convolved on its own into
+// depth_multiplier channels: a convolution with as many groups as input channels.
 class Conv2d : public LayerKind {
  public:
-  Conv2d() : LayerKind("conv2d") {}
+  explicit Conv2d(bool depthwise) : LayerKind(depthwise ? "depthwise_conv2d" : "conv2d"), depthwise_(depthwise) {}
   std::vector<std::string> keys() const override {
+    if (depthwise_) return {"depth_multiplier", "kernel", "strides", "padding", "pads", "activation", "use_bias"};
     return {"filters", "kernel", "strides", "groups", "padding", "pads", "activation", "use_bias"};
   }
-  std::vector<std::string> required_keys() const override { return {"filters", "kernel"}; }
+  std::vector<std::string> required_keys() const override {
+    if (depthwise_) return {"kernel"};
+    return {"filters", "kernel"};
+  }
 
   void infer(Node& node, const InferContext& ctx) const override {
+    ctx.need_rank(node, 3, "an [height, width, channels]");
+    if (depthwise_) {
+      node.spec.groups = node.in[2];
+      node.spec.filters = ctx.checked_mul(node.in[2], node.spec.depth_multiplier);
+    }
     const LayerSpec& s = node.spec;
     const Shape& in = node.in;
-    ctx.need_rank(node, 3, "an [height, width, channels]");
     const std::uint64_t stride = s.strides ? s.strides : 1;
     if (in[2] % s.groups || s.filters % s.groups)
       ctx.fail("groups", fmt::format("{} groups do not divide {} input and {} output channels", s.groups, in[2], s.filters));
@@ -93,12 +103,20 @@ class Conv2d : public LayerKind {
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
     return node.spec.activation != "linear" ? out_elements(em, node) * em.act_bytes() : 0;  // the pre-activation
   }
+
+ private:
+  bool depthwise_;
 };
 
 }  // namespace
 
 const LayerKind& conv2d_kind() {
-  static const Conv2d kind;
+  static const Conv2d kind(false);
+  return kind;
+}
+
+const LayerKind& depthwise_conv2d_kind() {
+  static const Conv2d kind(true);
   return kind;
 }
 

@@ -8,6 +8,7 @@ namespace tpusim::kinds {
 const LayerKind& flatten_kind();
 const LayerKind& dense_kind();
 const LayerKind& conv2d_kind();
+const LayerKind& depthwise_conv2d_kind();
 const LayerKind& batch_norm_kind();
 const LayerKind& layer_norm_kind();
 const LayerKind& activation_kind();
