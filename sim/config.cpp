@@ -46,22 +46,6 @@ std::string brief(const json& value) {
   throw InputError(fmt::format("{}: {}: {}", origin, path, what));
 }
 
-json read_json_file(const std::string& path) {
-  check_input_file(path, kMaxDocumentBytes);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read the file (does it exist?)", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return parse_bounded(text.str(), path, /*unique_keys=*/true);
-  } catch (const json::exception& e) {  // a syntax error, or a number beyond a double (out_of_range)
-    std::string what = e.what();
-    const auto close = what.find("] ");
-    if (close != std::string::npos) what = what.substr(close + 2);
-    throw InputError(fmt::format("{}: malformed JSON: {}", path, what));
-  }
-}
-
 // ---- validation against the registry ---------------------------------------------------------
 
 std::string join_pattern(const std::string& prefix, const std::string& key) {
@@ -581,8 +565,8 @@ void expand_imported_model(json& workload, const std::string& workload_path, con
   ImportedModel imported;
   try {
     const std::string path = file.lexically_normal().string();
-    imported = onnx ? read_onnx_model_file(path) : read_keras_json_file(path);
-  } catch (const std::invalid_argument& e) {
+    imported = onnx ? read_onnx_model_file(path) : import_keras_model(read_json_file(path), path);
+  } catch (const std::exception& e) {  // the file's own error (InputError) or the importer's
     throw InputError(fmt::format("{} (workload.model.{} in {})", e.what(), key, origin));
   }
   model.erase(key);

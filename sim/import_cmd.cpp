@@ -12,6 +12,7 @@
 
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
+#include "sim/json_input.hpp"
 #include "workloads/import/keras_json.hpp"
 #include "workloads/import/onnx_model.hpp"
 #include "workloads/lower.hpp"
@@ -24,7 +25,7 @@ using ojson = nlohmann::ordered_json;
 
 ImportedModel import_file(const std::string& file) {
   try {
-    return fs::path(file).extension() == ".onnx" ? read_onnx_model_file(file) : read_keras_json_file(file);
+    return fs::path(file).extension() == ".onnx" ? read_onnx_model_file(file) : import_keras_model(read_json_file(file), file);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
@@ -85,12 +86,14 @@ std::string run_import(const ImportRequest& r) {
       throw InputError(fmt::format("{}: cannot write the file", r.out));
     }
   }
-  Config config;
+  ModelGraph graph;
+  std::string input_dtype;
   try {
     ConfigRequest request;
     request.workload_path = staging.string();
-    config = load_config(request);
-    analyze_model(config.workload);
+    const Config config = load_config(request);
+    graph = analyze_model(config.workload);
+    input_dtype = config.workload.input_dtype;
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove(staging, ec);
@@ -102,10 +105,9 @@ std::string run_import(const ImportRequest& r) {
     fs::remove(staging, ec);
     throw InputError(fmt::format("{}: cannot write the file", r.out));
   }
-  const ModelGraph graph = analyze_model(config.workload);
   std::string message = fmt::format("wrote {}: {} layers, {} parameters ({} trainable), input {} {}\n", r.out,
                                     graph.nodes.size(), graph.params(), graph.trainable(), shape_string(graph.input),
-                                    config.workload.input_dtype);
+                                    input_dtype);
   for (const auto& note : imported.notes) message += fmt::format("  note: {}\n", note);
   message += fmt::format("  run it with: tpusim run {}\n", r.out);
   return message;

@@ -2,6 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "sim/errors.hpp"
@@ -14,6 +17,22 @@ void check_input_file(const std::string& path, std::uint64_t max_bytes) {
   if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: not a regular file (a device, pipe or socket)", path));
   if (max_bytes > 0 && static_cast<std::uint64_t>(st.st_size) > max_bytes)
     throw InputError(fmt::format("{}: {} bytes; a workload or hardware file has at most {}", path, st.st_size, max_bytes));
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  check_input_file(path, kMaxDocumentBytes);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read the file (does it exist?)", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return parse_bounded(text.str(), path, /*unique_keys=*/true);
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number beyond a double (out_of_range)
+    std::string what = e.what();
+    const auto close = what.find("] ");
+    if (close != std::string::npos) what = what.substr(close + 2);
+    throw InputError(fmt::format("{}: malformed JSON: {}", path, what));
+  }
 }
 
 }  // namespace tpusim

@@ -116,4 +116,8 @@ Json parse_bounded(Input&& in, const std::string& origin, bool unique_keys = fal
 // at most `max_bytes` (0: any size).
 void check_input_file(const std::string& path, std::uint64_t max_bytes);
 
+// A JSON document from a file of at most kMaxDocumentBytes, parsed with the bounds above and
+// repeated keys refused; InputError naming the file on any failure.
+nlohmann::json read_json_file(const std::string& path);
+
 }  // namespace tpusim

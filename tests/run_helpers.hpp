@@ -30,6 +30,11 @@ inline std::unique_ptr<Run> run_example(const std::string& extra, const std::str
   return run;
 }
 
+inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+
+// A model file of the import suites (tests/data/import/).
+inline std::string import_fixture(const std::string& name) { return source_path("tests/data/import/" + name); }
+
 // The error message of loading `request`, or "" when it loads.
 inline std::string load_error(const ConfigRequest& request) {
   try {

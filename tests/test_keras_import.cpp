@@ -22,9 +22,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string fixture(const std::string& name) { return source_path("tests/data/import/" + name); }
-json read_json(const std::string& path) { return json::parse(read_file(path)); }
-
 // A workload naming the Keras file, on one v5e core so the per-core batch is the replica's;
 // `like`: a workload whose training and input settings it takes.
 Config keras_workload(const TempDir& dir, const std::string& keras_file, std::uint64_t batch, const std::string& like = "") {
@@ -53,12 +50,12 @@ std::size_t count_ops(const Program& p, OpKind kind, const std::string& part) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(keras_fixtures_have_the_frameworks_parameter_counts_and_shapes) {
-  const json summary = read_json(fixture("keras_summary.json"));
+  const json summary = read_json(import_fixture("keras_summary.json"));
   BOOST_TEST_REQUIRE(summary["models"].size() == 3u);
   for (const auto& [name, m] : summary["models"].items()) {
     BOOST_TEST_CONTEXT(name) {
       TempDir dir;
-      const Config c = keras_workload(dir, fixture(m["file"].get<std::string>()), 2);
+      const Config c = keras_workload(dir, import_fixture(m["file"].get<std::string>()), 2);
       const ModelGraph g = analyze_model(c.workload);
       BOOST_TEST(g.params() == m["params"].get<std::uint64_t>());
       BOOST_TEST(g.trainable() == m["trainable_params"].get<std::uint64_t>());
@@ -73,12 +70,12 @@ BOOST_AUTO_TEST_CASE(keras_fixtures_have_the_frameworks_parameter_counts_and_sha
 // The oracle traced a torch model rebuilt from each JSON (make_oracle.py): its training step's
 // convolution and matmul FLOPs, and how many input- and weight-gradient products it has.
 BOOST_AUTO_TEST_CASE(training_step_flops_and_backward_products_match_the_make_fx_oracle) {
-  const json oracle = read_json(fixture("oracle.json"))["models"];
+  const json oracle = read_json(import_fixture("oracle.json"))["models"];
   for (const char* key : {"keras_mlp_mnist", "keras_mlp_mnist@1024", "keras_small_resnet", "keras_resnet50"}) {
     BOOST_TEST_CONTEXT(key) {
       const json& o = oracle.at(key);
       TempDir dir;
-      const Config c = keras_workload(dir, fixture(o["fixture"].get<std::string>()), o["batch"].get<std::uint64_t>());
+      const Config c = keras_workload(dir, import_fixture(o["fixture"].get<std::string>()), o["batch"].get<std::uint64_t>());
       const LoweredStep step = lower_training_step(c.workload, c.hw);
       BOOST_TEST_REQUIRE(step.per_core_batch == o["batch"].get<std::uint64_t>());
       const double expected = o["training_step_flops"].get<double>();
@@ -108,7 +105,7 @@ BOOST_AUTO_TEST_CASE(training_step_flops_and_backward_products_match_the_make_fx
 // is written (make_zoo.py) from the same code in the same order: the same step, op for op.
 BOOST_AUTO_TEST_CASE(keras_resnet50_is_the_zoo_resnet50) {
   TempDir dir;
-  const Config keras = keras_workload(dir, fixture("keras_resnet50.json"), 128, source_path("workloads/examples/resnet50.json"));
+  const Config keras = keras_workload(dir, import_fixture("keras_resnet50.json"), 128, source_path("workloads/examples/resnet50.json"));
   ConfigRequest request;
   request.workload_path = source_path("workloads/examples/resnet50.json");
   request.hw = "tpu_v5e";
@@ -138,7 +135,7 @@ BOOST_AUTO_TEST_CASE(keras_resnet50_is_the_zoo_resnet50) {
   // And simulated: the same step time to the picosecond.
   const std::string args = "--hw tpu_v5e --topology 2x2 --trace none --set workload.training.steps=2";
   const json keras_doc = {{"name", "keras_resnet50"},
-                          {"model", {{"keras_json", fixture("keras_resnet50.json")}, {"input_dtype", "uint8"}}},
+                          {"model", {{"keras_json", import_fixture("keras_resnet50.json")}, {"input_dtype", "uint8"}}},
                           {"training", read_json(source_path("workloads/examples/resnet50.json"))["training"]}};
   const auto keras_run = run_example(args, dir.write("keras_resnet50.json", keras_doc.dump()));
   const auto zoo_run = run_example(args, source_path("workloads/examples/resnet50.json"));
@@ -147,21 +144,21 @@ BOOST_AUTO_TEST_CASE(keras_resnet50_is_the_zoo_resnet50) {
 
 BOOST_AUTO_TEST_CASE(tpusim_import_writes_a_workload_that_runs) {
   TempDir dir;
-  const CommandResult r = run_tpusim("import '" + fixture("keras_small_resnet.json") + "' -o '" + dir.path("w.json") + "'");
+  const CommandResult r = run_tpusim("import '" + import_fixture("keras_small_resnet.json") + "' -o '" + dir.path("w.json") + "'");
   BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
   BOOST_TEST(contains(r.out, "21 layers, 20426 parameters (20138 trainable), input [32, 32, 3] float32"));
   const json w = read_json(dir.path("w.json"));
-  BOOST_TEST(w["model"]["imported_from"] == fixture("keras_small_resnet.json"));
+  BOOST_TEST(w["model"]["imported_from"] == import_fixture("keras_small_resnet.json"));
   BOOST_TEST(w["model"]["layers"].size() == 21u);
   // Trace op names are the file's layer names.
   const auto run = run_example("--trace ops", dir.path("w.json"));
   BOOST_TEST(contains(read_file(run->out() + "/trace.json"), "\"block2_1_conv/fwd/conv+bias\""));
   // An existing file is kept unless --force, and --force replaces only a file import wrote.
-  BOOST_TEST(run_tpusim("import '" + fixture("keras_small_resnet.json") + "' -o '" + dir.path("w.json") + "'").exit_code == 2);
-  BOOST_TEST(run_tpusim("import '" + fixture("keras_mlp_mnist.json") + "' -o '" + dir.path("w.json") + "' --force").exit_code == 0);
+  BOOST_TEST(run_tpusim("import '" + import_fixture("keras_small_resnet.json") + "' -o '" + dir.path("w.json") + "'").exit_code == 2);
+  BOOST_TEST(run_tpusim("import '" + import_fixture("keras_mlp_mnist.json") + "' -o '" + dir.path("w.json") + "' --force").exit_code == 0);
   BOOST_TEST(read_json(dir.path("w.json"))["model"]["layers"].size() == 3u);
   const std::string other = dir.write("other.json", "{\"name\": \"mine\"}");
-  const CommandResult refused = run_tpusim("import '" + fixture("keras_mlp_mnist.json") + "' -o '" + other + "' --force");
+  const CommandResult refused = run_tpusim("import '" + import_fixture("keras_mlp_mnist.json") + "' -o '" + other + "' --force");
   BOOST_TEST(refused.exit_code == 2);
   BOOST_TEST(contains(refused.err, "is not a workload tpusim import wrote"));
   BOOST_TEST(read_file(other) == "{\"name\": \"mine\"}");
@@ -214,7 +211,7 @@ BOOST_AUTO_TEST_CASE(keras_3_inbound_nodes_import_like_keras_2) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_keras_files_are_refused_naming_the_layer_and_nothing_is_written) {
-  const json good = read_json(fixture("keras_small_resnet.json"));
+  const json good = read_json(import_fixture("keras_small_resnet.json"));
   struct Case {
     std::string what;
     std::function<void(json&)> edit;
@@ -256,10 +253,10 @@ BOOST_AUTO_TEST_CASE(bad_keras_files_are_refused_naming_the_layer_and_nothing_is
   TempDir dir;
   const CommandResult not_json = run_tpusim("import '" + dir.write("m.json", "{\"class_name\": ") + "' -o '" + dir.path("w.json") + "'");
   BOOST_TEST(not_json.exit_code == 2);
-  BOOST_TEST(contains(not_json.err, "not JSON"));
+  BOOST_TEST(contains(not_json.err, "m.json: malformed JSON"));
   // A workload may not give both the file and layers of its own.
   json w = {{"name", "both"},
-            {"model", {{"keras_json", fixture("keras_mlp_mnist.json")}, {"input_shape", {28, 28}}}},
+            {"model", {{"keras_json", import_fixture("keras_mlp_mnist.json")}, {"input_shape", {28, 28}}}},
             {"training", {{"per_replica_batch", 8}}}};
   ConfigRequest request;
   request.workload_path = dir.write("both.json", w.dump());

@@ -23,9 +23,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string fixture(const std::string& name) { return source_path("tests/data/import/" + name); }
-json read_json(const std::string& path) { return json::parse(read_file(path)); }
-
 std::string reader_error(const std::string& bytes) {
   try {
     read_onnx(bytes, "model.onnx");
@@ -75,11 +72,11 @@ onnx::ModelProto tiny_model(std::int64_t opset = 17) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_reader_sees_what_python_onnx_saw) {
-  const json summary = read_json(fixture("onnx_summary.json"));
+  const json summary = read_json(import_fixture("onnx_summary.json"));
   for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny"}) {
     BOOST_TEST_CONTEXT(name) {
       const json& s = summary.at(name);
-      const OnnxModel m = read_onnx_file(fixture(s["file"].get<std::string>()));
+      const OnnxModel m = read_onnx_file(import_fixture(s["file"].get<std::string>()));
       BOOST_TEST(m.opset == 17);
       BOOST_TEST(m.nodes.size() == s["nodes"].get<std::size_t>());
       BOOST_TEST(m.initializers.size() == s["initializers"].get<std::size_t>());
@@ -106,24 +103,24 @@ BOOST_AUTO_TEST_CASE(the_reader_sees_what_python_onnx_saw) {
 // torchvision's convolutional classifiers: the parameter count torch reports, and the ones
 // that use ops tpusim does not import yet are refused naming the first such node.
 BOOST_AUTO_TEST_CASE(torchvision_classifiers_import_with_torchs_parameter_counts) {
-  const json summary = read_json(fixture("torchvision/summary.json"));
+  const json summary = read_json(import_fixture("torchvision/summary.json"));
   std::map<std::string, std::uint64_t> expected = {{"resnet50.onnx", 25557032}};  // onnx_summary.json's
   for (const auto& [name, s] : summary.items())
     if (name[0] != '_') expected["torchvision/" + name + ".onnx"] = s["trainable_parameters"].get<std::uint64_t>();
-  BOOST_TEST(read_json(fixture("onnx_summary.json"))["resnet50"]["trainable_parameters"] == 25557032);
+  BOOST_TEST(read_json(import_fixture("onnx_summary.json"))["resnet50"]["trainable_parameters"] == 25557032);
   std::size_t imported = 0;
   for (const auto& [file, params] : expected) {
     BOOST_TEST_CONTEXT(file) {
       TempDir dir;
       if (file.find("shufflenet") != std::string::npos) {
         // Its channel shuffle is a Reshape/Transpose built from the tensor's own shape.
-        const CommandResult r = run_tpusim("import '" + fixture(file) + "' -o '" + dir.path("w.json") + "'");
+        const CommandResult r = run_tpusim("import '" + import_fixture(file) + "' -o '" + dir.path("w.json") + "'");
         BOOST_TEST(r.exit_code == 2);
         BOOST_TEST(contains(r.err, "node 18 (\"/stage2/stage2.0/Shape\", Shape): tpusim does not import this op yet"), r.err);
         BOOST_TEST(!std::filesystem::exists(dir.path("w.json")));
         continue;
       }
-      const LoweredStep step = lower_onnx(dir, fixture(file), 2);
+      const LoweredStep step = lower_onnx(dir, import_fixture(file), 2);
       BOOST_TEST(step.model.trainable() == params);
       ++imported;
     }
@@ -132,9 +129,9 @@ BOOST_AUTO_TEST_CASE(torchvision_classifiers_import_with_torchs_parameter_counts
 }
 
 BOOST_AUTO_TEST_CASE(resnet50_training_step_matches_the_make_fx_oracle) {
-  const json o = read_json(fixture("oracle.json"))["models"]["resnet50"];
+  const json o = read_json(import_fixture("oracle.json"))["models"]["resnet50"];
   TempDir dir;
-  const LoweredStep step = lower_onnx(dir, fixture("resnet50.onnx"), o["batch"].get<std::uint64_t>());
+  const LoweredStep step = lower_onnx(dir, import_fixture("resnet50.onnx"), o["batch"].get<std::uint64_t>());
   const double expected = o["training_step_flops"].get<double>();
   BOOST_TEST(step.model_flops_per_core == expected, boost::test_tools::tolerance(0.01));
   BOOST_TEST(step.model.training_flops_per_sample() * 2 == expected, boost::test_tools::tolerance(0.01));
@@ -154,7 +151,7 @@ BOOST_AUTO_TEST_CASE(transformer_exports_name_the_first_node_not_imported) {
   for (const char* file : {"vit_b_16.onnx", "transformer_encoder.onnx", "gpt_tiny.onnx"}) {
     BOOST_TEST_CONTEXT(file) {
       TempDir dir;
-      const CommandResult r = run_tpusim("import '" + fixture(file) + "' -o '" + dir.path("w.json") + "'");
+      const CommandResult r = run_tpusim("import '" + import_fixture(file) + "' -o '" + dir.path("w.json") + "'");
       BOOST_TEST(r.exit_code == 2);
       BOOST_TEST(contains(r.err, "tpusim does not import this op yet"), r.err);
       BOOST_TEST(!std::filesystem::exists(dir.path("w.json")));
@@ -163,7 +160,7 @@ BOOST_AUTO_TEST_CASE(transformer_exports_name_the_first_node_not_imported) {
 }
 
 BOOST_AUTO_TEST_CASE(damaged_and_unsupported_files_are_refused_in_one_line) {
-  const std::string good = read_file(fixture("gpt_tiny.onnx"));
+  const std::string good = read_file(import_fixture("gpt_tiny.onnx"));
   BOOST_TEST(reader_error(good).empty());
   for (std::size_t cut : {std::size_t{1}, std::size_t{100}, good.size() / 3, good.size() / 2, good.size() - 1}) {
     BOOST_TEST_CONTEXT("cut at " << cut) {
@@ -173,7 +170,7 @@ BOOST_AUTO_TEST_CASE(damaged_and_unsupported_files_are_refused_in_one_line) {
     }
   }
   BOOST_TEST(contains(reader_error(""), "not an ONNX model (empty)"));
-  BOOST_TEST(contains(reader_error(read_file(fixture("keras_mlp_mnist.json"))), "not an ONNX model"));
+  BOOST_TEST(contains(reader_error(read_file(import_fixture("keras_mlp_mnist.json"))), "not an ONNX model"));
   std::string noise(4096, '\0');
   for (std::size_t k = 0; k < noise.size(); ++k) noise[k] = static_cast<char>((k * 2654435761u) >> 13);
   BOOST_TEST(contains(reader_error(noise), "not an ONNX model"));
@@ -238,12 +235,12 @@ BOOST_AUTO_TEST_CASE(damaged_and_unsupported_files_are_refused_in_one_line) {
 BOOST_AUTO_TEST_CASE(a_workload_runs_an_onnx_model_by_name) {
   TempDir dir;
   const json w = {{"name", "onnx_mobilenet"},
-                  {"model", {{"onnx", fixture("torchvision/mobilenet_v2.onnx")}, {"input_dtype", "uint8"}}},
+                  {"model", {{"onnx", import_fixture("torchvision/mobilenet_v2.onnx")}, {"input_dtype", "uint8"}}},
                   {"training", {{"per_replica_batch", 8}, {"precision", "mixed_bfloat16"}}}};
   const auto run = run_example("--trace ops --set workload.training.steps=2", dir.write("w.json", w.dump()));
   BOOST_TEST(run->summary["notes"].size() == 0u);
   const json effective = read_json(run->out() + "/effective_config.json");
-  BOOST_TEST(effective["workload"]["model"]["imported_from"] == fixture("torchvision/mobilenet_v2.onnx"));
+  BOOST_TEST(effective["workload"]["model"]["imported_from"] == import_fixture("torchvision/mobilenet_v2.onnx"));
   BOOST_TEST(effective["workload"]["model"]["input_dtype"] == "uint8");
   BOOST_TEST(contains(read_file(run->out() + "/trace.json"), "\"/features/features.1/conv/conv.0/conv.0.0/Conv/fwd/conv\""));
 }
@@ -256,7 +253,7 @@ BOOST_AUTO_TEST_CASE(shape_inference_folds_the_shape_arithmetic_of_every_fixture
                                                     {"transformer_encoder.onnx", {0, 128, 512}},
                                                     {"gpt_tiny.onnx", {0, 64, 1000}}};
   for (const auto& [file, expected] : outputs) {
-    const OnnxModel m = read_onnx_file(fixture(file));
+    const OnnxModel m = read_onnx_file(import_fixture(file));
     for (std::int64_t batch : {2, 3}) {
       BOOST_TEST_CONTEXT(file << " at batch " << batch) {
         const OnnxShapes s = infer_onnx_shapes(m, batch, file);
@@ -271,7 +268,7 @@ BOOST_AUTO_TEST_CASE(shape_inference_folds_the_shape_arithmetic_of_every_fixture
   // An attention score is [batch x heads, tokens, tokens] (torch's MultiheadAttention folds the
   // batch into the heads): 8 heads of 128 tokens in the encoder, 12 of 197 in ViT-B/16.
   auto softmax_shapes = [](const std::string& file, std::int64_t batch) {
-    const OnnxModel m = read_onnx_file(fixture(file));
+    const OnnxModel m = read_onnx_file(import_fixture(file));
     const OnnxShapes s = infer_onnx_shapes(m, batch, file);
     std::vector<OnnxShape> shapes;
     for (const auto& n : m.nodes)

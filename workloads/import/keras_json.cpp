@@ -3,10 +3,8 @@
 #include "workloads/import/layer_list.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -429,19 +427,5 @@ class Importer {
 }  // namespace
 
 ImportedModel import_keras_model(const json& keras, const std::string& origin) { return Importer(keras, origin).run(); }
-
-ImportedModel read_keras_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument(fmt::format("{}: cannot read the file", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  json keras;
-  try {
-    keras = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(fmt::format("{}: not JSON ({})", path, e.what()));
-  }
-  return import_keras_model(keras, path);
-}
 
 }  // namespace tpusim

@@ -17,7 +17,7 @@ struct ImportedModel {
 
 // Throws std::invalid_argument naming `origin`, the offending layer (index, name, class) and
 // what tpusim expected.
+// (sim/'s read_json_file reads the file, with its size and nesting bounds.)
 ImportedModel import_keras_model(const nlohmann::json& keras, const std::string& origin);
-ImportedModel read_keras_json_file(const std::string& path);
 
 }  // namespace tpusim

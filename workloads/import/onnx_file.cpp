@@ -354,6 +354,22 @@ class Reader {
 
 }  // namespace
 
+const OnnxAttribute* OnnxNode::attribute(std::string_view attribute_name) const {
+  for (const auto& a : attributes)
+    if (a.name == attribute_name) return &a;
+  return nullptr;
+}
+
+std::int64_t OnnxNode::int_attribute(std::string_view attribute_name, std::int64_t fallback) const {
+  const OnnxAttribute* a = attribute(attribute_name);
+  return a ? a->i : fallback;
+}
+
+std::vector<std::int64_t> OnnxNode::ints_attribute(std::string_view attribute_name) const {
+  const OnnxAttribute* a = attribute(attribute_name);
+  return a ? a->ints : std::vector<std::int64_t>{};
+}
+
 OnnxModel read_onnx(std::string_view bytes, const std::string& origin) {
   io::ArrayInputStream stream(bytes.data(), static_cast<int>(bytes.size()));
   return Reader(stream, origin).read();

@@ -52,6 +52,10 @@ struct OnnxNode {
   std::string name, op_type, domain;
   std::vector<std::string> inputs, outputs;  // "" : an optional input left out
   std::vector<OnnxAttribute> attributes;
+
+  const OnnxAttribute* attribute(std::string_view attribute_name) const;  // nullptr when absent
+  std::int64_t int_attribute(std::string_view attribute_name, std::int64_t fallback) const;
+  std::vector<std::int64_t> ints_attribute(std::string_view attribute_name) const;  // empty when absent
 };
 
 struct OnnxModel {

@@ -140,25 +140,12 @@ class OnnxImporter {
 
   // ---- attributes ----
 
-  const OnnxAttribute* attr(std::size_t node, const std::string& name) const {
-    for (const auto& a : m_.nodes[node].attributes)
-      if (a.name == name) return &a;
-    return nullptr;
-  }
-  std::int64_t attr_int(std::size_t node, const std::string& name, std::int64_t fallback) const {
-    const OnnxAttribute* a = attr(node, name);
-    return a ? a->i : fallback;
-  }
-  std::vector<std::int64_t> attr_ints(std::size_t node, const std::string& name) const {
-    const OnnxAttribute* a = attr(node, name);
-    return a ? a->ints : std::vector<std::int64_t>{};
-  }
   std::string attr_string(std::size_t node, const std::string& name, const std::string& fallback) const {
-    const OnnxAttribute* a = attr(node, name);
+    const OnnxAttribute* a = m_.nodes[node].attribute(name);
     return a ? a->s : fallback;
   }
   std::optional<float> attr_float(std::size_t node, const std::string& name) const {
-    const OnnxAttribute* a = attr(node, name);
+    const OnnxAttribute* a = m_.nodes[node].attribute(name);
     if (!a) return std::nullopt;
     return a->f;
   }
@@ -179,7 +166,7 @@ class OnnxImporter {
       return;
     }
     if (auto_pad != "NOTSET" && auto_pad != "VALID") fail(node, fmt::format("auto_pad {} is not one tpusim knows", auto_pad));
-    const auto pads = attr_ints(node, "pads");
+    const auto pads = m_.nodes[node].ints_attribute("pads");
     if (pads.empty() || std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p == 0; })) {
       spec["padding"] = "valid";
       return;
@@ -227,10 +214,10 @@ class OnnxImporter {
       const auto& w = param_dims(i, n.inputs.at(1));
       if (w.size() != 4) fail(i, "tpusim imports 2D convolutions (a weight of [out, in/groups, kh, kw])");
       const std::uint64_t kernel = square(i, {w[2], w[3]}, "kernel", 1);
-      if (square(i, attr_ints(i, "dilations"), "dilations", 1) != 1) fail(i, "dilated convolutions are not modelled");
+      if (square(i, m_.nodes[i].ints_attribute("dilations"), "dilations", 1) != 1) fail(i, "dilated convolutions are not modelled");
       ojson spec = {{"type", "conv2d"}, {"filters", w[0]}, {"kernel", kernel},
-                    {"strides", square(i, attr_ints(i, "strides"), "strides", 1)}};
-      const std::int64_t groups = attr_int(i, "group", 1);
+                    {"strides", square(i, m_.nodes[i].ints_attribute("strides"), "strides", 1)}};
+      const std::int64_t groups = m_.nodes[i].int_attribute("group", 1);
       if (groups < 1) fail(i, "group: expected a positive number");
       if (groups != 1) spec["groups"] = groups;
       window_padding(i, spec);
@@ -249,28 +236,28 @@ class OnnxImporter {
     } else if (op == "HardSigmoid") {
       activation(i, "hard_sigmoid");
     } else if (op == "Clip") {
-      activation(i, "relu6");  // torch's ReLU6 (MobileNet); other clips are refused by the check below
       if (n.inputs.size() < 3 || !constants_.count(n.inputs[1]) || !constants_.count(n.inputs[2]))
         fail(i, "only ReLU6 (Clip between constants 0 and 6) is imported");
+      activation(i, "relu6");  // torch's ReLU6 (MobileNet)
     } else if (op == "MaxPool" || op == "AveragePool") {
-      if (square(i, attr_ints(i, "dilations"), "dilations", 1) != 1) fail(i, "dilated pooling is not modelled");
-      const std::uint64_t pool = square(i, attr_ints(i, "kernel_shape"), "kernel_shape", 0);
+      if (square(i, m_.nodes[i].ints_attribute("dilations"), "dilations", 1) != 1) fail(i, "dilated pooling is not modelled");
+      const std::uint64_t pool = square(i, m_.nodes[i].ints_attribute("kernel_shape"), "kernel_shape", 0);
       if (pool == 0) fail(i, "expected kernel_shape");
       ojson spec = {{"type", op == "MaxPool" ? "max_pool" : "avg_pool"}, {"pool", pool},
-                    {"strides", square(i, attr_ints(i, "strides"), "strides", 1)}};
+                    {"strides", square(i, m_.nodes[i].ints_attribute("strides"), "strides", 1)}};
       window_padding(i, spec);
-      if (attr_int(i, "ceil_mode", 0) != 0) spec["ceil_mode"] = true;
+      if (m_.nodes[i].int_attribute("ceil_mode", 0) != 0) spec["ceil_mode"] = true;
       add_layer(i, std::move(spec), {activation_input(i)});
     } else if (op == "GlobalAveragePool") {
       add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", true}}, {activation_input(i)});  // [N, C, 1, 1]
     } else if (op == "ReduceMean") {
-      auto axes = attr_ints(i, "axes");
+      auto axes = m_.nodes[i].ints_attribute("axes");
       std::sort(axes.begin(), axes.end());
       if (axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
         fail(i, "only a mean over the two spatial axes (a global average pool) is imported");
-      add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", attr_int(i, "keepdims", 1) != 0}}, {activation_input(i)});
+      add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", m_.nodes[i].int_attribute("keepdims", 1) != 0}}, {activation_input(i)});
     } else if (op == "Concat") {
-      const std::int64_t axis = attr_int(i, "axis", 1);
+      const std::int64_t axis = m_.nodes[i].int_attribute("axis", 1);
       if (axis != 1 && axis != -3) fail(i, "only a concatenation of channels (axis 1 of NCHW) is imported");
       std::vector<std::string> inputs;
       for (std::size_t k = 0; k < n.inputs.size(); ++k) inputs.push_back(activation_input(i, k));
@@ -282,15 +269,15 @@ class OnnxImporter {
       if (pooled_.count(x) && !pooled_.count(s)) std::swap(x, s);  // the broadcast operand goes second
       add_layer(i, {{"type", "multiply"}}, {x, s});
     } else if (op == "Flatten") {
-      if (attr_int(i, "axis", 1) != 1) fail(i, "only Flatten(axis=1), which keeps the batch, is imported");
+      if (m_.nodes[i].int_attribute("axis", 1) != 1) fail(i, "only Flatten(axis=1), which keeps the batch, is imported");
       add_layer(i, {{"type", "flatten"}}, {activation_input(i)});
     } else if (op == "Gemm") {
-      if (attr_int(i, "transA", 0) != 0) fail(i, "transA 1 is not imported (the activations come first)");
+      if (m_.nodes[i].int_attribute("transA", 0) != 0) fail(i, "transA 1 is not imported (the activations come first)");
       if (attr_float(i, "alpha").value_or(1) != 1 || attr_float(i, "beta").value_or(1) != 1)
         fail(i, "alpha and beta other than 1 are not imported");
       const auto& w = param_dims(i, n.inputs.at(1));
       if (w.size() != 2) fail(i, "expected a weight of two dimensions");
-      const std::int64_t units = attr_int(i, "transB", 0) ? w[0] : w[1];
+      const std::int64_t units = m_.nodes[i].int_attribute("transB", 0) ? w[0] : w[1];
       add_layer(i, {{"type", "dense"}, {"units", units}, {"use_bias", n.inputs.size() > 2 && !n.inputs[2].empty()}},
                 {activation_input(i)});
     } else if (op == "MatMul") {

@@ -70,19 +70,6 @@ class ShapeInference {
     for (double d : *v) r.push_back(static_cast<std::int64_t>(d));
     return r;
   }
-  const OnnxAttribute* attr(std::size_t i, const char* name) const {
-    for (const auto& a : m_.nodes[i].attributes)
-      if (a.name == name) return &a;
-    return nullptr;
-  }
-  std::int64_t attr_int(std::size_t i, const char* name, std::int64_t fallback) const {
-    const auto* a = attr(i, name);
-    return a ? a->i : fallback;
-  }
-  std::vector<std::int64_t> attr_ints(std::size_t i, const char* name) const {
-    const auto* a = attr(i, name);
-    return a ? a->ints : std::vector<std::int64_t>{};
-  }
   static std::int64_t elements(const OnnxShape& s) {
     std::int64_t n = 1;
     for (auto d : s) n *= d;
@@ -133,11 +120,11 @@ class ShapeInference {
                                                         "HardSigmoid", "Clip", "Identity", "Not", "Trilu", "Neg", "Exp", "Log",
                                                         "Abs", "Gelu", "Reciprocal", "Floor", "Ceil", "Sign", "IsNaN", "LeakyRelu"};
     if (op == "Constant") {
-      const OnnxAttribute* v = attr(i, "value");
+      const OnnxAttribute* v = m_.nodes[i].attribute("value");
       if (!v) {
-        if (const auto* vi = attr(i, "value_int")) return output(i, 0, {}, std::vector<double>{static_cast<double>(vi->i)});
-        if (const auto* vf = attr(i, "value_float")) return output(i, 0, {}, std::vector<double>{vf->f});
-        if (const auto* vs = attr(i, "value_ints")) return output(i, 0, {static_cast<std::int64_t>(vs->ints.size())}, to_doubles(vs->ints));
+        if (const auto* vi = m_.nodes[i].attribute("value_int")) return output(i, 0, {}, std::vector<double>{static_cast<double>(vi->i)});
+        if (const auto* vf = m_.nodes[i].attribute("value_float")) return output(i, 0, {}, std::vector<double>{vf->f});
+        if (const auto* vs = m_.nodes[i].attribute("value_ints")) return output(i, 0, {static_cast<std::int64_t>(vs->ints.size())}, to_doubles(vs->ints));
         fail(i, "a Constant without a tensor value");
       }
       elem_type_[n.outputs.at(0)] = v->t.data_type;
@@ -157,7 +144,7 @@ class ShapeInference {
     if (op == "Shape") {
       const OnnxShape& s = shape(i, 0);
       std::int64_t rank = static_cast<std::int64_t>(s.size());
-      std::int64_t start = attr_int(i, "start", 0), end = attr_int(i, "end", rank);
+      std::int64_t start = m_.nodes[i].int_attribute("start", 0), end = m_.nodes[i].int_attribute("end", rank);
       if (start < 0) start += rank;
       if (end < 0) end += rank;
       start = std::clamp<std::int64_t>(start, 0, rank);
@@ -167,7 +154,7 @@ class ShapeInference {
       return output(i, 0, {end - start}, v);
     }
     if (op == "Cast") {
-      elem_type_[n.outputs.at(0)] = static_cast<std::int32_t>(attr_int(i, "to", 1));
+      elem_type_[n.outputs.at(0)] = static_cast<std::int32_t>(m_.nodes[i].int_attribute("to", 1));
       const auto* v = value(i, 0);
       std::optional<std::vector<double>> folded;
       if (v) {
@@ -205,7 +192,7 @@ class ShapeInference {
     if (op == "Gather") {
       const OnnxShape& data = shape(i, 0);
       const OnnxShape& indices = shape(i, 1);
-      const std::size_t a = axis(i, attr_int(i, "axis", 0), data.size());
+      const std::size_t a = axis(i, m_.nodes[i].int_attribute("axis", 0), data.size());
       OnnxShape s(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(a));
       s.insert(s.end(), indices.begin(), indices.end());
       s.insert(s.end(), data.begin() + static_cast<std::ptrdiff_t>(a) + 1, data.end());
@@ -225,7 +212,7 @@ class ShapeInference {
     }
     if (op == "Unsqueeze" || op == "Squeeze") {
       OnnxShape s = shape(i, 0);
-      std::vector<std::int64_t> axes = has(i, 1) ? ints(i, 1) : attr_ints(i, "axes");
+      std::vector<std::int64_t> axes = has(i, 1) ? ints(i, 1) : m_.nodes[i].ints_attribute("axes");
       propagate_type(i);
       const auto* v = value(i, 0);
       if (op == "Unsqueeze") {
@@ -251,7 +238,7 @@ class ShapeInference {
     }
     if (op == "Concat") {
       OnnxShape s = shape(i, 0);
-      const std::size_t a = axis(i, attr_int(i, "axis", 0), s.size());
+      const std::size_t a = axis(i, m_.nodes[i].int_attribute("axis", 0), s.size());
       std::optional<std::vector<double>> folded = std::vector<double>{};
       for (std::size_t k = 0; k < n.inputs.size(); ++k) {
         const OnnxShape& sk = shape(i, k);
@@ -277,7 +264,7 @@ class ShapeInference {
     }
     if (op == "ConstantOfShape") {
       const auto s = ints(i, 0);
-      const OnnxAttribute* v = attr(i, "value");
+      const OnnxAttribute* v = m_.nodes[i].attribute("value");
       const double fill = v && v->t.has_values && !v->t.values.empty() ? v->t.values[0] : 0.0;
       const std::int64_t count = elements(s);
       std::optional<std::vector<double>> folded;
@@ -290,7 +277,7 @@ class ShapeInference {
       std::vector<std::int64_t> target = ints(i, 1);
       std::int64_t known = 1, infer = -1;
       for (std::size_t d = 0; d < target.size(); ++d) {
-        if (target[d] == 0 && !attr_int(i, "allowzero", 0)) {
+        if (target[d] == 0 && !m_.nodes[i].int_attribute("allowzero", 0)) {
           if (d >= in.size()) fail(i, "a 0 in the target shape beyond the input's rank");
           target[d] = in[d];
         }
@@ -317,7 +304,7 @@ class ShapeInference {
     }
     if (op == "Transpose") {
       const OnnxShape& in = shape(i, 0);
-      std::vector<std::int64_t> perm = attr_ints(i, "perm");
+      std::vector<std::int64_t> perm = m_.nodes[i].ints_attribute("perm");
       if (perm.empty())
         for (std::size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
       if (perm.size() != in.size()) fail(i, "perm of another rank than the input");
@@ -340,11 +327,14 @@ class ShapeInference {
         const std::size_t a = axis(i, axes[k], s.size());
         const std::int64_t dim = s[a], step = steps[k];
         if (step == 0) fail(i, "a step of 0");
-        auto clampi = [&](std::int64_t x, bool is_end) {
+        // ONNX's clamping: [0, dim] going forward; going backward a start in [0, dim - 1] and an
+        // end in [-1, dim - 1] (-1: through the first element).
+        auto clamp_index = [&](std::int64_t x, bool is_end) {
           if (x < 0) x += dim;
-          return step > 0 ? std::clamp<std::int64_t>(x, 0, dim) : std::clamp<std::int64_t>(x, -1, dim - 1) + (is_end ? 0 : 0);
+          if (step > 0) return std::clamp<std::int64_t>(x, 0, dim);
+          return std::clamp<std::int64_t>(x, is_end ? -1 : 0, dim - 1);
         };
-        const std::int64_t b = clampi(starts[k], false), e = clampi(ends[k], true);
+        const std::int64_t b = clamp_index(starts[k], false), e = clamp_index(ends[k], true);
         const std::int64_t count = step > 0 ? std::max<std::int64_t>(0, (e - b + step - 1) / step)
                                             : std::max<std::int64_t>(0, (b - e + (-step) - 1) / (-step));
         if (v && s.size() == 1) {
@@ -358,8 +348,8 @@ class ShapeInference {
     }
     if (op == "Split") {
       const OnnxShape& in = shape(i, 0);
-      const std::size_t a = axis(i, attr_int(i, "axis", 0), in.size());
-      std::vector<std::int64_t> sizes = has(i, 1) ? ints(i, 1) : attr_ints(i, "split");
+      const std::size_t a = axis(i, m_.nodes[i].int_attribute("axis", 0), in.size());
+      std::vector<std::int64_t> sizes = has(i, 1) ? ints(i, 1) : m_.nodes[i].ints_attribute("split");
       if (sizes.empty()) {
         const std::int64_t parts = static_cast<std::int64_t>(n.outputs.size());
         if (parts == 0 || in[a] % parts) fail(i, fmt::format("{} does not split into {} equal parts", in[a], parts));
@@ -390,8 +380,8 @@ class ShapeInference {
     if (op == "Gemm") {
       const OnnxShape &a = shape(i, 0), &b = shape(i, 1);
       if (a.size() != 2 || b.size() != 2) fail(i, "Gemm of operands that are not matrices");
-      const std::int64_t m = attr_int(i, "transA", 0) ? a[1] : a[0], k = attr_int(i, "transA", 0) ? a[0] : a[1];
-      const std::int64_t kb = attr_int(i, "transB", 0) ? b[1] : b[0], nn = attr_int(i, "transB", 0) ? b[0] : b[1];
+      const std::int64_t m = m_.nodes[i].int_attribute("transA", 0) ? a[1] : a[0], k = m_.nodes[i].int_attribute("transA", 0) ? a[0] : a[1];
+      const std::int64_t kb = m_.nodes[i].int_attribute("transB", 0) ? b[1] : b[0], nn = m_.nodes[i].int_attribute("transB", 0) ? b[0] : b[1];
       if (k != kb) fail(i, fmt::format("[{}] and [{}] do not multiply", fmt::join(a, ", "), fmt::join(b, ", ")));
       return output(i, 0, {m, nn});
     }
@@ -405,14 +395,14 @@ class ShapeInference {
         return;
       }
       OnnxShape stats = in;  // mean and inverse standard deviation, reduced over the normalized axes
-      for (std::size_t d = axis(i, attr_int(i, "axis", -1), in.size()); d < stats.size(); ++d) stats[d] = 1;
+      for (std::size_t d = axis(i, m_.nodes[i].int_attribute("axis", -1), in.size()); d < stats.size(); ++d) stats[d] = 1;
       for (std::size_t k = 1; k < n.outputs.size(); ++k) output(i, k, stats);
       return;
     }
     if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
       const OnnxShape& in = shape(i, 0);
       if (in.size() != 4) fail(i, "a 2D window over an input that is not [N, C, H, W]");
-      std::vector<std::int64_t> kernel = attr_ints(i, "kernel_shape");
+      std::vector<std::int64_t> kernel = m_.nodes[i].ints_attribute("kernel_shape");
       std::int64_t channels = in[1];
       if (op == "Conv") {
         const OnnxShape& w = shape(i, 1);
@@ -421,12 +411,12 @@ class ShapeInference {
         channels = w[0];
       }
       if (kernel.size() != 2) fail(i, "expected a 2D kernel");
-      auto strides = attr_ints(i, "strides"), pads = attr_ints(i, "pads"), dilations = attr_ints(i, "dilations");
+      auto strides = m_.nodes[i].ints_attribute("strides"), pads = m_.nodes[i].ints_attribute("pads"), dilations = m_.nodes[i].ints_attribute("dilations");
       if (strides.empty()) strides = {1, 1};
       if (pads.empty()) pads = {0, 0, 0, 0};
       if (dilations.empty()) dilations = {1, 1};
-      const bool same = attr(i, "auto_pad") && attr(i, "auto_pad")->s.rfind("SAME", 0) == 0;
-      const bool ceil_mode = attr_int(i, "ceil_mode", 0) != 0;
+      const bool same = m_.nodes[i].attribute("auto_pad") && m_.nodes[i].attribute("auto_pad")->s.rfind("SAME", 0) == 0;
+      const bool ceil_mode = m_.nodes[i].int_attribute("ceil_mode", 0) != 0;
       OnnxShape s = {in[0], channels, 0, 0};
       for (std::size_t d = 0; d < 2; ++d) {
         if (strides[d] <= 0) fail(i, "a stride of 0");
@@ -452,20 +442,20 @@ class ShapeInference {
     }
     if (op == "Flatten") {
       const OnnxShape& in = shape(i, 0);
-      const std::size_t a = attr_int(i, "axis", 1) == static_cast<std::int64_t>(in.size()) ? in.size() : axis(i, attr_int(i, "axis", 1), in.size());
+      const std::size_t a = m_.nodes[i].int_attribute("axis", 1) == static_cast<std::int64_t>(in.size()) ? in.size() : axis(i, m_.nodes[i].int_attribute("axis", 1), in.size());
       return output(i, 0, {elements(OnnxShape(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(a))),
                            elements(OnnxShape(in.begin() + static_cast<std::ptrdiff_t>(a), in.end()))});
     }
     if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax") {
       OnnxShape s = shape(i, 0);
-      std::vector<std::int64_t> axes = attr_ints(i, "axes");
+      std::vector<std::int64_t> axes = m_.nodes[i].ints_attribute("axes");
       if (axes.empty() && has(i, 1)) axes = ints(i, 1);
       std::vector<bool> reduce(s.size(), axes.empty());
       for (auto a : axes) reduce[axis(i, a, s.size())] = true;
       OnnxShape r;
       for (std::size_t d = 0; d < s.size(); ++d)
         if (!reduce[d]) r.push_back(s[d]);
-        else if (attr_int(i, "keepdims", 1)) r.push_back(1);
+        else if (m_.nodes[i].int_attribute("keepdims", 1)) r.push_back(1);
       return output(i, 0, r);
     }
     fail(i, "tpusim cannot infer the shape of this op");

@@ -36,6 +36,22 @@ struct InputGradEpilogue {
 };
 InputGradEpilogue fused_input_gradient(const StepEmitter& em, const BackwardContext& ctx);
 
+// A layer whose output comes out of a matmul (dense, convolutions): bias, its activation and a
+// batch norm's statistics ride in the epilogue, its input gradient's epilogue can apply its
+// input's activation gradient, and its backward keeps its input (for the weight gradient) and
+// its pre-activation (for its activation's gradient).
+class MatmulLayerKind : public LayerKind {
+ public:
+  using LayerKind::LayerKind;
+  bool matmul_epilogue() const override { return true; }
+  bool input_grad_epilogue() const override { return true; }
+  bool applies_activation() const override { return true; }
+  bool keeps_input(const Node&) const override { return true; }
+  std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
+    return node.spec.activation != "linear" ? out_elements(em, node) * em.act_bytes() : 0;
+  }
+};
+
 // The gradient of a matmul layer's own activation, unless something else applies it; returns
 // the ops the weight and input gradients wait for.
 std::vector<std::uint32_t> own_activation_gradient(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy);

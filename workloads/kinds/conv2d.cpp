@@ -34,9 +34,9 @@ ConvGeometry geometry(const StepEmitter& em, const Node& node) {
 
 // `depthwise`: Keras's DepthwiseConv2D, each input channel convolved on its own into
 // depth_multiplier channels: a convolution with as many groups as input channels.
-class Conv2d : public LayerKind {
+class Conv2d : public MatmulLayerKind {
  public:
-  explicit Conv2d(bool depthwise) : LayerKind(depthwise ? "depthwise_conv2d" : "conv2d"), depthwise_(depthwise) {}
+  explicit Conv2d(bool depthwise) : MatmulLayerKind(depthwise ? "depthwise_conv2d" : "conv2d"), depthwise_(depthwise) {}
   std::vector<std::string> keys() const override {
     if (depthwise_) return {"depth_multiplier", "kernel", "strides", "padding", "pads", "activation", "use_bias"};
     return {"filters", "kernel", "strides", "groups", "padding", "pads", "activation", "use_bias"};
@@ -94,14 +94,6 @@ class Conv2d : public LayerKind {
     if (s.use_bias) em.fuse_bias_gradient(dw, out_elements(em, node));
     r.grads.push_back(dw);
     return r;
-  }
-
-  bool matmul_epilogue() const override { return true; }
-  bool input_grad_epilogue() const override { return true; }
-  bool applies_activation() const override { return true; }
-  bool keeps_input(const Node&) const override { return true; }
-  std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
-    return node.spec.activation != "linear" ? out_elements(em, node) * em.act_bytes() : 0;  // the pre-activation
   }
 
  private:

@@ -9,9 +9,9 @@
 namespace tpusim::kinds {
 namespace {
 
-class Dense : public LayerKind {
+class Dense : public MatmulLayerKind {
  public:
-  Dense() : LayerKind("dense") {}
+  Dense() : MatmulLayerKind("dense") {}
   std::vector<std::string> keys() const override { return {"units", "activation", "use_bias", "tied_weights"}; }
   std::vector<std::string> required_keys() const override { return {"units"}; }
 
@@ -58,15 +58,6 @@ class Dense : public LayerKind {
     if (s.use_bias) em.fuse_bias_gradient(dw, out_elements(em, node));
     r.grads.push_back(dw);
     return r;
-  }
-
-  bool matmul_epilogue() const override { return true; }
-  bool input_grad_epilogue() const override { return true; }
-  bool applies_activation() const override { return true; }
-  bool keeps_input(const Node&) const override { return true; }
-  std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
-    // The pre-activation, for the activation's gradient.
-    return node.spec.activation != "linear" ? out_elements(em, node) * em.act_bytes() : 0;
   }
 };
 
