@@ -628,6 +628,8 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.keepdims = l.at("keepdims").get<bool>();
     spec.ceil_mode = l.at("ceil_mode").get<bool>();
     spec.rate = l.at("rate").get<double>();
+    if (l.contains("shape")) spec.shape = l.at("shape").get<std::vector<std::uint64_t>>();
+    spec.tokens = l.value("tokens", std::uint64_t{0});
     w.layers.push_back(spec);
   }
   w.loss = get<std::string>(d, "model.loss");

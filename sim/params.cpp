@@ -151,6 +151,8 @@ std::vector<ParamSpec> build() {
       wl("model.layers[].class_token", T::Bool, "", false, "patch_embedding: prepend a learned class token"),
       wl("model.layers[].keepdims", T::Bool, "", false, "global_avg_pool: keep the pooled axes as size 1 ([1, 1, c], as ONNX's GlobalAveragePool does) rather than [c]"),
       wl("model.layers[].rate", T::Float, "", 0, "dropout: fraction dropped", 0, 1),
+      optional(wl("model.layers[].shape", T::IntList, "elements", nullptr, "reshape, slice: the output shape of one sample; add_parameter: the learned tensor's shape, broadcast over the input (required)", 1, 1e9)),
+      optional(wl("model.layers[].tokens", T::Int, "tokens", nullptr, "prepend_tokens: learned rows put before the sequence (a class token: 1) (required)", 1, 1e6)),
       wl("model.loss", T::String, "", "sparse_categorical_crossentropy", "Loss on the last layer's output", -kInf, kInf, {"sparse_categorical_crossentropy", "categorical_crossentropy", "mse"}),
       wl("training.global_batch", T::Int, "samples", 0, "Samples per step over all replicas; 0: per_replica_batch x replicas (set exactly one of the two)", 0, 1e9),
       wl("training.per_replica_batch", T::Int, "samples", 0, "Samples per replica per step; 0: global_batch / replicas (set exactly one of the two)", 0, 1e8),

@@ -41,6 +41,9 @@ class InferContext {
 struct Backward {
   std::uint32_t dx = 0;  // the input's gradient is complete after this op
   bool has_dx = false;
+  // Instead of dx, one op per input after which that input's gradient is complete (a product of
+  // two activations differentiates each operand separately).
+  std::vector<std::uint32_t> input_dx;
   std::vector<std::uint32_t> grads;  // the node's parameter gradients are complete after these
 };
 
@@ -90,6 +93,9 @@ class LayerKind {
   // ---- fusion traits ----
   // Output is the input seen differently (no work, nothing stored of its own).
   virtual bool is_view() const { return false; }
+  // Its output is a part of its input that its siblings do not take (Q, K and V sliced out of one
+  // projection): their gradients fill one buffer together rather than being summed.
+  virtual bool takes_disjoint_part() const { return false; }
   // Joins chains of elementwise layers that XLA fuses into one pass over HBM.
   virtual bool elementwise() const { return false; }
   // `stats_from_producer`: it leads the chain and its producer's epilogue computed its statistics.

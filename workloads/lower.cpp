@@ -243,7 +243,11 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     const Node& node = model.nodes[i];
     if (dy[i].empty()) continue;  // not on the loss's path
     std::vector<std::uint32_t> deps = dy[i];
-    if (deps.size() > 1 && !fused(i))
+    // (A view passes one gradient on, so one read as parts still gets them summed.)
+    const bool parts = !node.kind->is_view() && !node.consumers.empty() && std::all_of(node.consumers.begin(), node.consumers.end(), [&](std::size_t c) {
+      return model.nodes[c].kind->takes_disjoint_part();
+    });
+    if (deps.size() > 1 && !fused(i) && !parts)
       deps = {em.vector(node.spec.name + "/bwd/sum_grads", Phase::Backward, b * elements(node.out),
                         static_cast<double>(deps.size() - 1), deps.size() * b * elements(node.out) * act_bytes,
                         b * elements(node.out) * act_bytes, deps)};
@@ -288,9 +292,14 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     ctx.needs_dx = std::any_of(node.inputs.begin(), node.inputs.end(),
                                [&](std::size_t x) { return x != kModelInput && requires_grad[x]; });
     const Backward r = node.kind->backward(em, node, deps, ctx);
-    if (r.has_dx)
-      for (auto input : node.inputs)
-        if (input != kModelInput && requires_grad[input]) dy[input].push_back(r.dx);
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      const std::size_t input = node.inputs[k];
+      if (input == kModelInput || !requires_grad[input]) continue;
+      if (k < r.input_dx.size())
+        dy[input].push_back(r.input_dx[k]);
+      else if (r.has_dx)
+        dy[input].push_back(r.dx);
+    }
     if (node.trainable > 0) {
       Bucket& bk = buckets.back();
       bk.grads.insert(bk.grads.end(), r.grads.begin(), r.grads.end());

@@ -36,6 +36,8 @@ struct LayerSpec {
   bool class_token = false;                     // patch_embedding
   bool keepdims = false;                        // global_avg_pool: [1, 1, c] rather than [c]
   double rate = 0;                              // dropout
+  std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output; add_parameter: the learned tensor
+  std::uint64_t tokens = 0;                     // prepend_tokens: learned rows put first
 };
 
 struct Workload {

@@ -1,8 +1,11 @@
 #include "workloads/import/onnx_model.hpp"
 
 #include "workloads/import/layer_list.hpp"
+#include "workloads/import/onnx_shapes.hpp"
+#include "workloads/model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -20,10 +23,16 @@ using ojson = nlohmann::ordered_json;
 // ONNX ops this importer maps onto tpusim's layer kinds.
 const std::vector<std::string>& supported_ops() {
   static const std::vector<std::string> ops = {
-      "Conv",  "BatchNormalization", "Relu",    "Sigmoid", "Tanh",     "Clip",    "HardSwish", "HardSigmoid",
-      "MaxPool", "AveragePool",      "GlobalAveragePool", "ReduceMean", "Flatten", "Gemm", "MatMul", "Add", "Mul",
-      "Concat", "Dropout", "Identity"};
+      "Conv",  "BatchNormalization", "LayerNormalization", "Relu", "Sigmoid", "Tanh", "Clip", "HardSwish", "HardSigmoid",
+      "Softmax", "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean", "Flatten", "Gemm", "MatMul", "Add", "Mul",
+      "Div", "Where", "Concat", "Dropout", "Identity", "Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Split",
+      "Slice", "Gather"};
   return ops;
+}
+
+// Ops that only rearrange their input: the layer list sees them as a view to their output's shape.
+bool is_view_op(const std::string& op) {
+  return op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" || op == "Cast";
 }
 
 // A layer being built, and which tensors feed it.
@@ -39,8 +48,14 @@ class OnnxImporter {
 
   ImportedModel run() {
     find_parameters_and_input();
-    for (std::size_t i = 0; i < m_.nodes.size(); ++i) map_node(i);
+    // Evaluated at two batches, a tensor's shape says which axis carries the batch.
+    at_batch2_ = infer_onnx_shapes(m_, 2, origin_);
+    at_batch3_ = infer_onnx_shapes(m_, 3, origin_);
+    index_graph();
+    for (std::size_t i = 0; i < m_.nodes.size(); ++i)
+      if (!folded_.count(i)) map_node(i);
     if (m_.outputs.empty()) fail_top("the graph has no output");
+    fold_activations_into_matmuls();
     const std::string output = producer_of(m_.outputs[0].name);
     if (output.empty()) fail_top(fmt::format("the graph's output \"{}\" is its input", m_.outputs[0].name));
     ImportedModel out;
@@ -116,7 +131,7 @@ class OnnxImporter {
     produced_[input_name_] = "";
   }
 
-  bool is_param(const std::string& tensor) const { return params_.count(tensor) > 0 || constants_.count(tensor) > 0; }
+  bool is_param(const std::string& tensor) const { return !is_activation(tensor); }
   const std::vector<std::int64_t>& param_dims(std::size_t node, const std::string& tensor) const {
     const auto it = params_.find(tensor);
     if (it == params_.end()) fail(node, fmt::format("expected \"{}\" to be a parameter of known shape", tensor));
@@ -136,6 +151,124 @@ class OnnxImporter {
       fail(node, fmt::format("input \"{}\" is produced by no node before it", n.inputs[index]));
     }
     return it->second;
+  }
+
+  // ---- the graph's tensors ----
+
+  // Which tensors are activations (they depend on the data input, other than through its shape),
+  // who produces and who reads each tensor.
+  void index_graph() {
+    activations_.insert(input_name_);
+    if (input_shape_.size() == 3) image_layout_.insert(input_name_);
+    for (std::size_t i = 0; i < m_.nodes.size(); ++i) {
+      const OnnxNode& n = m_.nodes[i];
+      bool reads_activation = false;
+      for (const auto& in : n.inputs) {
+        if (in.empty()) continue;
+        consumers_[in].push_back(i);
+        reads_activation = reads_activation || activations_.count(in);
+      }
+      for (const auto& out : n.outputs) producer_[out] = i;
+      if (reads_activation && n.op_type != "Shape")
+        for (const auto& out : n.outputs) activations_.insert(out);
+      if (reads_activation && n.op_type != "Shape") track_image_layout(i);
+    }
+  }
+
+  // Which activations are images: ONNX holds them [c, h, w] per sample, tpusim [h, w, c]. An
+  // image stays one through the ops that keep NCHW; a view that gives a [c, h, w] back (a channel
+  // shuffle's reshapes, a split of the channels) makes one again from an image or from a
+  // higher-rank view of one. Below rank 3 (ViT's patches flattened to tokens) it is no image.
+  void track_image_layout(std::size_t i) {
+    const OnnxNode& n = m_.nodes[i];
+    const bool view_op = is_view_op(n.op_type) || n.op_type == "Slice" || n.op_type == "Split" || n.op_type == "Flatten";
+    bool from_image = false, from_image_view = false;
+    for (const auto& in : n.inputs) {
+      from_image = from_image || image_layout_.count(in);
+      from_image_view = from_image_view || image_views_.count(in);
+    }
+    if (!from_image && !(view_op && from_image_view)) return;
+    // (Only a Split's other outputs are data: a training-mode BatchNormalization's are statistics.)
+    for (std::size_t k = 0; k < (n.op_type == "Split" ? n.outputs.size() : 1); ++k) {
+      const std::string& out = n.outputs[k];
+      if (out.empty()) continue;
+      const std::size_t rank = sample_shape(i, out).size();
+      if (rank == 3) image_layout_.insert(out);
+      if (view_op && rank > 3) image_views_.insert(out);
+    }
+  }
+
+  // `sample_shape` as tpusim holds the tensor (an image's channels last).
+  std::vector<std::uint64_t> layer_shape(std::size_t node, const std::string& tensor) const {
+    auto s = sample_shape(node, tensor);
+    if (image_layout_.count(tensor)) s = {s[1], s[2], s[0]};
+    return s;
+  }
+  bool is_activation(const std::string& tensor) const { return activations_.count(tensor) > 0; }
+
+  const OnnxShape& shape_at(const OnnxShapes& shapes, std::size_t node, const std::string& tensor) const {
+    const auto it = shapes.shape.find(tensor);
+    if (it == shapes.shape.end()) fail(node, fmt::format("the shape of \"{}\" is unknown", tensor));
+    return it->second;
+  }
+
+  // A tensor's shape for one sample: the axis that grows with the batch divided by it, or dropped
+  // when it is the batch alone (the batch folded into the heads of [batch x heads, t, d] stays).
+  std::vector<std::uint64_t> sample_shape(std::size_t node, const std::string& tensor) const {
+    const OnnxShape& two = shape_at(at_batch2_, node, tensor);
+    const OnnxShape& three = shape_at(at_batch3_, node, tensor);
+    std::vector<std::uint64_t> out;
+    int batch_axes = 0;
+    for (std::size_t d = 0; d < two.size(); ++d) {
+      if (two[d] == three[d]) {
+        out.push_back(static_cast<std::uint64_t>(two[d]));
+        continue;
+      }
+      ++batch_axes;
+      if (two[d] % 2 != 0 || two[d] / 2 * 3 != three[d])
+        fail(node, fmt::format("\"{}\": axis {} is {} at batch 2 and {} at batch 3; tpusim needs the batch as a factor of one axis",
+                               tensor, d, two[d], three[d]));
+      if (two[d] / 2 != 1) out.push_back(static_cast<std::uint64_t>(two[d] / 2));
+    }
+    if (batch_axes != 1)
+      fail(node, fmt::format("\"{}\" has {} axes that grow with the batch; tpusim needs exactly one", tensor, batch_axes));
+    if (out.empty()) out.push_back(1);
+    return out;
+  }
+
+  // The node that makes `tensor`, or nullptr for a graph input or initializer.
+  const OnnxNode* producer(const std::string& tensor) const {
+    const auto it = producer_.find(tensor);
+    return it == producer_.end() ? nullptr : &m_.nodes[it->second];
+  }
+  // The parameter a non-activation tensor is taken from through views, expands and gathers
+  // (Transpose(W), Expand(class_token), Gather(table, positions)); "" when none.
+  std::string parameter_behind(const std::string& tensor) const {
+    std::string t = tensor;
+    for (int depth = 0; depth < 16; ++depth) {
+      if (params_.count(t)) return t;
+      const OnnxNode* n = producer(t);
+      if (!n || n->inputs.empty()) return "";
+      if (!is_view_op(n->op_type) && n->op_type != "Expand" && n->op_type != "Gather") return "";
+      t = n->inputs[0];
+    }
+    return "";
+  }
+  // A single known number (a scale, a mask's fill value).
+  bool is_scalar_constant(const std::string& tensor) const {
+    if (is_activation(tensor)) return false;
+    const auto it = at_batch2_.value.find(tensor);
+    return it != at_batch2_.value.end() && it->second.size() == 1;
+  }
+  double scalar_value(const std::string& tensor) const { return at_batch2_.value.at(tensor).at(0); }
+  // The only node reading `tensor`, or npos.
+  std::size_t sole_consumer(const std::string& tensor) const {
+    const auto it = consumers_.find(tensor);
+    return it != consumers_.end() && it->second.size() == 1 ? it->second[0] : std::string::npos;
+  }
+  const Layer* layer_named(const std::string& name) const {
+    const auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : &layers_[it->second];
   }
 
   // ---- attributes ----
@@ -178,22 +311,32 @@ class OnnxImporter {
 
   // ---- nodes ----
 
-  void add_layer(std::size_t node, ojson spec, std::vector<std::string> inputs) {
-    spec["name"] = name_of(node);
+  // `output`: which of the node's outputs the layer makes; `name`: the layer's, when not the node's.
+  void add_layer(std::size_t node, ojson spec, std::vector<std::string> inputs, std::size_t output = 0, std::string name = "") {
+    if (name.empty()) name = name_of(node);
+    spec["name"] = name;
     Layer layer;
     layer.spec = std::move(spec);
     layer.inputs = std::move(inputs);
     layer.node = node;
-    // A tensor pooled to 1x1 stays so through 1x1 convolutions and activations (a
-    // squeeze-and-excitation branch), which tells a broadcast product's operands apart.
-    const std::string type = layer.spec["type"];
-    bool pooled = type == "global_avg_pool" && layer.spec.value("keepdims", false);
-    if (type == "conv2d" || type == "activation" || type == "batch_norm" || type == "dropout")
-      pooled = !layer.inputs[0].empty() && pooled_.count(layer.inputs[0]);
-    if (pooled) pooled_.insert(name_of(node));
-    by_name_[name_of(node)] = layers_.size();
+    by_name_[name] = layers_.size();
     layers_.push_back(std::move(layer));
-    produced_[m_.nodes[node].outputs.at(0)] = name_of(node);
+    produced_[m_.nodes[node].outputs.at(output)] = name;
+  }
+
+  // The node's output is its first input (a scale folded into the softmax or matmul around it,
+  // a mask applied in the softmax's fusion, a cast).
+  void alias(std::size_t node) { produced_[m_.nodes[node].outputs.at(0)] = activation_input(node); }
+
+  // A view of the node's first input as its output `output` is shaped.
+  void view(std::size_t node, const char* type, std::size_t output = 0, std::string name = "") {
+    const OnnxNode& n = m_.nodes[node];
+    const auto in_shape = sample_shape(node, n.inputs.at(0)), out_shape = sample_shape(node, n.outputs.at(output));
+    if (in_shape == out_shape) {
+      produced_[n.outputs[output]] = activation_input(node);
+      return;
+    }
+    add_layer(node, {{"type", type}, {"shape", layer_shape(node, n.outputs[output])}}, {activation_input(node)}, output, std::move(name));
   }
 
   void activation(std::size_t node, const std::string& f) {
@@ -204,10 +347,9 @@ class OnnxImporter {
     const OnnxNode& n = m_.nodes[i];
     if (n.outputs.empty()) fail(i, "a node with no output");
     const std::string& op = n.op_type;
-    if (op == "Constant") {
-      for (const auto& out : n.outputs) constants_.insert(out);
-      return;
-    }
+    // Shapes, their arithmetic, constants and what is computed from parameters alone: folded (the shape
+    // inference has their shapes and small values); the layers that read them take them in.
+    if (std::none_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& t) { return is_activation(t); })) return;
     if (std::find(supported_ops().begin(), supported_ops().end(), op) == supported_ops().end())
       fail(i, fmt::format("tpusim does not import this op yet (it imports {})", fmt::join(supported_ops(), ", ")));
     if (op == "Conv") {
@@ -236,7 +378,8 @@ class OnnxImporter {
     } else if (op == "HardSigmoid") {
       activation(i, "hard_sigmoid");
     } else if (op == "Clip") {
-      if (n.inputs.size() < 3 || !constants_.count(n.inputs[1]) || !constants_.count(n.inputs[2]))
+      if (n.inputs.size() < 3 || !is_scalar_constant(n.inputs[1]) || !is_scalar_constant(n.inputs[2]) ||
+          scalar_value(n.inputs[1]) != 0 || scalar_value(n.inputs[2]) != 6)
         fail(i, "only ReLU6 (Clip between constants 0 and 6) is imported");
       activation(i, "relu6");  // torch's ReLU6 (MobileNet)
     } else if (op == "MaxPool" || op == "AveragePool") {
@@ -257,20 +400,15 @@ class OnnxImporter {
         fail(i, "only a mean over the two spatial axes (a global average pool) is imported");
       add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", m_.nodes[i].int_attribute("keepdims", 1) != 0}}, {activation_input(i)});
     } else if (op == "Concat") {
-      const std::int64_t axis = m_.nodes[i].int_attribute("axis", 1);
-      if (axis != 1 && axis != -3) fail(i, "only a concatenation of channels (axis 1 of NCHW) is imported");
-      std::vector<std::string> inputs;
-      for (std::size_t k = 0; k < n.inputs.size(); ++k) inputs.push_back(activation_input(i, k));
-      add_layer(i, {{"type", "concat"}}, inputs);
-    } else if (op == "Mul") {
-      if (n.inputs.size() != 2 || is_param(n.inputs[0]) || is_param(n.inputs[1]))
-        fail(i, "only a product of two activations (a gate or a squeeze-and-excitation scale) is imported");
-      std::string x = activation_input(i, 0), s = activation_input(i, 1);
-      if (pooled_.count(x) && !pooled_.count(s)) std::swap(x, s);  // the broadcast operand goes second
-      add_layer(i, {{"type", "multiply"}}, {x, s});
+      map_concat(i);
+    } else if (op == "Mul" || op == "Div") {
+      map_product(i);
     } else if (op == "Flatten") {
-      if (m_.nodes[i].int_attribute("axis", 1) != 1) fail(i, "only Flatten(axis=1), which keeps the batch, is imported");
-      add_layer(i, {{"type", "flatten"}}, {activation_input(i)});
+      const bool image = sample_shape(i, n.inputs.at(0)).size() == 3;
+      if (image && m_.nodes[i].int_attribute("axis", 1) == 1)
+        add_layer(i, {{"type", "flatten"}}, {activation_input(i)});
+      else
+        view(i, "reshape");
     } else if (op == "Gemm") {
       if (m_.nodes[i].int_attribute("transA", 0) != 0) fail(i, "transA 1 is not imported (the activations come first)");
       if (attr_float(i, "alpha").value_or(1) != 1 || attr_float(i, "beta").value_or(1) != 1)
@@ -281,39 +419,245 @@ class OnnxImporter {
       add_layer(i, {{"type", "dense"}, {"units", units}, {"use_bias", n.inputs.size() > 2 && !n.inputs[2].empty()}},
                 {activation_input(i)});
     } else if (op == "MatMul") {
-      if (!is_param(n.inputs.at(1)) || params_.count(n.inputs[1]) == 0)
-        fail(i, "a product of two activations (attention) is not imported yet; tpusim imports MatMul by a weight");
-      const auto& w = param_dims(i, n.inputs[1]);
-      if (w.size() != 2) fail(i, "expected a weight of two dimensions");
-      add_layer(i, {{"type", "dense"}, {"units", w[1]}, {"use_bias", false}}, {activation_input(i)});
+      map_matmul(i);
     } else if (op == "Add") {
       map_add(i);
     } else if (op == "Dropout") {
       // The training step's cost of a dropout does not depend on its rate, only on whether it
-      // drops anything; a rate given as a tensor is not read, and taken as ONNX's default.
-      const std::optional<float> ratio = attr_float(i, "ratio");
-      add_layer(i, {{"type", "dropout"}, {"rate", ratio.value_or(0.5f)}}, {activation_input(i)});
-    } else if (op == "Identity") {
-      produced_[n.outputs.at(0)] = activation_input(i);
+      // drops anything: torch gives the rate as a constant input, older exports as an attribute.
+      double rate = attr_float(i, "ratio").value_or(0.5f);
+      if (n.inputs.size() > 1 && is_scalar_constant(n.inputs[1])) rate = scalar_value(n.inputs[1]);
+      if (rate == 0)
+        alias(i);  // the identity (torchvision's ViT): kept as a layer it would part an activation from its matmul
+      else
+        add_layer(i, {{"type", "dropout"}, {"rate", rate}}, {activation_input(i)});
+    } else if (op == "LayerNormalization") {
+      const std::int64_t axis = m_.nodes[i].int_attribute("axis", -1);
+      const std::size_t rank = sample_shape(i, n.inputs.at(0)).size();
+      if (axis != -1) fail(i, fmt::format("axis {}: only a normalization over the last axis is imported", axis));
+      if (n.inputs.size() < 3 || n.inputs[2].empty() || rank == 0) fail(i, "expected a scale and a bias");
+      add_layer(i, {{"type", "layer_norm"}}, {activation_input(i)});
+    } else if (op == "Softmax") {
+      const std::int64_t axis = m_.nodes[i].int_attribute("axis", -1);
+      if (axis != -1 && axis != static_cast<std::int64_t>(shape_at(at_batch2_, i, n.inputs.at(0)).size()) - 1)
+        fail(i, fmt::format("axis {}: only a softmax over the last axis is imported", axis));
+      activation(i, "softmax");
+    } else if (op == "Where") {
+      // A mask (attention's causal mask): the scores pass through with some set to a constant,
+      // which XLA does inside the softmax's fusion.
+      if (n.inputs.size() != 3 || is_activation(n.inputs[0]) || is_activation(n.inputs[1]) == is_activation(n.inputs[2]))
+        fail(i, "only a mask (a constant condition choosing between activations and a constant) is imported");
+      produced_[n.outputs.at(0)] = activation_input(i, is_activation(n.inputs[1]) ? 1 : 2);
+    } else if (op == "Identity" || op == "Cast") {
+      alias(i);
+    } else if (op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze") {
+      if (n.inputs.size() > 1 && is_activation(n.inputs[1])) fail(i, "a shape computed from activations is not imported");
+      view(i, "reshape");
+    } else if (op == "Split") {
+      for (std::size_t k = 0; k < n.outputs.size(); ++k)
+        if (!n.outputs[k].empty()) view(i, "slice", k, fmt::format("{}_{}", name_of(i), k));
+    } else if (op == "Slice") {
+      view(i, "slice");
+    } else if (op == "Gather") {
+      map_gather(i);
     }
   }
 
-  // Two activations summed (a residual connection), or a bias added to a MatMul's result.
+  // Channels joined (DenseNet, SqueezeNet), or learned tokens put before a sequence (ViT's class
+  // token: Concat(Expand(class_token), patches)).
+  void map_concat(std::size_t i) {
+    const OnnxNode& n = m_.nodes[i];
+    if (n.inputs.size() == 2 && !is_activation(n.inputs[0]) && is_activation(n.inputs[1])) {
+      const std::string token = parameter_behind(n.inputs[0]);
+      const auto in = sample_shape(i, n.inputs[1]), out = sample_shape(i, n.outputs.at(0));
+      if (token.empty() || in.size() != 2 || out.size() != 2 || out[1] != in[1] || out[0] <= in[0])
+        fail(i, "joining a constant with activations is imported only as learned tokens put before a [batch, tokens, features] sequence");
+      const std::uint64_t tokens = out[0] - in[0];
+      if (static_cast<std::uint64_t>(elements_of(params_.at(token))) != tokens * in[1])
+        fail(i, fmt::format("\"{}\" does not hold {} tokens of {} features", token, tokens, in[1]));
+      add_layer(i, {{"type", "prepend_tokens"}, {"tokens", tokens}}, {activation_input(i, 1)});
+      return;
+    }
+    const std::int64_t axis = m_.nodes[i].int_attribute("axis", 1);
+    if (axis != 1 && axis != -3) fail(i, "only a concatenation of channels (axis 1 of NCHW) is imported");
+    std::vector<std::string> inputs;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) inputs.push_back(activation_input(i, k));
+    add_layer(i, {{"type", "concat"}}, inputs);
+  }
+
+  // x * s or x / s by a constant scalar: folded (attention's 1/sqrt(d) scale, which XLA applies in
+  // the fusion around the matmul); Erf's GELU, recognized whole; a product of two activations.
+  void map_product(std::size_t i) {
+    const OnnxNode& n = m_.nodes[i];
+    if (n.inputs.size() != 2) fail(i, "expected two inputs");
+    if (n.op_type == "Div" && map_erf_gelu(i)) return;
+    const bool scalar0 = is_scalar_constant(n.inputs[0]), scalar1 = is_scalar_constant(n.inputs[1]);
+    if (scalar1 || (scalar0 && n.op_type == "Mul")) {
+      produced_[n.outputs.at(0)] = activation_input(i, scalar1 ? 0 : 1);
+      return;
+    }
+    if (n.op_type == "Div" || is_param(n.inputs[0]) || is_param(n.inputs[1]))
+      fail(i, "only a scale by a constant, Erf's GELU or a product of two activations (a gate) is imported");
+    std::string x = activation_input(i, 0), s = activation_input(i, 1);
+    // The broadcast operand (a squeeze-and-excitation scale, [c, 1, 1]) goes second.
+    if (elements(sample_shape(i, n.inputs[0])) < elements(sample_shape(i, n.inputs[1]))) std::swap(x, s);
+    add_layer(i, {{"type", "multiply"}}, {x, s});
+  }
+
+  // torch's exact GELU as exported: x * (erf(x / sqrt 2) + 1) * 0.5, five nodes that XLA fuses into
+  // one elementwise pass; imported as one gelu activation named after the Erf.
+  bool map_erf_gelu(std::size_t div) {
+    const OnnxNode& d = m_.nodes[div];
+    const std::string x = d.inputs[0];
+    if (!is_activation(x) || !is_scalar_constant(d.inputs[1]) || std::abs(scalar_value(d.inputs[1]) - std::sqrt(2.0)) > 1e-3)
+      return false;
+    // The node reading `tensor` alone, of type `op`, whose other operand is `other` (a scalar
+    // when `value` is set).
+    auto next = [&](const std::string& tensor, const char* op, const std::string& other, std::optional<double> value) {
+      const std::size_t k = sole_consumer(tensor);
+      if (k == std::string::npos || m_.nodes[k].op_type != op) return std::string::npos;
+      const OnnxNode& n = m_.nodes[k];
+      if (std::string(op) == "Erf") return k;
+      if (n.inputs.size() != 2) return std::string::npos;
+      const std::string& o = n.inputs[0] == tensor ? n.inputs[1] : n.inputs[0];
+      const bool fits = value ? is_scalar_constant(o) && std::abs(scalar_value(o) - *value) < 1e-6 : o == other;
+      return fits ? k : std::string::npos;
+    };
+    const std::size_t erf = next(d.outputs.at(0), "Erf", "", std::nullopt);
+    if (erf == std::string::npos) return false;
+    const std::size_t plus_one = next(m_.nodes[erf].outputs.at(0), "Add", "", 1.0);
+    if (plus_one == std::string::npos) return false;
+    const std::size_t times_x = next(m_.nodes[plus_one].outputs.at(0), "Mul", x, std::nullopt);
+    if (times_x == std::string::npos) return false;
+    const std::size_t half = next(m_.nodes[times_x].outputs.at(0), "Mul", "", 0.5);
+    if (half == std::string::npos) return false;
+    add_layer(erf, {{"type", "activation"}, {"activation", "gelu"}}, {activation_input(div)});
+    produced_[m_.nodes[half].outputs.at(0)] = name_of(erf);
+    folded_.insert({erf, plus_one, times_x, half});
+    return true;
+  }
+
+  // A product by a weight (a dense layer, or a language model's head tied to its embedding
+  // table), or of two activations (attention's QK^T and AV).
+  void map_matmul(std::size_t i) {
+    const OnnxNode& n = m_.nodes[i];
+    if (n.inputs.size() != 2) fail(i, "expected two inputs");
+    if (!is_activation(n.inputs[0])) fail(i, "a product with the weight first is not imported (the activations come first)");
+    if (is_activation(n.inputs[1])) {
+      add_layer(i, {{"type", "matmul"}}, {activation_input(i, 0), activation_input(i, 1)});
+      return;
+    }
+    const std::string weight = parameter_behind(n.inputs[1]);
+    const OnnxShape& w = shape_at(at_batch2_, i, n.inputs[1]);
+    if (weight.empty() || w.size() != 2) fail(i, "expected a weight of two dimensions");
+    const auto tied = embedding_of_.find(weight);
+    if (tied != embedding_of_.end()) {
+      add_layer(i, {{"type", "dense"}, {"units", w[1]}, {"use_bias", false}, {"tied_weights", true}}, {activation_input(i)});
+      return;
+    }
+    add_layer(i, {{"type", "dense"}, {"units", w[1]}, {"use_bias", false}}, {activation_input(i)});
+  }
+
+  // Rows of a table at the model input's token ids (an embedding), or the first token of a
+  // sequence (ViT's class token read out for the head).
+  void map_gather(std::size_t i) {
+    const OnnxNode& n = m_.nodes[i];
+    if (n.inputs.size() != 2) fail(i, "expected two inputs");
+    if (!is_activation(n.inputs[0])) {
+      const auto it = params_.find(n.inputs[0]);
+      if (it == params_.end() || it->second.size() != 2) fail(i, "only a gather of a [rows, features] table's rows is imported");
+      if (activation_input(i, 1) != "") fail(i, "an embedding looks up the model input's token ids");
+      add_layer(i, {{"type", "embedding"}, {"vocab", it->second[0]}, {"dim", it->second[1]}}, {""});
+      embedding_of_[n.inputs[0]] = name_of(i);
+      return;
+    }
+    const auto in = sample_shape(i, n.inputs[0]), out = sample_shape(i, n.outputs.at(0));
+    if (!is_scalar_constant(n.inputs[1]) || scalar_value(n.inputs[1]) != 0 || in.size() != 2 || out != std::vector<std::uint64_t>{in[1]})
+      fail(i, "only the first token of a [batch, tokens, features] sequence (a class token) is imported");
+    add_layer(i, {{"type", "take_first"}}, {activation_input(i)});
+  }
+
+  // A parameter's elements; -1 when its dims are negative or their product overflows (a damaged
+  // file), which no layer's count equals.
+  static std::int64_t elements_of(const std::vector<std::int64_t>& dims) {
+    std::int64_t n = 1;
+    for (auto d : dims)
+      if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
+    return n;
+  }
+
+  // Two activations summed (a residual connection); an activation and a parameter: a MatMul's
+  // bias, an embedding's position table, or a learned tensor added to every sample.
   void map_add(std::size_t i) {
     const OnnxNode& n = m_.nodes[i];
     if (n.inputs.size() != 2) fail(i, "expected two inputs");
-    const bool param0 = is_param(n.inputs[0]), param1 = is_param(n.inputs[1]);
-    if (param0 && param1) fail(i, "a sum of two constants is not imported");
-    if (param0 || param1) {
-      const std::string x = activation_input(i, param0 ? 1 : 0);
-      const auto it = by_name_.find(x);
-      if (it == by_name_.end() || layers_[it->second].spec["type"] != "dense" || layers_[it->second].spec["use_bias"] == true)
-        fail(i, "adding a constant is imported only as the bias of the MatMul before it");
-      layers_[it->second].spec["use_bias"] = true;
+    const bool act0 = is_activation(n.inputs[0]), act1 = is_activation(n.inputs[1]);
+    if (act0 && act1) {
+      if (sample_shape(i, n.inputs[0]) != sample_shape(i, n.inputs[1])) fail(i, "a broadcasting sum of activations is not imported");
+      add_layer(i, {{"type", "add"}}, {activation_input(i, 0), activation_input(i, 1)});
+      return;
+    }
+    const std::string& p = act0 ? n.inputs[1] : n.inputs[0];
+    const std::string x = activation_input(i, act0 ? 0 : 1);
+    const auto it = by_name_.find(x);
+    Layer* layer = it == by_name_.end() ? nullptr : &layers_[it->second];
+    const std::string type = layer ? layer->spec["type"].get<std::string>() : "";
+    const OnnxShape& p_shape = shape_at(at_batch2_, i, p);
+    if (type == "dense" && layer->spec["use_bias"] == false && p_shape.size() == 1 && params_.count(p)) {
+      layer->spec["use_bias"] = true;
       produced_[n.outputs.at(0)] = x;
       return;
     }
-    add_layer(i, {{"type", "add"}}, {activation_input(i, 0), activation_input(i, 1)});
+    const OnnxNode* gather = producer(p);
+    if (type == "embedding" && gather && gather->op_type == "Gather" && params_.count(gather->inputs.at(0)) &&
+        !layer->spec.contains("positions")) {
+      const auto& table = params_.at(gather->inputs[0]);
+      if (table.size() != 2 || table[1] != layer->spec["dim"].get<std::int64_t>())
+        fail(i, fmt::format("\"{}\" is not a position table of the embedding's width", gather->inputs[0]));
+      layer->spec["positions"] = table[0];
+      produced_[n.outputs.at(0)] = x;
+      return;
+    }
+    const std::string param = parameter_behind(p);
+    if (param.empty() || shape_at(at_batch3_, i, p) != p_shape)
+      fail(i, "adding a constant is imported as a MatMul's bias, a position table, or a learned tensor added to every sample");
+    std::vector<std::uint64_t> shape(p_shape.begin(), p_shape.end());
+    while (shape.size() > 1 && shape.front() == 1) shape.erase(shape.begin());  // the batch's axis
+    if (static_cast<std::int64_t>(elements(shape)) != elements_of(params_.at(param)))
+      fail(i, fmt::format("\"{}\" is not added whole", param));
+    add_layer(i, {{"type", "add_parameter"}, {"shape", shape}}, {x});
+  }
+
+  // An activation right after a dense or convolution layer that nothing else reads runs in that
+  // layer's matmul epilogue, as XLA fuses it: the layer takes the activation, and the
+  // activation's own layer goes.
+  void fold_activations_into_matmuls() {
+    std::map<std::string, int> readers;
+    for (const auto& l : layers_)
+      for (const auto& in : l.inputs) ++readers[in];
+    std::map<std::string, std::string> renamed;
+    std::vector<Layer> kept;
+    std::map<std::string, std::size_t> kept_by_name;
+    for (auto& l : layers_) {
+      for (auto& in : l.inputs)
+        if (renamed.count(in)) in = renamed.at(in);
+      const std::string name = l.spec["name"];
+      if (l.spec["type"] == "activation" && l.spec["activation"] != "softmax" && l.inputs.size() == 1 && readers[l.inputs[0]] == 1 &&
+          kept_by_name.count(l.inputs[0])) {
+        ojson& producer = kept[kept_by_name.at(l.inputs[0])].spec;
+        if ((producer["type"] == "dense" || producer["type"] == "conv2d") && producer.value("activation", "linear") == "linear") {
+          producer["activation"] = l.spec["activation"];
+          renamed[name] = l.inputs[0];
+          continue;
+        }
+      }
+      kept_by_name[name] = kept.size();
+      kept.push_back(std::move(l));
+    }
+    layers_ = std::move(kept);
+    by_name_ = std::move(kept_by_name);
+    for (auto& [tensor, layer] : produced_)
+      if (renamed.count(layer)) layer = renamed.at(layer);
   }
 
   // The layers the output depends on, in the graph's (topological) order; the first reads the
@@ -329,7 +673,20 @@ class OnnxImporter {
       for (const auto& in : layers_[k].inputs)
         if (!in.empty()) stack.push_back(by_name_.at(in));
     }
+    // tpusim gives the model input to the first layer alone; when other layers read it too (a
+    // residual around the first block), the first layer is a view of it that they all read.
+    std::size_t readers = 0, first = layers_.size();
+    for (std::size_t k = 0; k < layers_.size(); ++k)
+      if (needed[k]) {
+        first = std::min(first, k);
+        for (const auto& in : layers_[k].inputs) readers += in.empty() ? 1 : 0;
+      }
+    const bool input_view = readers > 1 || (readers == 1 && std::find(layers_[first].inputs.begin(), layers_[first].inputs.end(),
+                                                                        "") == layers_[first].inputs.end());
+    std::string input_layer = "input";
+    while (by_name_.count(input_layer)) input_layer += "_";
     ojson out = ojson::array();
+    if (input_view) out.push_back({{"type", "reshape"}, {"shape", input_shape_}, {"name", input_layer}});
     std::size_t dropped = 0;
     for (std::size_t k = 0; k < layers_.size(); ++k) {
       if (!needed[k]) {
@@ -337,7 +694,9 @@ class OnnxImporter {
         continue;
       }
       const Layer& l = layers_[k];
-      if (!append_layer(out, l.spec, l.inputs)) fail(l.node, kModelInputNotFirst);
+      std::vector<std::string> inputs = l.inputs;
+      if (input_view) std::replace(inputs.begin(), inputs.end(), std::string(), input_layer);
+      if (!append_layer(out, l.spec, inputs)) fail(l.node, kModelInputNotFirst);
     }
     if (layers_.back().spec["name"] != output)
       notes.push_back("the graph's output is not its last node's; layers after it are dropped");
@@ -348,14 +707,19 @@ class OnnxImporter {
   const OnnxModel& m_;
   std::string origin_;
   std::map<std::string, std::vector<std::int64_t>> params_;  // parameter -> its dims
-  std::set<std::string> constants_;
+  OnnxShapes at_batch2_, at_batch3_;
+  std::set<std::string> activations_;
+  std::map<std::string, std::size_t> producer_;
+  std::map<std::string, std::vector<std::size_t>> consumers_;
+  std::set<std::string> image_layout_, image_views_;  // see track_image_layout
+  std::set<std::size_t> folded_;                   // nodes taken into a pattern's layer
+  std::map<std::string, std::string> embedding_of_;  // a table parameter -> the embedding layer gathering from it
   std::string input_name_;
   std::vector<std::uint64_t> input_shape_;
   std::string input_dtype_ = "float32";
   std::map<std::string, std::string> produced_;  // tensor -> the layer that makes it ("": the model input)
   std::vector<Layer> layers_;
   std::map<std::string, std::size_t> by_name_;
-  std::set<std::string> pooled_;  // layers whose output is [1, 1, c]
 };
 
 }  // namespace

@@ -23,5 +23,10 @@ const LayerKind& attention_kind();
 const LayerKind& take_first_kind();
 const LayerKind& concat_kind();
 const LayerKind& multiply_kind();
+const LayerKind& matmul_kind();
+const LayerKind& reshape_kind();
+const LayerKind& slice_kind();
+const LayerKind& add_parameter_kind();
+const LayerKind& prepend_tokens_kind();
 
 }  // namespace tpusim::kinds

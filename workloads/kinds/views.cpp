@@ -1,4 +1,8 @@
 // Layers whose output is their input seen differently: no work, nothing stored of their own.
+// (Reshapes, transposes and slices of an imported graph are views too: XLA folds a transpose into
+// the layout its consumer reads and a slice into the fusion that reads it.)
+#include <fmt/format.h>
+
 #include "workloads/kinds/common.hpp"
 #include "workloads/kinds/registry.hpp"
 
@@ -32,7 +36,50 @@ class TakeFirst : public View {
   }
 };
 
+// The same elements in another shape (ONNX Reshape, Transpose, Squeeze, Unsqueeze).
+class Reshape : public View {
+ public:
+  Reshape() : View("reshape") {}
+  std::vector<std::string> keys() const override { return {"shape"}; }
+  std::vector<std::string> required_keys() const override { return {"shape"}; }
+  void infer(Node& node, const InferContext& ctx) const override {
+    if (node.spec.shape.empty()) ctx.fail("shape", "expected at least one dimension");
+    if (elements(node.spec.shape) != elements(node.in))
+      ctx.fail("shape", fmt::format("{} does not hold the {} elements of the input {}", shape_string(node.spec.shape),
+                                    elements(node.in), shape_string(node.in)));
+    node.out = node.spec.shape;
+  }
+};
+
+// A part of the input of the same rank (ONNX Slice, Split: Q, K and V out of one projection).
+class Slice : public View {
+ public:
+  Slice() : View("slice") {}
+  std::vector<std::string> keys() const override { return {"shape"}; }
+  std::vector<std::string> required_keys() const override { return {"shape"}; }
+  void infer(Node& node, const InferContext& ctx) const override {
+    const Shape& s = node.spec.shape;
+    bool fits = s.size() == node.in.size();
+    for (std::size_t d = 0; fits && d < s.size(); ++d) fits = s[d] >= 1 && s[d] <= node.in[d];
+    if (!fits)
+      ctx.fail("shape", fmt::format("{} is not a part of the input {} (same rank, each axis at most the input's)",
+                                    shape_string(s), shape_string(node.in)));
+    node.out = s;
+  }
+  bool takes_disjoint_part() const override { return true; }
+};
+
 }  // namespace
+
+const LayerKind& reshape_kind() {
+  static const Reshape kind;
+  return kind;
+}
+
+const LayerKind& slice_kind() {
+  static const Slice kind;
+  return kind;
+}
 
 const LayerKind& flatten_kind() {
   static const Flatten kind;

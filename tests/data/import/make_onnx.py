@@ -57,8 +57,12 @@ def summarize(path, model):
     inputs = {i.name: {"dtype": onnx.TensorProto.DataType.Name(i.type.tensor_type.elem_type),
                        "shape": dims(i)} for i in g.input}
     # Every parameter and buffer of the torch model must be a typed graph input with its shape.
-    state = {k: list(v.shape) for k, v in model.state_dict().items()
-             if not k.endswith("num_batches_tracked")}
+    # A tied tensor (GPT's head and token table) is one input, under its first name.
+    state, seen = {}, set()
+    for k, v in model.state_dict(keep_vars=True).items():
+        if not k.endswith("num_batches_tracked") and id(v) not in seen:
+            seen.add(id(v))
+            state[k] = list(v.shape)
     missing = [k for k, shp in state.items()
                if k not in inputs or inputs[k]["shape"] != shp]
     n_params = sum(p.numel() for p in model.parameters())

@@ -184,11 +184,16 @@ for kname, classes in (("mlp_mnist", 10), ("small_resnet", 10), ("resnet50", 100
 # Tracing and counting
 
 def trace(model, x, y):
-    names = [n for n, _ in model.named_parameters()]
-    params = [p.detach().requires_grad_() for p in model.parameters()]
+    originals = list(model.parameters())  # a tied parameter once
+    params = [p.detach().requires_grad_() for p in originals]
+    # Every name a parameter goes by: torch 1.13's functional_call replaces only the names it is
+    # given, so a tied weight (GPT's head) must be given under each of its names.
+    index = {id(p): k for k, p in enumerate(originals)}
+    names = [(f"{m}.{n}" if m else n, index[id(p)]) for m, mod in model.named_modules()
+             for n, p in mod._parameters.items() if p is not None]
 
     def step(params, x, y):
-        out = stateless.functional_call(model, dict(zip(names, params)), (x,))
+        out = stateless.functional_call(model, {name: params[k] for name, k in names}, (x,))
         loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
         return loss, torch.autograd.grad(loss, params)
 

@@ -55,7 +55,8 @@ class GPTBlock(nn.Module):
 
 
 class TinyGPT(nn.Module):
-    """GPT-2-style: token + learned position embedding, pre-LN blocks, final LN, untied LM head."""
+    """GPT-2-style: token + learned position embedding, pre-LN blocks, final LN, LM head tied to
+    the token embedding (GPT-2's)."""
 
     def __init__(self, vocab=GPT_VOCAB, d=GPT_D, heads=GPT_HEADS, layers=GPT_LAYERS, seq=GPT_SEQ):
         super().__init__()
@@ -65,6 +66,7 @@ class TinyGPT(nn.Module):
         self.blocks = nn.ModuleList([GPTBlock(d, heads) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight
 
     def forward(self, idx):
         t = idx.shape[1]

@@ -1,0 +1,103 @@
+// Learned tensors an imported graph adds to or joins with its activations: a position table
+// added to every sample (ViT's pos_embedding), learned tokens put before a sequence (ViT's class
+// token). The zoo's embedding and patch_embedding layers carry these themselves; these kinds are
+// the same pieces standing alone, as an ONNX graph has them.
+#include <fmt/format.h>
+
+#include "workloads/kinds/common.hpp"
+#include "workloads/kinds/registry.hpp"
+
+namespace tpusim::kinds {
+namespace {
+
+// x + p, with p of `shape` broadcast over x (aligned from the right, each axis equal or 1).
+class AddParameter : public LayerKind {
+ public:
+  AddParameter() : LayerKind("add_parameter") {}
+  std::vector<std::string> keys() const override { return {"shape"}; }
+  std::vector<std::string> required_keys() const override { return {"shape"}; }
+
+  void infer(Node& node, const InferContext& ctx) const override {
+    const Shape& p = node.spec.shape;
+    bool broadcasts = !p.empty() && p.size() <= node.in.size();
+    for (std::size_t d = 0; broadcasts && d < p.size(); ++d) {
+      const std::uint64_t x = node.in[node.in.size() - p.size() + d];
+      broadcasts = p[d] == x || p[d] == 1;
+    }
+    if (!broadcasts)
+      ctx.fail("shape", fmt::format("a parameter of {} does not broadcast to the input {}", shape_string(p), shape_string(node.in)));
+    node.out = node.in;
+    node.params = node.trainable = elements(p);
+  }
+
+  std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
+    const std::uint64_t e = out_elements(em, node);
+    return em.vector(node.spec.name + "/fwd/add", Phase::Forward, e, 1, e * em.act_bytes() + node.params * 4,
+                     e * em.act_bytes(), std::move(deps));
+  }
+
+  // The input's gradient is the output's; the parameter's is it summed over the batch.
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+    const std::uint64_t e = out_elements(em, node);
+    Backward r;
+    r.grads.push_back(em.vector(node.spec.name + "/bwd/sum", Phase::Backward, e, 1, e * em.act_bytes(), node.params * 4, dy));
+    return pass_through(dy.front(), r);
+  }
+
+  bool elementwise() const override { return true; }
+  FusedShare fused_forward(const Node& node, std::uint64_t, bool) const override {
+    FusedShare share;
+    share.vpu_ops = 1;
+    share.read_elements = node.params;  // the table, once
+    return share;
+  }
+  FusedShare fused_backward(const Node&, std::uint64_t, std::uint32_t) const override {
+    FusedShare share;
+    share.vpu_ops = 1;  // the sum into the parameter's gradient
+    return share;
+  }
+};
+
+// `tokens` learned rows put before a [tokens, features] sequence.
+class PrependTokens : public LayerKind {
+ public:
+  PrependTokens() : LayerKind("prepend_tokens") {}
+  std::vector<std::string> keys() const override { return {"tokens"}; }
+  std::vector<std::string> required_keys() const override { return {"tokens"}; }
+
+  void infer(Node& node, const InferContext& ctx) const override {
+    ctx.need_rank(node, 2, "a [tokens, features]");
+    node.out = {node.in[0] + node.spec.tokens, node.in[1]};
+    node.params = node.trainable = ctx.checked_mul(node.spec.tokens, node.in[1]);
+  }
+
+  // A copy of the sequence behind the tokens.
+  std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
+    const std::uint64_t e_in = in_elements(em, node), e_out = out_elements(em, node);
+    return em.vector(node.spec.name + "/fwd/concat", Phase::Forward, e_out, 0, e_in * em.act_bytes() + node.params * 4,
+                     e_out * em.act_bytes(), std::move(deps));
+  }
+
+  // The sequence's gradient is a part of the output's (a view); the tokens' is their rows summed
+  // over the batch.
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+    const std::uint64_t rows = em.batch() * node.params;
+    Backward r;
+    r.grads.push_back(em.vector(node.spec.name + "/bwd/sum", Phase::Backward, rows, 1, rows * em.act_bytes(), node.params * 4, dy));
+    return pass_through(dy.front(), r);
+  }
+};
+
+}  // namespace
+
+const LayerKind& add_parameter_kind() {
+  static const AddParameter kind;
+  return kind;
+}
+
+const LayerKind& prepend_tokens_kind() {
+  static const PrependTokens kind;
+  return kind;
+}
+
+}  // namespace tpusim::kinds
