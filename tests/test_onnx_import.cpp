@@ -73,7 +73,7 @@ onnx::ModelProto tiny_model(std::int64_t opset = 17) {
 
 BOOST_AUTO_TEST_CASE(the_reader_sees_what_python_onnx_saw) {
   const json summary = read_json(import_fixture("onnx_summary.json"));
-  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny"}) {
+  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms"}) {
     BOOST_TEST_CONTEXT(name) {
       const json& s = summary.at(name);
       const OnnxModel m = read_onnx_file(import_fixture(s["file"].get<std::string>()));
@@ -125,7 +125,7 @@ BOOST_AUTO_TEST_CASE(torchvision_classifiers_import_with_torchs_parameter_counts
 // product of two activations (attention) has an input gradient for each operand.
 BOOST_AUTO_TEST_CASE(training_steps_match_the_make_fx_oracle) {
   const json oracle = read_json(import_fixture("oracle.json"))["models"];
-  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny"}) {
+  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms"}) {
     BOOST_TEST_CONTEXT(name) {
       const json& o = oracle.at(name);
       TempDir dir;
@@ -297,4 +297,23 @@ BOOST_AUTO_TEST_CASE(imported_vit_b_16_runs_like_the_zoo_vit_b16) {
   BOOST_TEST(onnx_run->summary["parameters"] == zoo_run->summary["parameters"]);
   BOOST_TEST(onnx_run->summary["step_time_s"].get<double>() == zoo_run->summary["step_time_s"].get<double>(),
              boost::test_tools::tolerance(0.01));
+}
+
+// Norms written out of elementwise ops (T5's RMSNorm as Hugging Face writes it, a layer norm of
+// means and a quotient) import op for op: powers, means over the last axis, broadcast differences
+// and quotients, the learned scale and shift; the epsilon added is folded, 1 / sqrt a reciprocal.
+BOOST_AUTO_TEST_CASE(norms_written_out_of_elementwise_ops_import_op_for_op) {
+  TempDir dir;
+  const CommandResult r = run_tpusim("import '" + import_fixture("written_out_norms.onnx") + "' -o '" + dir.path("w.json") + "'");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const json w = read_json(dir.path("w.json"));
+  std::vector<std::string> types;
+  for (const auto& l : w["model"]["layers"])
+    types.push_back(l["type"] == "activation" ? l["activation"].get<std::string>() : l["type"].get<std::string>());
+  const std::vector<std::string> expected = {
+      "reshape", "square", "reduce_mean", "sqrt", "reciprocal", "multiply", "multiply_parameter",  // RMSNorm
+      "dense", "tanh", "sigmoid", "multiply",                                                       // gated fc1
+      "reduce_mean", "subtract", "square", "reduce_mean", "sqrt", "divide", "multiply_parameter", "add_parameter",
+      "dense", "add"};
+  BOOST_TEST(types == expected, boost::test_tools::per_element());
 }

@@ -154,14 +154,18 @@ double activation_vpu_ops(const std::string& activation) {
       {"linear", 0}, {"relu", 1}, {"sigmoid", 4}, {"tanh", 4}, {"gelu", 8}, {"softmax", 6},
       // MobileNet's: relu6 clamps (max, min); hard_sigmoid scales, shifts and clamps; hard_swish
       // multiplies by it; silu (swish) multiplies by a sigmoid.
-      {"relu6", 2}, {"hard_sigmoid", 3}, {"hard_swish", 4}, {"silu", 5}};
+      {"relu6", 2}, {"hard_sigmoid", 3}, {"hard_swish", 4}, {"silu", 5},
+      // The pieces of a normalization written out (an imported RMSNorm): square multiplies,
+      // sqrt and reciprocal are a transcendental unit's rsqrt and a multiply, pow is exp(p log x).
+      {"square", 1}, {"sqrt", 4}, {"reciprocal", 4}, {"pow", 8}};
   return kOps.at(activation);
 }
 
 double activation_grad_vpu_ops(const std::string& activation) {
   static const std::map<std::string, double> kOps = {
       {"linear", 0}, {"relu", 2}, {"sigmoid", 3}, {"tanh", 3}, {"gelu", 10}, {"softmax", 4},
-      {"relu6", 3}, {"hard_sigmoid", 3}, {"hard_swish", 5}, {"silu", 6}};
+      {"relu6", 3}, {"hard_sigmoid", 3}, {"hard_swish", 5}, {"silu", 6},
+      {"square", 2}, {"sqrt", 3}, {"reciprocal", 3}, {"pow", 10}};
   return kOps.at(activation);
 }
 

@@ -25,7 +25,7 @@ const std::vector<std::string>& supported_ops() {
   static const std::vector<std::string> ops = {
       "Conv",  "BatchNormalization", "LayerNormalization", "Relu", "Sigmoid", "Tanh", "Clip", "HardSwish", "HardSigmoid",
       "Softmax", "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean", "Flatten", "Gemm", "MatMul", "Add", "Mul",
-      "Div", "Where", "Concat", "Dropout", "Identity", "Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Split",
+      "Div", "Sub", "Pow", "Sqrt", "Reciprocal", "Where", "Concat", "Dropout", "Identity", "Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Split",
       "Slice", "Gather"};
   return ops;
 }
@@ -339,8 +339,8 @@ class OnnxImporter {
     add_layer(node, {{"type", type}, {"shape", layer_shape(node, n.outputs[output])}}, {activation_input(node)}, output, std::move(name));
   }
 
-  void activation(std::size_t node, const std::string& f) {
-    add_layer(node, {{"type", "activation"}, {"activation", f}}, {activation_input(node)});
+  void activation(std::size_t node, const std::string& f, std::size_t input = 0) {
+    add_layer(node, {{"type", "activation"}, {"activation", f}}, {activation_input(node, input)});
   }
 
   void map_node(std::size_t i) {
@@ -396,13 +396,30 @@ class OnnxImporter {
     } else if (op == "ReduceMean") {
       auto axes = m_.nodes[i].ints_attribute("axes");
       std::sort(axes.begin(), axes.end());
-      if (axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
-        fail(i, "only a mean over the two spatial axes (a global average pool) is imported");
-      add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", m_.nodes[i].int_attribute("keepdims", 1) != 0}}, {activation_input(i)});
+      const bool keepdims = m_.nodes[i].int_attribute("keepdims", 1) != 0;
+      const auto rank = static_cast<std::int64_t>(shape_at(at_batch2_, i, n.inputs.at(0)).size());
+      if (image_layout_.count(n.inputs[0]) && (axes == std::vector<std::int64_t>{2, 3} || axes == std::vector<std::int64_t>{-2, -1}))
+        add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", keepdims}}, {activation_input(i)});
+      else if (axes == std::vector<std::int64_t>{-1} || axes == std::vector<std::int64_t>{rank - 1})
+        add_layer(i, {{"type", "reduce_mean"}, {"keepdims", keepdims}}, {activation_input(i)});
+      else
+        fail(i, "only a mean over the two spatial axes of an image (a global average pool) or over the last axis is imported");
     } else if (op == "Concat") {
       map_concat(i);
-    } else if (op == "Mul" || op == "Div") {
-      map_product(i);
+    } else if (op == "Mul" || op == "Div" || op == "Sub") {
+      map_binary(i);
+    } else if (op == "Pow") {
+      // x^2 and x^0.5 (a normalization written out) as such; another constant power as exp(p log x).
+      if (n.inputs.size() != 2 || !is_scalar_constant(n.inputs[1])) fail(i, "only a power by a constant is imported");
+      const double p = scalar_value(n.inputs[1]);
+      if (p == 1)
+        alias(i);
+      else
+        activation(i, p == 2 ? "square" : p == 0.5 ? "sqrt" : "pow");
+    } else if (op == "Sqrt") {
+      activation(i, "sqrt");
+    } else if (op == "Reciprocal") {
+      activation(i, "reciprocal");
     } else if (op == "Flatten") {
       const bool image = sample_shape(i, n.inputs.at(0)).size() == 3;
       if (image && m_.nodes[i].int_attribute("axis", 1) == 1)
@@ -485,23 +502,36 @@ class OnnxImporter {
     add_layer(i, {{"type", "concat"}}, inputs);
   }
 
-  // x * s or x / s by a constant scalar: folded (attention's 1/sqrt(d) scale, which XLA applies in
-  // the fusion around the matmul); Erf's GELU, recognized whole; a product of two activations.
-  void map_product(std::size_t i) {
+  // Mul, Div or Sub. By a constant scalar: folded (attention's 1/sqrt(d) scale, a shift, which
+  // XLA applies in the fusion around them), except c / x, a reciprocal; Erf's GELU, recognized
+  // whole; a product with a learned tensor (a normalization's scale written out); two activations,
+  // the second broadcast (a gate, a squeeze-and-excitation scale, x - mean).
+  void map_binary(std::size_t i) {
     const OnnxNode& n = m_.nodes[i];
     if (n.inputs.size() != 2) fail(i, "expected two inputs");
     if (n.op_type == "Div" && map_erf_gelu(i)) return;
-    const bool scalar0 = is_scalar_constant(n.inputs[0]), scalar1 = is_scalar_constant(n.inputs[1]);
-    if (scalar1 || (scalar0 && n.op_type == "Mul")) {
-      produced_[n.outputs.at(0)] = activation_input(i, scalar1 ? 0 : 1);
+    const bool act0 = is_activation(n.inputs[0]), act1 = is_activation(n.inputs[1]);
+    if (act0 && act1) {
+      std::string x = activation_input(i, 0), s = activation_input(i, 1);
+      // The broadcast operand goes second (its cost is the same either way).
+      if (elements(sample_shape(i, n.inputs[0])) < elements(sample_shape(i, n.inputs[1]))) std::swap(x, s);
+      const char* type = n.op_type == "Mul" ? "multiply" : n.op_type == "Div" ? "divide" : "subtract";
+      add_layer(i, {{"type", type}}, {x, s});
       return;
     }
-    if (n.op_type == "Div" || is_param(n.inputs[0]) || is_param(n.inputs[1]))
-      fail(i, "only a scale by a constant, Erf's GELU or a product of two activations (a gate) is imported");
-    std::string x = activation_input(i, 0), s = activation_input(i, 1);
-    // The broadcast operand (a squeeze-and-excitation scale, [c, 1, 1]) goes second.
-    if (elements(sample_shape(i, n.inputs[0])) < elements(sample_shape(i, n.inputs[1]))) std::swap(x, s);
-    add_layer(i, {{"type", "multiply"}}, {x, s});
+    const std::string& other = act0 ? n.inputs[1] : n.inputs[0];
+    if (is_scalar_constant(other)) {
+      if (n.op_type == "Div" && act1)
+        activation(i, "reciprocal", 1);
+      else
+        produced_[n.outputs.at(0)] = activation_input(i, act0 ? 0 : 1);
+      return;
+    }
+    if (n.op_type == "Mul") {
+      add_layer(i, {{"type", "multiply_parameter"}, {"shape", learned_tensor_shape(i, other)}}, {activation_input(i, act0 ? 0 : 1)});
+      return;
+    }
+    fail(i, "only a scale or shift by a constant, Erf's GELU, a product with a learned tensor or an operation on two activations is imported");
   }
 
   // torch's exact GELU as exported: x * (erf(x / sqrt 2) + 1) * 0.5, five nodes that XLA fuses into
@@ -618,14 +648,25 @@ class OnnxImporter {
       produced_[n.outputs.at(0)] = x;
       return;
     }
-    const std::string param = parameter_behind(p);
-    if (param.empty() || shape_at(at_batch3_, i, p) != p_shape)
-      fail(i, "adding a constant is imported as a MatMul's bias, a position table, or a learned tensor added to every sample");
-    std::vector<std::uint64_t> shape(p_shape.begin(), p_shape.end());
+    if (is_scalar_constant(p)) {  // a shift (a normalization's epsilon), applied in the fusion around it
+      produced_[n.outputs.at(0)] = x;
+      return;
+    }
+    add_layer(i, {{"type", "add_parameter"}, {"shape", learned_tensor_shape(i, p)}}, {x});
+  }
+
+  // The per-sample shape of `tensor`, a learned parameter (or a view of one) that node `i`
+  // applies to every sample whole.
+  std::vector<std::uint64_t> learned_tensor_shape(std::size_t i, const std::string& tensor) const {
+    const std::string param = parameter_behind(tensor);
+    const OnnxShape& two = shape_at(at_batch2_, i, tensor);
+    if (param.empty() || shape_at(at_batch3_, i, tensor) != two)
+      fail(i, "a constant operand is imported as a MatMul's bias, a position table, or a learned tensor applied to every sample");
+    std::vector<std::uint64_t> shape(two.begin(), two.end());
     while (shape.size() > 1 && shape.front() == 1) shape.erase(shape.begin());  // the batch's axis
     if (static_cast<std::int64_t>(elements(shape)) != elements_of(params_.at(param)))
-      fail(i, fmt::format("\"{}\" is not added whole", param));
-    add_layer(i, {{"type", "add_parameter"}, {"shape", shape}}, {x});
+      fail(i, fmt::format("\"{}\" is not applied whole", param));
+    return shape;
   }
 
   // An activation right after a dense or convolution layer that nothing else reads runs in that

@@ -1,6 +1,6 @@
-// Learned tensors an imported graph adds to or joins with its activations: a position table
-// added to every sample (ViT's pos_embedding), learned tokens put before a sequence (ViT's class
-// token). The zoo's embedding and patch_embedding layers carry these themselves; these kinds are
+// Learned tensors an imported graph adds to, multiplies with or joins to its activations: a
+// position table added to every sample (ViT's pos_embedding), a scale (an RMSNorm's weight),
+// learned tokens put before a sequence (ViT's class token). The zoo's embedding and patch_embedding layers carry these themselves; these kinds are
 // the same pieces standing alone, as an ONNX graph has them.
 #include <fmt/format.h>
 
@@ -10,10 +10,11 @@
 namespace tpusim::kinds {
 namespace {
 
-// x + p, with p of `shape` broadcast over x (aligned from the right, each axis equal or 1).
-class AddParameter : public LayerKind {
+// x + p or x * p, with p of `shape` broadcast over x (aligned from the right, each axis equal or
+// 1): a position table, a normalization's scale written out (an imported RMSNorm's weight).
+class ParameterOp : public LayerKind {
  public:
-  AddParameter() : LayerKind("add_parameter") {}
+  ParameterOp(std::string name, bool multiplies) : LayerKind(std::move(name)), multiplies_(multiplies) {}
   std::vector<std::string> keys() const override { return {"shape"}; }
   std::vector<std::string> required_keys() const override { return {"shape"}; }
 
@@ -32,16 +33,23 @@ class AddParameter : public LayerKind {
 
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const std::uint64_t e = out_elements(em, node);
-    return em.vector(node.spec.name + "/fwd/add", Phase::Forward, e, 1, e * em.act_bytes() + node.params * 4,
-                     e * em.act_bytes(), std::move(deps));
+    return em.vector(node.spec.name + (multiplies_ ? "/fwd/multiply" : "/fwd/add"), Phase::Forward, e, 1,
+                     e * em.act_bytes() + node.params * 4, e * em.act_bytes(), std::move(deps));
   }
 
-  // The input's gradient is the output's; the parameter's is it summed over the batch.
+  // A sum: the input's gradient is the output's, the parameter's is it summed over the batch. A
+  // product: one pass making dy * p and summing dy * x.
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
     const std::uint64_t e = out_elements(em, node);
     Backward r;
-    r.grads.push_back(em.vector(node.spec.name + "/bwd/sum", Phase::Backward, e, 1, e * em.act_bytes(), node.params * 4, dy));
-    return pass_through(dy.front(), r);
+    if (!multiplies_) {
+      r.grads.push_back(em.vector(node.spec.name + "/bwd/sum", Phase::Backward, e, 1, e * em.act_bytes(), node.params * 4, dy));
+      return pass_through(dy.front(), r);
+    }
+    const std::uint32_t op = em.vector(node.spec.name + "/bwd/multiply", Phase::Backward, e, 3, 2 * e * em.act_bytes() + node.params * 4,
+                                       e * em.act_bytes() + node.params * 4, std::move(dy));
+    r.grads.push_back(op);
+    return pass_through(op, r);
   }
 
   bool elementwise() const override { return true; }
@@ -51,11 +59,16 @@ class AddParameter : public LayerKind {
     share.read_elements = node.params;  // the table, once
     return share;
   }
-  FusedShare fused_backward(const Node&, std::uint64_t, std::uint32_t) const override {
+  FusedShare fused_backward(const Node&, std::uint64_t e, std::uint32_t act_bytes) const override {
     FusedShare share;
-    share.vpu_ops = 1;  // the sum into the parameter's gradient
+    share.vpu_ops = multiplies_ ? 3 : 1;  // the sum into the parameter's gradient (of dy * x)
+    if (multiplies_) share.read_bytes = e * act_bytes;  // x
     return share;
   }
+  bool keeps_input(const Node&) const override { return multiplies_; }
+
+ private:
+  bool multiplies_;
 };
 
 // `tokens` learned rows put before a [tokens, features] sequence.
@@ -91,7 +104,12 @@ class PrependTokens : public LayerKind {
 }  // namespace
 
 const LayerKind& add_parameter_kind() {
-  static const AddParameter kind;
+  static const ParameterOp kind("add_parameter", false);
+  return kind;
+}
+
+const LayerKind& multiply_parameter_kind() {
+  static const ParameterOp kind("multiply_parameter", true);
   return kind;
 }
 

@@ -18,7 +18,8 @@ const std::vector<const LayerKind*>& all_kinds() {
       &activation_kind(), &max_pool_kind(),  &avg_pool_kind(), &global_avg_pool_kind(), &add_kind(),
       &dropout_kind(),  &embedding_kind(),   &patch_embedding_kind(), &attention_kind(), &take_first_kind(),
       &concat_kind(),   &multiply_kind(),     &depthwise_conv2d_kind(), &matmul_kind(),   &reshape_kind(),
-      &slice_kind(),    &add_parameter_kind(), &prepend_tokens_kind(),
+      &slice_kind(),    &add_parameter_kind(), &prepend_tokens_kind(), &multiply_parameter_kind(), &subtract_kind(),
+      &divide_kind(),   &reduce_mean_kind(),
   };
   return kinds;
 }

@@ -28,5 +28,9 @@ const LayerKind& reshape_kind();
 const LayerKind& slice_kind();
 const LayerKind& add_parameter_kind();
 const LayerKind& prepend_tokens_kind();
+const LayerKind& multiply_parameter_kind();
+const LayerKind& subtract_kind();
+const LayerKind& divide_kind();
+const LayerKind& reduce_mean_kind();
 
 }  // namespace tpusim::kinds

@@ -90,6 +90,50 @@ class TransformerEncoderModel(nn.Module):
         return self.encoder(x)
 
 
+class RMSNorm(nn.Module):
+    """T5's RMSNorm as Hugging Face writes it: elementwise ops, no fused norm op."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class WrittenOutLayerNorm(nn.Module):
+    """A layer norm written out of means, differences and a quotient."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(d))
+        self.shift = nn.Parameter(torch.zeros(d))
+        self.eps = eps
+
+    def forward(self, x):
+        mu = x.mean(-1, keepdim=True)
+        var = (x - mu).pow(2).mean(-1, keepdim=True)
+        return (x - mu) / torch.sqrt(var + self.eps) * self.gain + self.shift
+
+
+class WrittenOutNorms(nn.Module):
+    """A residual MLP block over [batch, 16, 64] whose norms are elementwise ops (Pow, ReduceMean,
+    Sqrt, Sub, Div, Mul by a weight) and whose gate multiplies two activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.n1 = RMSNorm(64)
+        self.fc1 = nn.Linear(64, 256)
+        self.n2 = WrittenOutLayerNorm(256)
+        self.fc2 = nn.Linear(256, 64)
+
+    def forward(self, x):
+        h = self.fc1(self.n1(x))
+        h = torch.tanh(h) * torch.sigmoid(h)
+        return x + self.fc2(self.n2(h))
+
+
 def resnet50():
     return torchvision.models.resnet50(weights=None)
 
@@ -110,6 +154,9 @@ MODELS = {
                             lambda b: torch.randn(b, TX_SEQ, TX_D),
                             # no classes: each token's d_model features are read as logits
                             lambda b, out: torch.randint(0, TX_D, (b, TX_SEQ))),
+    "written_out_norms": (WrittenOutNorms,
+                          lambda b: torch.randn(b, 16, 64),
+                          lambda b, out: torch.randint(0, 64, (b, 16))),
     "gpt_tiny": (TinyGPT,
                  lambda b: torch.randint(0, GPT_VOCAB, (b, GPT_SEQ)),
                  lambda b, out: torch.randint(0, GPT_VOCAB, (b, GPT_SEQ))),
