@@ -25,7 +25,7 @@ const std::vector<std::string>& supported_ops() {
   static const std::vector<std::string> ops = {
       "Conv",  "BatchNormalization", "LayerNormalization", "Relu", "Sigmoid", "Tanh", "Clip", "HardSwish", "HardSigmoid",
       "Softmax", "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean", "Flatten", "Gemm", "MatMul", "Add", "Mul",
-      "Div", "Sub", "Pow", "Sqrt", "Reciprocal", "Where", "Concat", "Dropout", "Identity", "Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Split",
+      "Div", "Sub", "Pow", "Sqrt", "Reciprocal", "Where", "Pad", "Concat", "Dropout", "Identity", "Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Split",
       "Slice", "Gather"};
   return ops;
 }
@@ -293,6 +293,11 @@ class OnnxImporter {
 
   // A window's padding: ONNX pads [top, left, bottom, right] as tpusim's [top, bottom, left, right].
   void window_padding(std::size_t node, ojson& spec) const {
+    const auto padded = pads_for_.find(m_.nodes[node].inputs.at(0));
+    if (padded != pads_for_.end()) {  // a Pad before it
+      spec["pads"] = padded->second;
+      return;
+    }
     const std::string auto_pad = attr_string(node, "auto_pad", "NOTSET");
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       spec["padding"] = "same";
@@ -477,7 +482,37 @@ class OnnxImporter {
       view(i, "slice");
     } else if (op == "Gather") {
       map_gather(i);
+    } else if (op == "Pad") {
+      map_pad(i);
     }
+  }
+
+  // Zeros around an image's height and width (what torch writes before an average pool that
+  // counts its padding): the explicit pads of the pool or convolution that reads it alone.
+  void map_pad(std::size_t i) {
+    const OnnxNode& n = m_.nodes[i];
+    const std::string mode = attr_string(i, "mode", "constant");
+    const auto it = at_batch2_.value.find(n.inputs.size() > 1 ? n.inputs[1] : "");
+    const bool zeros = n.inputs.size() < 3 || n.inputs[2].empty() || (is_scalar_constant(n.inputs[2]) && scalar_value(n.inputs[2]) == 0);
+    if (mode != "constant" || !zeros || it == at_batch2_.value.end())
+      fail(i, "only constant zero padding of known size is imported");
+    const std::vector<double>& pads = it->second;
+    if (std::all_of(pads.begin(), pads.end(), [](double p) { return p == 0; })) {
+      alias(i);
+      return;
+    }
+    const std::size_t reader = sole_consumer(n.outputs.at(0));
+    const bool pool_or_conv = reader != std::string::npos && (m_.nodes[reader].op_type == "AveragePool" ||
+                                                              m_.nodes[reader].op_type == "MaxPool" || m_.nodes[reader].op_type == "Conv");
+    // NCHW: [n, c, h, w] begins then ends; only h and w padded, by 0 to 1024.
+    const bool spatial = pads.size() == 8 && pads[0] == 0 && pads[1] == 0 && pads[4] == 0 && pads[5] == 0 &&
+                         std::all_of(pads.begin(), pads.end(), [](double p) { return p >= 0 && p <= 1024; });
+    const auto reader_pads = pool_or_conv ? m_.nodes[reader].ints_attribute("pads") : std::vector<std::int64_t>{};
+    const bool reader_pads_too = std::any_of(reader_pads.begin(), reader_pads.end(), [](std::int64_t p) { return p != 0; });
+    if (!pool_or_conv || !spatial || !image_layout_.count(n.inputs[0]) || reader_pads_too)
+      fail(i, "a zero padding is imported only around an image's height and width, read by one pool or convolution without pads of its own");
+    pads_for_[n.outputs[0]] = {pads[2], pads[6], pads[3], pads[7]};  // tpusim's [top, bottom, left, right]
+    alias(i);
   }
 
   // Channels joined (DenseNet, SqueezeNet), or learned tokens put before a sequence (ViT's class
@@ -493,6 +528,10 @@ class OnnxImporter {
       if (static_cast<std::uint64_t>(elements_of(params_.at(token))) != tokens * in[1])
         fail(i, fmt::format("\"{}\" does not hold {} tokens of {} features", token, tokens, in[1]));
       add_layer(i, {{"type", "prepend_tokens"}, {"tokens", tokens}}, {activation_input(i, 1)});
+      return;
+    }
+    if (n.inputs.size() == 1) {  // torch.cat of one tensor (DenseNet's first layer of a block)
+      alias(i);
       return;
     }
     const std::int64_t axis = m_.nodes[i].int_attribute("axis", 1);
@@ -753,6 +792,7 @@ class OnnxImporter {
   std::map<std::string, std::size_t> producer_;
   std::map<std::string, std::vector<std::size_t>> consumers_;
   std::set<std::string> image_layout_, image_views_;  // see track_image_layout
+  std::map<std::string, std::vector<std::uint64_t>> pads_for_;  // a padded image -> the pads its reader takes
   std::set<std::size_t> folded_;                   // nodes taken into a pattern's layer
   std::map<std::string, std::string> embedding_of_;  // a table parameter -> the embedding layer gathering from it
   std::string input_name_;

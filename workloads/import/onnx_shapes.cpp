@@ -302,6 +302,17 @@ class ShapeInference {
       const auto target = ints(i, 1);
       return output(i, 0, broadcast(i, shape(i, 0), target));
     }
+    if (op == "Pad") {
+      OnnxShape s = shape(i, 0);
+      const auto pads = ints(i, 1);  // [begin of each axis..., end of each axis...]
+      if (pads.size() != 2 * s.size()) fail(i, fmt::format("{} pads for a tensor of rank {}", pads.size(), s.size()));
+      for (std::size_t d = 0; d < s.size(); ++d) {
+        if (std::abs(pads[d]) > kMaxDim || std::abs(pads[d + s.size()]) > kMaxDim) fail(i, "a pad beyond any tensor");
+        s[d] += pads[d] + pads[d + s.size()];
+        if (s[d] < 0) fail(i, "pads that crop more than the tensor holds");
+      }
+      return output(i, 0, s);
+    }
     if (op == "Transpose") {
       const OnnxShape& in = shape(i, 0);
       std::vector<std::int64_t> perm = m_.nodes[i].ints_attribute("perm");

@@ -19,7 +19,7 @@ import torchvision
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "torchvision")
 MODELS = ["alexnet", "vgg11", "squeezenet1_0", "mobilenet_v2", "mobilenet_v3_small", "regnet_y_400mf",
-          "shufflenet_v2_x1_0"]
+          "shufflenet_v2_x1_0", "densenet121"]
 
 
 def main():
