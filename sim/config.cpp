@@ -653,6 +653,9 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.all_reduce_bucket_bytes = get<std::uint64_t>(d, "training.all_reduce.bucket_bytes");
   w.all_reduce_overlap = get<bool>(d, "training.all_reduce.overlap");
   w.weight_update_sharding = get<bool>(d, "training.weight_update_sharding");
+  w.fsdp = get<bool>(d, "training.fsdp");
+  if (w.fsdp && w.weight_update_sharding)
+    fail(origin, "workload.training.fsdp", "fsdp shards the weights and their update already; set it or weight_update_sharding, not both");
   w.fusion = get<bool>(d, "training.fusion");
   w.eval_examples = get<std::uint64_t>(d, "training.eval.examples");
   w.eval_every_steps = get<double>(d, "training.eval.every_steps");

@@ -103,6 +103,71 @@ BOOST_AUTO_TEST_CASE(weight_update_sharding_scatters_updates_a_share_and_gathers
   BOOST_TEST(sharded.memory.parameters == plain.memory.parameters);  // the weights stay replicated
 }
 
+// FSDP's textbook volumes: per step each layer's weights are all-gathered twice (before its
+// forward and before its backward) in the compute type and its gradients reduce-scattered once
+// in f32; each replica holds and updates 1/replicas of the state.
+BOOST_AUTO_TEST_CASE(fsdp_gathers_weights_twice_scatters_gradients_once_and_holds_a_share) {
+  for (const char* precision : {"float32", "mixed_bfloat16"}) {
+    BOOST_TEST_CONTEXT(precision) {
+      const std::vector<std::string> sets = {"workload.training.all_reduce.bucket_bytes=0",
+                                             std::string("workload.training.precision=") + precision};
+      auto fsdp_sets = sets;
+      fsdp_sets.push_back("workload.training.fsdp=true");
+      const Config plain_config = example("tpu_v2", sets), fsdp_config = example("tpu_v2", fsdp_sets);
+      const LoweredStep plain = lower_training_step(plain_config.workload, plain_config.hw);
+      const LoweredStep fsdp = lower_training_step(fsdp_config.workload, fsdp_config.hw);
+      const std::uint64_t p = fsdp.model.params(), replicas = fsdp.replicas;
+      const std::uint64_t compute_bytes = std::string(precision) == "float32" ? 4 : 2;
+      std::map<std::pair<CollectiveKind, Phase>, std::uint64_t> bytes;
+      std::map<std::pair<CollectiveKind, Phase>, std::size_t> ops;
+      for (const Op& op : fsdp.program.ops)
+        if (op.kind == OpKind::Collective) {
+          bytes[{op.collective.kind, op.phase}] += op.collective.bytes;
+          ++ops[{op.collective.kind, op.phase}];
+        }
+      const auto volume = [&](CollectiveKind kind, Phase phase) { return bytes[{kind, phase}]; };
+      BOOST_TEST(volume(CollectiveKind::AllGather, Phase::Forward) == p * compute_bytes);
+      BOOST_TEST(volume(CollectiveKind::AllGather, Phase::Backward) == p * compute_bytes);
+      BOOST_TEST(volume(CollectiveKind::ReduceScatter, Phase::Gradients) == fsdp.model.trainable() * 4);
+      BOOST_TEST(ops.size() == 3u);  // nothing else: no all-reduce, no gather after the update
+      const std::size_t forward_gathers = ops[{CollectiveKind::AllGather, Phase::Forward}];
+      BOOST_TEST(forward_gathers == 2u);  // one per layer (no combining here)
+      // A layer's forward waits for its weights; the second layer's gather follows the first's.
+      for (const Op& op : fsdp.program.ops)
+        if (op.kind == OpKind::Matmul && op.phase == Phase::Forward) {
+          const bool waits = std::any_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) {
+            return fsdp.program.ops[d].kind == OpKind::Collective && fsdp.program.ops[d].collective.kind == CollectiveKind::AllGather;
+          });
+          BOOST_TEST(waits, op.name);
+        }
+      BOOST_TEST(fsdp.memory.optimizer_state == plain.memory.optimizer_state / replicas);
+      BOOST_TEST(fsdp.memory.gradients == fsdp.model.trainable() * 4 / replicas);
+      // The f32 share, and both layers' weights gathered at once (the second prefetched under the first).
+      BOOST_TEST(fsdp.memory.parameters == p * 4 / replicas + p * compute_bytes);
+    }
+  }
+}
+
+// And simulated: every chip sends the bandwidth-optimal share of each gather and scatter,
+// (n - 1) / n of its buffer; the MLP's 101,770 parameters do not split evenly over 4 replicas,
+// so each of the three collectives may round a chip's shares by up to an element each.
+BOOST_AUTO_TEST_CASE(fsdp_ici_traffic_is_the_textbook_volume) {
+  const auto run = tpusim::test::run_example(
+      "--hw tpu_v5e --topology 2x2 --trace none --set workload.training.fsdp=true --set workload.training.precision=mixed_bfloat16");
+  const double p = run->summary["parameters"].get<double>(), chips = 4, n = run->summary["replicas"].get<double>();
+  BOOST_TEST(n == 4);
+  const double per_chip = (n - 1) / n * (2 * p * 2 + p * 4);
+  const double sent = run->summary["traffic_per_step"]["ici_bytes"].get<double>();
+  BOOST_TEST(std::abs(sent - chips * per_chip) <= chips * 3 * n * 4, sent << " bytes sent, " << chips * per_chip << " ideal");
+}
+
+BOOST_AUTO_TEST_CASE(fsdp_and_weight_update_sharding_are_one_or_the_other) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::example_workload();
+  request.sets = {"workload.training.fsdp=true", "workload.training.weight_update_sharding=true"};
+  BOOST_TEST(tpusim::test::contains(tpusim::test::load_error(request), "workload.training.fsdp: fsdp shards the weights and their update already"));
+}
+
 BOOST_AUTO_TEST_CASE(mixed_bfloat16_halves_activations_and_keeps_fp32_master_weights) {
   const Config f32 = example();
   const Config bf16 = example("tpu_v2", {"workload.training.precision=mixed_bfloat16"});

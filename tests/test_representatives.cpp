@@ -180,6 +180,7 @@ BOOST_AUTO_TEST_CASE(training_steps_are_exact) {
       mlp + " --hw tpu_v4 --topology 4x4x4 --set workload.training.all_reduce.overlap=false",
       mlp + " --hw tpu_v4 --topology 4x4x4" + input_bound,
       mlp + " --hw tpu_v4 --topology 4x4x4 --set workload.training.weight_update_sharding=true",
+      "gpt2_small.json --hw tpu_v5p --topology 2x2x4 --set workload.training.per_replica_batch=2 --set workload.training.fsdp=true",
       mlp + " --hw tpu_v4 --topology 4x4x4 --set workload.training.all_reduce.chunk_bytes=65536",
       mlp + " --hw tpu_v4 --topology 4x4x8 --set workload.training.all_reduce.bucket_bytes=0",
       "resnet50.json --hw tpu_v4 --topology 2x2x4" + per8,

@@ -1,6 +1,8 @@
 #include "workloads/lower.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -74,6 +76,75 @@ std::uint32_t fused_backward(StepEmitter& em, const std::vector<const Node*>& ch
   return em.vector(chain_name(chain) + "/bwd", Phase::Backward, e, ops, reads, e * em.act_bytes(), std::move(dy));
 }
 
+// Fully sharded data parallelism: the weights of each group of consecutive layers are
+// all-gathered in the compute type before the group's forward and again before its backward;
+// the next group's gather is issued as the current group's compute begins, so it runs under it
+// (XLA's prefetch). Groups are combined up to the all-reduce bucket size, as XLA's all-gather
+// combiner combines small gathers.
+class WeightGathers {
+ public:
+  using Emit = std::function<std::uint32_t(const std::string& name, Phase phase, std::uint64_t params,
+                                           std::vector<std::uint32_t> deps)>;
+
+  WeightGathers(const ModelGraph& model, std::uint64_t bucket_bytes, Emit emit)
+      : group_of_(model.nodes.size(), kNone), emit_(std::move(emit)) {
+    for (const Node& node : model.nodes) {
+      if (node.params == 0) continue;
+      if (groups_.empty() || (groups_.back().params * 4 >= bucket_bytes)) groups_.push_back({node.spec.name, node.spec.name, 0});
+      groups_.back().last = node.spec.name;
+      groups_.back().params += node.params;
+      group_of_[node.index] = groups_.size() - 1;
+    }
+    forward_.resize(groups_.size());
+    backward_.resize(groups_.size());
+  }
+
+  // The gather the node's forward (backward) waits for, issuing it and the next group's when the
+  // node is its group's first; nothing for a node without parameters.
+  std::vector<std::uint32_t> before_forward(std::size_t node) {
+    const std::size_t g = group_of_[node];
+    if (g == kNone) return {};
+    issue(forward_, g, Phase::Forward, g == 0 ? kNone : g - 1);
+    if (g + 1 < groups_.size()) issue(forward_, g + 1, Phase::Forward, g);
+    return {*forward_[g]};
+  }
+  std::vector<std::uint32_t> before_backward(std::size_t node) {
+    const std::size_t g = group_of_[node];
+    if (g == kNone) return {};
+    issue(backward_, g, Phase::Backward, g + 1 < groups_.size() ? g + 1 : kNone);
+    if (g > 0) issue(backward_, g - 1, Phase::Backward, g);
+    return {*backward_[g]};
+  }
+
+  // Parameters gathered at the worst moment: a group's and the next one's, prefetched under it.
+  std::uint64_t in_flight_params() const {
+    std::uint64_t p = groups_.empty() ? 0 : groups_[0].params;
+    for (std::size_t g = 1; g < groups_.size(); ++g) p = std::max(p, groups_[g - 1].params + groups_[g].params);
+    return p;
+  }
+
+ private:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  struct Group {
+    std::string first, last;
+    std::uint64_t params;
+  };
+  // Gathers run one after another in the order they are needed: each after `previous`.
+  void issue(std::vector<std::optional<std::uint32_t>>& ops, std::size_t g, Phase phase, std::size_t previous) {
+    if (ops[g]) return;
+    std::vector<std::uint32_t> deps;
+    if (previous != kNone && ops[previous]) deps.push_back(*ops[previous]);
+    const Group& group = groups_[g];
+    const std::string name = group.first == group.last ? group.first : fmt::format("params[{}..{}]", group.first, group.last);
+    ops[g] = emit_(name + (phase == Phase::Forward ? "/fwd" : "/bwd") + "/all-gather", phase, group.params, std::move(deps));
+  }
+
+  std::vector<Group> groups_;
+  std::vector<std::size_t> group_of_;
+  std::vector<std::optional<std::uint32_t>> forward_, backward_;
+  Emit emit_;
+};
+
 }  // namespace
 
 LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
@@ -136,6 +207,29 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   infeed.infeed.bytes = out.infeed.bytes_per_core;
   const std::uint32_t input_op = em.add(std::move(infeed), {});
 
+  // Sharded weights are gathered across the replicas in the compute type (XLA moves the cast to
+  // bfloat16 ahead of the gather).
+  std::optional<WeightGathers> gathers;
+  if (w.fsdp)
+    gathers.emplace(model, w.all_reduce_bucket_bytes,
+                    [&](const std::string& name, Phase phase, std::uint64_t params, std::vector<std::uint32_t> deps) {
+                      Op op;
+                      op.kind = OpKind::Collective;
+                      op.phase = phase;
+                      op.name = name;
+                      op.collective.kind = CollectiveKind::AllGather;
+                      op.collective.bytes = params * act_bytes;
+                      op.collective.dtype = act;
+                      op.collective.algorithm = w.all_reduce_algorithm;
+                      op.collective.chunk_bytes = w.all_reduce_chunk_bytes;
+                      return em.add(std::move(op), std::move(deps));
+                    });
+  auto gathered_before = [&](std::size_t node, bool forward, std::vector<std::uint32_t>& deps) {
+    if (!gathers) return;
+    const auto g = forward ? gathers->before_forward(node) : gathers->before_backward(node);
+    deps.insert(deps.end(), g.begin(), g.end());
+  };
+
   // Chains of elementwise layers, each layer feeding only the next, run fused as one pass. A layer
   // with several inputs (a residual add) continues the chain of whichever input can take it, as
   // XLA fuses regardless of operand order.
@@ -168,9 +262,11 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       std::vector<std::uint32_t> deps;
       std::set<std::size_t> inside;
       for (const Node* member : chain) inside.insert(member->index);
-      for (const Node* member : chain)
+      for (const Node* member : chain) {
         for (auto input : member->inputs)
           if (!inside.count(input)) deps.push_back(input == kModelInput ? input_op : fwd[input]);
+        gathered_before(member->index, true, deps);
+      }
       const std::size_t producer = chain.front()->inputs[0];
       const double producer_ops = chain.front()->kind->producer_epilogue_vpu_ops();
       const bool stats_from_producer =
@@ -182,6 +278,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     }
     std::vector<std::uint32_t> deps;
     for (auto input : node.inputs) deps.push_back(input == kModelInput ? input_op : fwd[input]);
+    gathered_before(node.index, true, deps);
     fwd[node.index] = node.kind->forward(em, node, deps);
   }
 
@@ -232,8 +329,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     return em.add(std::move(op), deps);
   };
   auto issue_all_reduce = [&](Bucket& bk, const std::vector<std::uint32_t>& deps) {
-    const char* what = w.weight_update_sharding ? "reduce-scatter" : "all-reduce";
-    bk.all_reduce = f32_collective(w.weight_update_sharding ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+    const bool scatter = w.weight_update_sharding || w.fsdp;
+    const char* what = scatter ? "reduce-scatter" : "all-reduce";
+    bk.all_reduce = f32_collective(scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
                                    Phase::Gradients,
                                    bk.first == bk.last ? fmt::format("{}/grad/{}", bk.first, what)
                                                        : fmt::format("grads[{}..{}]/{}", bk.first, bk.last, what),
@@ -255,6 +353,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       // The whole chain's backward, reached at its last layer; its gradient flows to the chain's
       // input and to the residual inputs of its adds.
       const auto& chain = chains[chain_of[i]];
+      for (const Node* member : chain) gathered_before(member->index, false, deps);
       const std::uint32_t op = fused_backward(em, chain, deps);
       std::set<std::size_t> inside;
       for (const Node* member : chain) inside.insert(member->index);
@@ -291,6 +390,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     }
     ctx.needs_dx = std::any_of(node.inputs.begin(), node.inputs.end(),
                                [&](std::size_t x) { return x != kModelInput && requires_grad[x]; });
+    gathered_before(node.index, false, deps);
     const Backward r = node.kind->backward(em, node, deps, ctx);
     for (std::size_t k = 0; k < node.inputs.size(); ++k) {
       const std::size_t input = node.inputs[k];
@@ -325,7 +425,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   for (const auto& bk : buckets) reduced.push_back(bk.all_reduce);
   // With weight-update sharding a replica updates only its share (rounded up: the last replica's
   // is no larger) and the updated f32 weights are all-gathered back into every replica.
-  const std::uint64_t update_share = w.weight_update_sharding ? out.replicas : 1;
+  // Under FSDP the weights stay sharded: the next step's gathers bring them.
+  const std::uint64_t update_share = w.weight_update_sharding || w.fsdp ? out.replicas : 1;
   for (std::size_t k = 0; k < buckets.size(); ++k) {
     const std::uint64_t p = (buckets[k].params + update_share - 1) / update_share;
     const std::string params_name = buckets[k].first == buckets[k].last
@@ -346,6 +447,10 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   MemoryFootprint& mem = out.memory;
   mem.parameters = (params * 4 + (mixed ? trainable * 2 : 0)) / cores_per_replica;
   mem.gradients = trainable * 4 / cores_per_replica;
+  if (w.fsdp) {  // a share of the f32 weights and gradients, and the groups gathered at a time
+    mem.parameters = (params * 4 / out.replicas + gathers->in_flight_params() * act_bytes) / cores_per_replica;
+    mem.gradients = trainable * 4 / out.replicas / cores_per_replica;
+  }
   mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica / update_share;
   mem.activations = b * sample_bytes;
   for (const Node& node : model.nodes) mem.activations += saved_bytes(em, node);

@@ -64,6 +64,7 @@ struct Workload {
   bool all_reduce_overlap = true;  // start each bucket as soon as its gradients exist
   // Reduce-scatter the gradients, update a 1/replicas share, all-gather the weights.
   bool weight_update_sharding = false;
+  bool fsdp = false;                // parameters, gradients and optimizer state sharded; weights gathered per layer group
   bool fusion = true;              // chains of elementwise layers run as one pass, as XLA fuses them
   // An evaluation pass every so many steps (MLPerf evaluates every few epochs inside the blocks it
   // times): its examples' forward passes at the training step's rate, plus the host's own work.
