@@ -402,7 +402,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   nlohmann::ordered_json checks;  // a run cut short has nothing complete to check
   if (completed) {
     checks = check_invariants({&system, &step.program, &hw, &recorder, ends.back(),
-                               static_cast<double>(step.per_core_batch) * step.model.training_flops_per_sample()});
+                               static_cast<double>(step.per_core_batch) * step.core_model.training_flops_per_sample()});
   } else {
     // Interrupted: what the finished steps say, marked partial, every output still valid.
     ends.resize(system.steps_completed());
@@ -422,7 +422,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   const double step_s = seconds(window.length());
   const double chips = static_cast<double>(hw.chip_count());
   const double peak = hw.peak_bf16_flops_per_chip() * chips;
-  const double model_flops = step.model_flops_per_core * static_cast<double>(hw.core_count());
+  const double model_flops = step.model_flops_per_step;
 
   summary["step_time_s"] = step_s;
   // With one step there is no steady state: the one step pays the first input transfer and the
@@ -442,7 +442,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     // forward pass is not simulated on its own).
     const Workload& w = config.workload;
     const double batches = std::ceil(static_cast<double>(w.eval_examples) / static_cast<double>(step.global_batch));
-    const double device_s = batches * step_s * step.model.forward_flops_per_sample() / step.model.training_flops_per_sample();
+    const double device_s = batches * step_s * step.core_model.forward_flops_per_sample() / step.core_model.training_flops_per_sample();
     const double eval_s = device_s + w.eval_host_overhead_s;
     const double block_s = w.eval_every_steps * step_s + eval_s;
     const double samples = w.eval_every_steps * static_cast<double>(step.global_batch);

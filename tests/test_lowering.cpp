@@ -168,6 +168,83 @@ BOOST_AUTO_TEST_CASE(fsdp_and_weight_update_sharding_are_one_or_the_other) {
   BOOST_TEST(tpusim::test::contains(tpusim::test::load_error(request), "workload.training.fsdp: fsdp shards the weights and their update already"));
 }
 
+// Tensor parallelism over a mesh's model axis (Megatron): GPT-2 small on a v5p 2x2x4 with the
+// model axis over z (4 chips). Each block's attention is split by heads and its MLP's first dense
+// by columns, the second by rows: their FLOPs and weights per core are the whole layer's / 4, and
+// each pair's activations are all-reduced once forward (after) and once backward (before it),
+// tokens x width in the compute type, over z alone; gradients are all-reduced over x and y.
+BOOST_AUTO_TEST_CASE(tensor_parallel_layers_do_a_quarter_of_the_work_and_all_reduce_activations) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  request.hw = "tpu_v5p";
+  request.topology = "2x2x4";
+  request.sets = {"workload.training.mesh.model=z"};
+  const Config c = load_config(request);
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  BOOST_TEST(step.model_shards == 4u);
+  BOOST_TEST(step.replicas == 4u);  // 16 chips, 4 along the model axis
+  std::size_t split = 0, blocks = 0;
+  for (std::size_t i = 0; i < step.model.nodes.size(); ++i) {
+    const Node& whole = step.model.nodes[i];
+    const Node& core = step.core_model.nodes[i];
+    BOOST_TEST_CONTEXT(whole.spec.name) {
+      const bool tp = !core.spec.tensor_parallel.empty();
+      split += tp ? 1 : 0;
+      blocks += core.spec.tensor_parallel == "heads" ? 1 : 0;
+      BOOST_TEST(tp == (whole.spec.type == "attention" || (whole.spec.type == "dense" && !whole.spec.tied_weights)));
+      BOOST_TEST(core.forward_flops * (tp ? 4 : 1) == whole.forward_flops);
+      // Weights split; a row-split layer's and the attention's output bias stays whole on each core.
+      const std::uint64_t whole_bias = core.spec.tensor_parallel == "row" || core.spec.tensor_parallel == "heads" ? whole.out.back() : 0;
+      BOOST_TEST((core.params - whole_bias) * (tp ? 4 : 1) == whole.params - whole_bias);
+    }
+  }
+  BOOST_TEST(blocks == 12u);
+  BOOST_TEST(split == 36u);  // attention, MLP in and MLP out of 12 blocks
+  const std::uint64_t tokens = step.per_core_batch * 1024, width = 768;
+  std::map<Phase, std::size_t> activation_reduces;
+  std::uint64_t gradient_bytes = 0;
+  for (const Op& op : step.program.ops) {
+    if (op.kind != OpKind::Collective) continue;
+    if (op.collective.group_axes == 0x4u) {
+      ++activation_reduces[op.phase];
+      BOOST_TEST(op.collective.bytes == tokens * width * 2, op.name);
+    } else {
+      BOOST_TEST(op.collective.group_axes == 0x3u, op.name);
+      gradient_bytes += op.collective.bytes;
+    }
+  }
+  BOOST_TEST(activation_reduces[Phase::Forward] == 24u);
+  BOOST_TEST(activation_reduces[Phase::Backward] == 24u);
+  BOOST_TEST(gradient_bytes == step.core_model.params() * 4);
+  // The summary's model FLOPs are the whole model's at the global batch, not the cores' duplicated work.
+  BOOST_TEST(step.model_flops_per_step == step.model.training_flops_per_sample() * static_cast<double>(step.global_batch));
+}
+
+BOOST_AUTO_TEST_CASE(a_mesh_the_slice_or_the_model_cannot_take_is_refused) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  request.hw = "tpu_v5e";
+  request.topology = "4x4";
+  auto error = [&](const std::string& hw, const std::string& model_axes) {
+    request.hw = hw;
+    request.sets = {"workload.training.mesh.model=" + model_axes};
+    try {
+      const Config c = load_config(request);
+      lower_training_step(c.workload, c.hw);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  using tpusim::test::contains;
+  BOOST_TEST(contains(error("tpu_v5e", "z"), "workload.training.mesh.model: \"z\": expected letters of the tpu_v5e slice 4x4's torus axes, \"xy\""));
+  BOOST_TEST(contains(error("tpu_v5e", "xx"), "names an axis twice"));
+  BOOST_TEST(contains(error("tpu_v5e", "xy"), "layer \"h0_attn\": 12 heads do not split over a model axis of 16"));
+  request.topology = "4x4";
+  BOOST_TEST(contains(error("tpu_v3", "x"), "a tpu_v3 chip's 2 cores are replicas of their own"));
+  BOOST_TEST(error("tpu_v5e", "x").empty());
+}
+
 BOOST_AUTO_TEST_CASE(mixed_bfloat16_halves_activations_and_keeps_fp32_master_weights) {
   const Config f32 = example();
   const Config bf16 = example("tpu_v2", {"workload.training.precision=mixed_bfloat16"});

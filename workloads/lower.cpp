@@ -150,11 +150,20 @@ class WeightGathers {
 LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   LoweredStep out;
   out.model = analyze_model(w);
-  const ModelGraph& model = out.model;
+  const Mesh mesh = resolve_mesh(w, hw);
+  out.model_shards = mesh.model_size;
+  if (mesh.model_size > 1) {
+    Workload per_core = w;
+    per_core.layers = shard_layers(out.model, mesh.model_size);
+    out.core_model = analyze_model(per_core);
+  } else {
+    out.core_model = out.model;
+  }
+  const ModelGraph& model = out.core_model;
 
   // Data parallelism: one replica per core, or per chip when the chip's cores form one device.
   const std::uint64_t chips = hw.chip_count();
-  out.replicas = static_cast<std::uint32_t>(hw.chip.megacore ? chips : chips * hw.chip.cores);
+  out.replicas = static_cast<std::uint32_t>((hw.chip.megacore ? chips : chips * hw.chip.cores) / mesh.model_size);
   const std::uint32_t cores_per_replica = hw.chip.megacore ? hw.chip.cores : 1;
   const char* batch_key = w.per_replica_batch > 0 ? "per_replica_batch" : "global_batch";
   if (w.per_replica_batch > 0) {
@@ -192,6 +201,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   program.steps_per_launch = w.steps_per_execution;
   program.launch_ps = ns_to_ps(hw.host.launch_overhead_us * 1000);
   StepEmitter em(program, model, b, act, passes);
+  em.set_model_axis(mesh.model_axes, w.all_reduce_algorithm);
 
   // Input: this core's share of the batch arrives from the host.
   out.infeed.samples_per_core = b;
@@ -221,6 +231,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
                       op.collective.bytes = params * act_bytes;
                       op.collective.dtype = act;
                       op.collective.algorithm = w.all_reduce_algorithm;
+                      op.collective.group_axes = mesh.data_axes;
                       op.collective.chunk_bytes = w.all_reduce_chunk_bytes;
                       return em.add(std::move(op), std::move(deps));
                     });
@@ -325,6 +336,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     op.collective.bytes = params * 4;
     op.collective.dtype = DType::F32;
     op.collective.algorithm = w.all_reduce_algorithm;
+    op.collective.group_axes = mesh.data_axes;
     op.collective.chunk_bytes = w.all_reduce_chunk_bytes;
     return em.add(std::move(op), deps);
   };
@@ -441,6 +453,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   }
 
   for (const Op& op : program.ops) out.model_flops_per_core += op.model_flops;
+  out.model_flops_per_step = mesh.model_size > 1 ? out.model.training_flops_per_sample() * static_cast<double>(out.global_batch)
+                                                  : out.model_flops_per_core * static_cast<double>(hw.core_count());
 
   // Memory per core. A megacore chip holds one copy of the replica's state for its cores.
   const std::uint64_t params = model.params(), trainable = model.trainable();

@@ -7,6 +7,7 @@
 #include "hw/hw_config.hpp"
 #include "hw/program.hpp"
 #include "workloads/model.hpp"
+#include "workloads/sharding.hpp"
 #include "workloads/workload.hpp"
 
 namespace tpusim {
@@ -21,12 +22,17 @@ struct MemoryFootprint {  // per core, bytes
 
 struct LoweredStep {
   Program program;
-  ModelGraph model;
+  ModelGraph model;       // the model, whole
+  ModelGraph core_model;  // what one core runs: the model, its layers split over a mesh's model axis
+  std::uint32_t model_shards = 1;  // the model axis's size (1: data parallelism only)
   std::uint64_t global_batch = 0;
   std::uint32_t replicas = 0;
   std::uint64_t per_replica_batch = 0;
   std::uint64_t per_core_batch = 0;
   double model_flops_per_core = 0;  // analytic matmul FLOPs of one step on one core
+  // Of the whole slice: the cores' sum, or, with a model axis, the whole model's count at the
+  // global batch (a replicated layer's duplicated work is no model FLOP).
+  double model_flops_per_step = 0;
   MemoryFootprint memory;
   std::uint64_t hbm_capacity_per_core_bytes = 0;
   InfeedSpec infeed;

@@ -37,6 +37,16 @@ class StepEmitter {
     return vector(name, phase, VectorWork{elements, ops, read_bytes, write_bytes}, std::move(deps));
   }
 
+  // The slice's model axis (sharding.hpp): the torus axes it spans (0: none) and the algorithm
+  // its collectives use.
+  void set_model_axis(std::uint32_t axes_mask, CollectiveAlgorithm algorithm) {
+    model_axes_ = axes_mask;
+    model_algorithm_ = algorithm;
+  }
+  // Partial sums of `elements` activations added up over the model axis (Megatron's g forward,
+  // f backward), after `deps`.
+  std::uint32_t model_all_reduce(const std::string& name, Phase phase, std::uint64_t elements, std::vector<std::uint32_t> deps);
+
   // A bias gradient is the output gradient summed over rows. XLA computes it in the weight
   // gradient's fusion, which reads that gradient anyway (a multi-output fusion): vector work on
   // the way, no pass over HBM of its own. `sums`: the additions, one per output-gradient element.
@@ -55,6 +65,8 @@ class StepEmitter {
   std::uint32_t act_bytes_;
   std::uint32_t passes_;
   std::set<std::size_t> grad_fused_elsewhere_;
+  std::uint32_t model_axes_ = 0;
+  CollectiveAlgorithm model_algorithm_ = CollectiveAlgorithm::TorusAllAxes;
 };
 
 // "base+bias+relu": the name of a matmul with what its epilogue applies.

@@ -36,6 +36,10 @@ struct LayerSpec {
   bool class_token = false;                     // patch_embedding
   bool keepdims = false;                        // global_avg_pool: [1, 1, c] rather than [c]
   double rate = 0;                              // dropout
+  // Tensor parallelism, set by the sharding of a mesh with a model axis (not a workload key):
+  // dense "column" (its units already split) or "row" (its input split), attention "heads".
+  std::string tensor_parallel;
+  std::uint32_t model_shards = 1;  // the model axis's size
   std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output; add_parameter: the learned tensor
   std::uint64_t tokens = 0;                     // prepend_tokens: learned rows put first
 };
@@ -64,6 +68,7 @@ struct Workload {
   bool all_reduce_overlap = true;  // start each bucket as soon as its gradients exist
   // Reduce-scatter the gradients, update a 1/replicas share, all-gather the weights.
   bool weight_update_sharding = false;
+  std::string mesh_model_axes;      // torus axes ("x", "yz") the model axis spans; the rest carry data
   bool fsdp = false;                // parameters, gradients and optimizer state sharded; weights gathered per layer group
   bool fusion = true;              // chains of elementwise layers run as one pass, as XLA fuses them
   // An evaluation pass every so many steps (MLPerf evaluates every few epochs inside the blocks it

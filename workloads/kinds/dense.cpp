@@ -1,5 +1,7 @@
 // A fully connected layer over the last axis (Keras Dense): [..., d] x [d, units], bias and
-// activation in the matmul's epilogue. With tied_weights it multiplies by the embedding's table
+// activation in the matmul's epilogue. Split over a model axis (sharding.hpp) by columns its
+// units arrive divided and its input's gradient is all-reduced; by rows its input arrives divided
+// and its output is all-reduced. With tied_weights it multiplies by the embedding's table
 // (a language model's head) and has no parameters of its own.
 #include <fmt/format.h>
 
@@ -37,8 +39,11 @@ class Dense : public MatmulLayerKind {
     const LayerSpec& s = node.spec;
     const std::uint64_t d = node.in.back();
     const double epilogue = (s.use_bias ? 1.0 : 0.0) + activation_vpu_ops(s.activation);
-    return em.matmul(fused_name(s.name + "/fwd/matmul", s.use_bias, s.activation), Phase::Forward,
-                     in_elements(em, node) / d, d, s.units, em.act(), std::move(deps), epilogue);
+    const std::uint32_t mm = em.matmul(fused_name(s.name + "/fwd/matmul", s.use_bias, s.activation), Phase::Forward,
+                                       in_elements(em, node) / d, d, s.units, em.act(), std::move(deps), epilogue);
+    // Split by rows over a model axis, each core holds a partial sum of the output.
+    if (s.tensor_parallel != "row") return mm;
+    return em.model_all_reduce(s.name + "/fwd/all-reduce", Phase::Forward, out_elements(em, node), {mm});
   }
 
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
@@ -53,6 +58,8 @@ class Dense : public MatmulLayerKind {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
       r.dx = em.matmul(base + "/dX" + epi.name_suffix, Phase::Backward, tokens, s.units, d, em.act(), dy, epi.vpu_ops,
                        epi.operand_bytes);
+      // Split by columns, each core's columns give a part of the input's gradient.
+      if (s.tensor_parallel == "column") r.dx = em.model_all_reduce(base + "/dX/all-reduce", Phase::Backward, in_elements(em, node), {r.dx});
       r.has_dx = true;
     }
     if (s.use_bias) em.fuse_bias_gradient(dw, out_elements(em, node));

@@ -1,0 +1,81 @@
+#include "workloads/sharding.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "hw/topology.hpp"
+#include "workloads/layer_kind.hpp"
+
+namespace tpusim {
+
+Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
+  Mesh mesh;
+  if (w.mesh_model_axes.empty()) return mesh;
+  const std::string path = "workload.training.mesh.model";
+  for (char c : w.mesh_model_axes) {
+    const auto a = static_cast<std::uint32_t>(std::string("xyz").find(c));
+    if (a >= hw.slice_dims.size())
+      throw std::invalid_argument(fmt::format("{}: \"{}\": expected letters of the {} slice {}'s torus axes, \"{}\"", path,
+                                              w.mesh_model_axes, hw.name, topology_string(hw.slice_dims),
+                                              std::string("xyz").substr(0, hw.slice_dims.size())));
+    if (mesh.model_axes >> a & 1u) throw std::invalid_argument(fmt::format("{}: \"{}\" names an axis twice", path, w.mesh_model_axes));
+    mesh.model_axes |= 1u << a;
+    mesh.model_size *= hw.slice_dims[a];
+  }
+  mesh.data_axes = 0x7 & ~mesh.model_axes;
+  if (hw.chip.cores > 1 && !hw.chip.megacore)
+    throw std::invalid_argument(fmt::format("{}: tensor parallelism is modelled over chips of one replica each (v4, v5e, v5p, v6e); "
+                                            "a {} chip's {} cores are replicas of their own", path, hw.name, hw.chip.cores));
+  return mesh;
+}
+
+namespace {
+
+bool is_dense(const Node& node) { return node.spec.type == "dense" && !node.spec.tied_weights; }
+
+// The dense layer `node`'s output reaches through single-input elementwise layers, each the only
+// reader of the one before; nullptr when there is none or the path branches.
+const Node* row_partner(const ModelGraph& model, const Node& node) {
+  const Node* at = &node;
+  while (at->consumers.size() == 1) {
+    const Node& next = model.nodes[at->consumers[0]];
+    if (next.inputs.size() != 1) return nullptr;
+    if (is_dense(next)) return &next;
+    if (!next.kind->elementwise() || next.params > 0) return nullptr;  // a norm needs the whole row
+    at = &next;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shards) {
+  std::vector<LayerSpec> layers;
+  for (const Node& node : model.nodes) layers.push_back(node.spec);
+  if (shards == 1) return layers;
+  auto fail = [&](const Node& node, const std::string& what) {
+    throw std::invalid_argument(fmt::format("workload.training.mesh.model: layer \"{}\": {}", node.spec.name, what));
+  };
+  for (const Node& node : model.nodes) {
+    LayerSpec& s = layers[node.index];
+    if (node.spec.type == "attention") {
+      if (node.spec.heads % shards) fail(node, fmt::format("{} heads do not split over a model axis of {}", node.spec.heads, shards));
+      s.tensor_parallel = "heads";
+      s.model_shards = shards;
+      continue;
+    }
+    if (!is_dense(node) || !layers[node.index].tensor_parallel.empty()) continue;
+    const Node* partner = row_partner(model, node);
+    if (!partner) continue;
+    if (node.spec.units % shards) fail(node, fmt::format("{} units do not split over a model axis of {}", node.spec.units, shards));
+    s.units /= shards;
+    s.tensor_parallel = "column";
+    s.model_shards = shards;
+    layers[partner->index].tensor_parallel = "row";
+    layers[partner->index].model_shards = shards;
+  }
+  return layers;
+}
+
+}  // namespace tpusim
