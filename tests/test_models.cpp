@@ -42,6 +42,10 @@ BOOST_AUTO_TEST_CASE(parameter_counts_match_the_published_models) {
       {"resnet50", {25636712, 25.6e6}},         {"bert_base_128", {109482240 + 1538, 110e6}},
       {"bert_large_512", {335141888 + 2050, 340e6}}, {"vit_b16", {86567656, 86e6}},
       {"gpt2_small", {124439808, 124e6}},       {"gpt2_medium", {354823168, 355e6}},
+      // GPT-3 (Brown et al. 2020, table 2.1: 125M and 175.0B): 12 L d^2 + 13 L d for the blocks,
+      // (50,257 tokens + 2,048 positions) x d for the tables, 2 d for the final norm; the head is
+      // tied. 174.6 B is the count Megatron's papers give for the 175B model.
+      {"gpt3_125m", {125226240, 125e6}},        {"gpt3_175b", {174604259328, 175e9}},
       // torchvision's ResNet-50 (v1.5, no convolution bias): 25,557,032; plus the 1001st class
       // (2,049), the space-to-depth conv1's larger kernel (2,880) and the batch norms' moving
       // statistics (53,120), which the Keras count above includes too.

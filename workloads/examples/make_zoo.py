@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the model-zoo workloads of this folder (resnet50, bert_*, vit_b16, gpt2_*) from their
+"""Writes the model-zoo workloads of this folder (resnet50, bert_*, vit_b16, gpt2_*, gpt3_*) from their
 published architectures, so each JSON is reproducible: python3 workloads/examples/make_zoo.py
 """
 import json
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -164,6 +165,30 @@ def gpt2(size):
                     [1024], "int32", m.layers, 4, "adamw", 3e-4)
 
 
+# GPT-3's sizes (Brown et al. 2020, table 2.1): layers, width, heads. (The table's 13B width of
+# 5140 is not 40 heads of 128; 5120 is.)
+GPT3_SIZES = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 16), "1.3b": (24, 2048, 24),
+              "2.7b": (32, 2560, 32), "6.7b": (32, 4096, 32), "13b": (40, 5120, 40), "175b": (96, 12288, 96)}
+
+
+def gpt3(size):
+    """GPT-3 as GPT-2 with 2048 positions: pre-norm blocks, dense attention (the paper alternates
+    dense and locally banded sparse attention; the sparse layers are not modelled), head tied."""
+    layers, width, heads = GPT3_SIZES[size]
+    m = Layers()
+    x = m.add("embedding", "wte_wpe", vocab=50257, dim=width, positions=2048)
+    for i in range(layers):
+        x = transformer_block(m, f"h{i}", width, heads, True, True, x)
+    m.add("layer_norm", "ln_f")
+    m.add("dense", "lm_head", units=50257, use_bias=False, tied_weights=True, activation="softmax")
+    doc = workload(f"gpt3_{size}",
+                   f"GPT-3 {size.upper()} ({layers} layers, width {width}, {heads} heads), next-token loss at sequence 2048, "
+                   "head tied to the token table. Beyond one chip: shard it (training.fsdp, training.mesh.model).",
+                   [2048], "int32", m.layers, 2, "adamw", 6e-5)
+    doc["training"]["fsdp"] = True
+    return doc
+
+
 def write(doc):
     path = HERE / f"{doc['name']}.json"
     with open(path, "w") as f:
@@ -180,3 +205,6 @@ if __name__ == "__main__":
     write(vit_b16())
     write(gpt2("small"))
     write(gpt2("medium"))
+    # Other sizes: python3 workloads/examples/make_zoo.py gpt3 6.7b
+    for size in sys.argv[2:] if sys.argv[1:2] == ["gpt3"] else ("125m", "175b"):
+        write(gpt3(size))
