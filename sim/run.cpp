@@ -160,6 +160,52 @@ std::uint64_t largest_fitting_batch(const LoweredStep& step) {
   return static_cast<std::uint64_t>(static_cast<double>(step.hbm_capacity_per_core_bytes - fixed) / per_sample);
 }
 
+// The least sharding under which the step would fit, for an out-of-memory report: FSDP first,
+// then a model axis over ever more chips (each subset of the slice's axes, smallest first), each
+// with the workload's FSDP setting and then with FSDP. Empty when none fits.
+struct FittingLayout {
+  bool fsdp = false;
+  std::string model_axes;
+  std::uint32_t model_shards = 1;
+};
+std::optional<FittingLayout> smallest_fitting_layout(const Workload& w, const HwConfig& hw) {
+  std::vector<std::pair<std::uint64_t, std::string>> axes_sets;  // (model size, axes)
+  const std::size_t rank = hw.slice_dims.size();
+  for (std::uint32_t mask = 1; mask < (1u << rank); ++mask) {
+    std::string axes;
+    std::uint64_t size = 1;
+    for (std::size_t a = 0; a < rank; ++a)
+      if (mask >> a & 1u) {
+        axes += "xyz"[a];
+        size *= hw.slice_dims[a];
+      }
+    if (size > 1) axes_sets.push_back({size, axes});
+  }
+  std::stable_sort(axes_sets.begin(), axes_sets.end());
+  std::vector<FittingLayout> candidates;
+  if (!w.fsdp && !w.weight_update_sharding) candidates.push_back({true, w.mesh_model_axes, 1});
+  for (const auto& [size, axes] : axes_sets) {
+    if (axes == w.mesh_model_axes) continue;
+    candidates.push_back({w.fsdp, axes, static_cast<std::uint32_t>(size)});
+    if (!w.fsdp && !w.weight_update_sharding) candidates.push_back({true, axes, static_cast<std::uint32_t>(size)});
+  }
+  for (const FittingLayout& c : candidates) {
+    Workload trial = w;
+    trial.fsdp = c.fsdp;
+    trial.mesh_model_axes = c.model_axes;
+    try {
+      const LoweredStep step = lower_training_step(trial, hw);
+      if (step.memory.total() <= step.hbm_capacity_per_core_bytes) {
+        FittingLayout fit = c;
+        fit.model_shards = step.model_shards;
+        return fit;
+      }
+    } catch (const std::invalid_argument&) {  // a split the model cannot take
+    }
+  }
+  return std::nullopt;
+}
+
 ojson memory_json(const LoweredStep& step) {
   const MemoryFootprint& m = step.memory;
   ojson per_core = {{"parameters_bytes", m.parameters},
@@ -345,7 +391,18 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     else
       warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; the largest batch that fits is {} "
                                      "per core", step.memory.total(), step.hbm_capacity_per_core_bytes, fits));
-    publish_without_step(summary, memory, warnings);
+    ojson with_memory = memory;
+    const auto layout = smallest_fitting_layout(config.workload, hw);
+    with_memory["fits_with"] = nullptr;
+    if (layout) {
+      std::string sets;
+      if (layout->fsdp != config.workload.fsdp) sets += " --set workload.training.fsdp=true";
+      if (layout->model_axes != config.workload.mesh_model_axes) sets += " --set workload.training.mesh.model=" + layout->model_axes;
+      with_memory["fits_with"] = {{"fsdp", layout->fsdp}, {"mesh_model", layout->model_axes}, {"model_shards", layout->model_shards}};
+      warnings.push_back(fmt::format("the step fits when sharded:{}{}", sets,
+                                     layout->model_shards > 1 ? fmt::format(" (a model axis of {} chips)", layout->model_shards) : ""));
+    }
+    publish_without_step(summary, with_memory, warnings);
     return summary;
   }
 

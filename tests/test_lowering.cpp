@@ -245,6 +245,27 @@ BOOST_AUTO_TEST_CASE(a_mesh_the_slice_or_the_model_cannot_take_is_refused) {
   BOOST_TEST(error("tpu_v5e", "x").empty());
 }
 
+// A model too large for the cores: the report names the least sharding under which it fits.
+// GPT-3 175B on a v5p 8x8x16 without FSDP does not fit; FSDP alone is not enough (the
+// activations of two sequences per chip of 2048 tokens at width 12288); FSDP with the model
+// over x (8 chips) is the first that fits, and the run with it confirms.
+BOOST_AUTO_TEST_CASE(out_of_memory_names_the_smallest_sharding_that_fits) {
+  const std::string gpt3 = tpusim::test::source_path("workloads/examples/gpt3_175b.json");
+  const auto oom = tpusim::test::run_example("--hw tpu_v5p --topology 8x8x16 --trace none --set workload.training.fsdp=false", gpt3);
+  BOOST_TEST(oom->summary["status"] == "oom");
+  const nlohmann::json& fit = oom->summary["memory"]["fits_with"];
+  BOOST_TEST(fit["fsdp"] == true);
+  BOOST_TEST(fit["mesh_model"] == "x");
+  BOOST_TEST(fit["model_shards"] == 8);
+  BOOST_TEST(tpusim::test::contains(oom->result.out, "warning: the step fits when sharded: --set workload.training.fsdp=true "
+                                                     "--set workload.training.mesh.model=x (a model axis of 8 chips)"));
+  const auto fsdp_only = tpusim::test::run_example("--hw tpu_v5p --topology 8x8x16 --trace none", gpt3);
+  BOOST_TEST(fsdp_only->summary["status"] == "oom");
+  const auto fits = tpusim::test::run_example(
+      "--hw tpu_v5p --topology 8x8x16 --trace none --set workload.training.steps=1 --set workload.training.mesh.model=x", gpt3);
+  BOOST_TEST(fits->summary["status"] == "ok");
+}
+
 BOOST_AUTO_TEST_CASE(mixed_bfloat16_halves_activations_and_keeps_fp32_master_weights) {
   const Config f32 = example();
   const Config bf16 = example("tpu_v2", {"workload.training.precision=mixed_bfloat16"});
