@@ -206,6 +206,21 @@ std::optional<FittingLayout> smallest_fitting_layout(const Workload& w, const Hw
   return std::nullopt;
 }
 
+// What one core's collectives carry in a step, by the mesh axis they span: their count and the
+// bytes of their buffers (an all-reduce's whole buffer, a gather's result); the bytes that cross
+// links are traffic_per_step.ici_bytes.
+ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh) {
+  ojson out = {{"data", {{"count", 0}, {"bytes", 0}}}};
+  if (mesh.model_size > 1) out["model"] = {{"count", 0}, {"bytes", 0}};
+  for (const Op& op : program.ops) {
+    if (op.kind != OpKind::Collective) continue;
+    ojson& axis = out[op.collective.group_axes == mesh.model_axes && mesh.model_size > 1 ? "model" : "data"];
+    axis["count"] = axis["count"].get<std::uint64_t>() + 1;
+    axis["bytes"] = axis["bytes"].get<std::uint64_t>() + op.collective.bytes;
+  }
+  return out;
+}
+
 ojson memory_json(const LoweredStep& step) {
   const MemoryFootprint& m = step.memory;
   ojson per_core = {{"parameters_bytes", m.parameters},
@@ -568,6 +583,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["traffic_per_step"] = {{"hbm_bytes", use[UnitKind::Hbm].bytes},
                                  {"ici_bytes", use[UnitKind::IciLink].bytes},
                                  {"pcie_bytes", use[UnitKind::Pcie].bytes}};
+  summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, resolve_mesh(config.workload, hw));
   const StepFigures figures{step_s, seconds(ends[0]), hw.chip_count(), step.global_batch, fraction(UnitKind::Mxu),
                             fraction(UnitKind::Hbm)};
   summary["cost"] = cost_json(hw, config.workload, figures);
@@ -745,6 +761,13 @@ std::string format_summary(const ojson& s) {
     const ojson& u = s["utilization"];
     t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}\n", pct(u["mxu"]), pct(u["vpu"]),
                      pct(u["hbm"]), pct(u["ici"]));
+    if (s.contains("collectives_per_step") && s["collectives_per_step"].contains("model")) {
+      const ojson& c = s["collectives_per_step"];
+      auto axis = [&](const char* name) {
+        return fmt::format("{} {} ({})", name, c[name]["count"].get<std::uint64_t>(), bytes(c[name]["bytes"].get<double>()));
+      };
+      t += fmt::format("  collectives    per core and step, by mesh axis: {}, {}\n", axis("data"), axis("model"));
+    }
     t += format_cost_and_energy(s);
   } else if (s["status"] == "oom") {
     t += "  step time      none: the step does not fit in HBM (out of memory)\n";

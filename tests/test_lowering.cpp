@@ -220,6 +220,22 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_layers_do_a_quarter_of_the_work_and_all_red
   BOOST_TEST(step.model_flops_per_step == step.model.training_flops_per_sample() * static_cast<double>(step.global_batch));
 }
 
+// The summary counts each core's collectives by mesh axis, and "none" is no model axis (a
+// sweep's value beside the axes).
+BOOST_AUTO_TEST_CASE(the_summary_counts_collectives_by_mesh_axis) {
+  const std::string gpt2 = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  const std::string args = "--hw tpu_v5p --topology 2x2x4 --trace none --set workload.training.steps=1 "
+                           "--set workload.training.per_replica_batch=2 --set workload.training.mesh.model=";
+  const auto split = tpusim::test::run_example(args + "z", gpt2);
+  const nlohmann::json& c = split->summary["collectives_per_step"];
+  BOOST_TEST(c["model"]["count"] == 48);
+  BOOST_TEST(c["model"]["bytes"].get<std::uint64_t>() == 48ull * 1 * 1024 * 768 * 2);  // 1 sequence per core
+  BOOST_TEST(tpusim::test::contains(split->result.out, "collectives    per core and step, by mesh axis: data "));
+  const auto whole = tpusim::test::run_example(args + "none", gpt2);
+  BOOST_TEST(!whole->summary["collectives_per_step"].contains("model"));
+  BOOST_TEST(whole->summary["collectives_per_step"]["data"]["bytes"].get<std::uint64_t>() == 124439808ull * 4);
+}
+
 BOOST_AUTO_TEST_CASE(a_mesh_the_slice_or_the_model_cannot_take_is_refused) {
   ConfigRequest request;
   request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");

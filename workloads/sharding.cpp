@@ -11,7 +11,7 @@ namespace tpusim {
 
 Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
   Mesh mesh;
-  if (w.mesh_model_axes.empty()) return mesh;
+  if (w.mesh_model_axes.empty() || w.mesh_model_axes == "none") return mesh;  // "none": a sweep's value for no model axis
   const std::string path = "workload.training.mesh.model";
   for (char c : w.mesh_model_axes) {
     const auto a = static_cast<std::uint32_t>(std::string("xyz").find(c));
