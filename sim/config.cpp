@@ -654,6 +654,7 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.all_reduce_overlap = get<bool>(d, "training.all_reduce.overlap");
   w.weight_update_sharding = get<bool>(d, "training.weight_update_sharding");
   w.fsdp = get<bool>(d, "training.fsdp");
+  w.remat = get<bool>(d, "training.remat");
   w.mesh_model_axes = get<std::string>(d, "training.mesh.model");
   if (w.fsdp && w.weight_update_sharding)
     fail(origin, "workload.training.fsdp", "fsdp shards the weights and their update already; set it or weight_update_sharding, not both");

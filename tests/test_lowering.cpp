@@ -282,6 +282,37 @@ BOOST_AUTO_TEST_CASE(out_of_memory_names_the_smallest_sharding_that_fits) {
   BOOST_TEST(fits->summary["status"] == "ok");
 }
 
+// Rematerialization: GPT-2 small keeps only its residual adds' outputs (24 of them, 4 x 1024 x
+// 768 in bfloat16) and one segment's activations at a time; the backward pass runs every
+// segment's forward matmuls again (the head's too), which are no model FLOPs.
+BOOST_AUTO_TEST_CASE(remat_keeps_the_residual_stream_and_recomputes_each_segment) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  request.hw = "tpu_v5e";
+  const Config plain_config = load_config(request);
+  request.sets = {"workload.training.remat=true"};
+  const Config remat_config = load_config(request);
+  const LoweredStep plain = lower_training_step(plain_config.workload, plain_config.hw);
+  const LoweredStep remat = lower_training_step(remat_config.workload, remat_config.hw);
+  BOOST_TEST(remat.model_flops_per_core == plain.model_flops_per_core);
+  std::size_t forward_matmuls = 0, recomputed_matmuls = 0;
+  for (const Op& op : plain.program.ops) forward_matmuls += op.kind == OpKind::Matmul && op.phase == Phase::Forward ? 1 : 0;
+  for (const Op& op : remat.program.ops)
+    if (tpusim::test::contains(op.name, "/recompute")) {
+      BOOST_TEST((op.phase == Phase::Backward));
+      BOOST_TEST(op.model_flops == 0.0);
+      recomputed_matmuls += op.kind == OpKind::Matmul ? 1 : 0;
+    }
+  BOOST_TEST(recomputed_matmuls == forward_matmuls);
+  const std::uint64_t residual = 24ull * 4 * 1024 * 768 * 2;
+  BOOST_TEST(remat.memory.activations > residual);
+  // Beside them the largest segment's activations, here the last one's: the final norm's output
+  // (the head's input) and the head's logits before the softmax the loss reads; and the input ids.
+  const std::uint64_t last_segment = 4ull * 1024 * 768 * 2 + 4ull * 1024 * 50257 * 2, ids = 4 * 1024 * 4;
+  BOOST_TEST(remat.memory.activations == residual + last_segment + ids);
+  BOOST_TEST(remat.memory.activations * 4 < plain.memory.activations);
+}
+
 BOOST_AUTO_TEST_CASE(mixed_bfloat16_halves_activations_and_keeps_fp32_master_weights) {
   const Config f32 = example();
   const Config bf16 = example("tpu_v2", {"workload.training.precision=mixed_bfloat16"});

@@ -183,6 +183,7 @@ BOOST_AUTO_TEST_CASE(training_steps_are_exact) {
       "gpt2_small.json --hw tpu_v5p --topology 2x2x4 --set workload.training.per_replica_batch=2 --set workload.training.fsdp=true",
       "gpt2_small.json --hw tpu_v5p --topology 2x2x4 --set workload.training.per_replica_batch=2 --set workload.training.mesh.model=z",
       mlp + " --hw tpu_v4 --topology 4x4x4 --set workload.training.mesh.model=z",
+      "gpt2_small.json --hw tpu_v4 --topology 2x2x4 --set workload.training.per_replica_batch=2 --set workload.training.remat=true",
       mlp + " --hw tpu_v5e --topology 16x16 --set workload.training.mesh.model=y --set workload.training.fsdp=true",
       mlp + " --hw tpu_v4 --topology 4x4x4 --set workload.training.all_reduce.chunk_bytes=65536",
       mlp + " --hw tpu_v4 --topology 4x4x8 --set workload.training.all_reduce.bucket_bytes=0",

@@ -63,7 +63,9 @@ std::uint32_t fused_forward(StepEmitter& em, const std::vector<const Node*>& cha
 // The output gradient may come in several parts (a residual block's output feeds the next
 // block and its shortcut): the pass adds them as it reads them, as XLA fuses the sum into the
 // chain's backward instead of writing it out first.
-std::uint32_t fused_backward(StepEmitter& em, const std::vector<const Node*>& chain, std::vector<std::uint32_t> dy) {
+// `after`: ops it waits for besides the gradient's parts (a recomputed segment).
+std::uint32_t fused_backward(StepEmitter& em, const std::vector<const Node*>& chain, std::vector<std::uint32_t> dy,
+                             const std::vector<std::uint32_t>& after) {
   const std::uint64_t e = em.batch() * elements(chain.back()->out);
   const std::uint64_t gradient_parts = std::max<std::size_t>(1, dy.size());
   double ops = static_cast<double>(gradient_parts - 1);
@@ -73,6 +75,7 @@ std::uint32_t fused_backward(StepEmitter& em, const std::vector<const Node*>& ch
     ops += share.vpu_ops;
     reads += share.read_bytes;
   }
+  dy.insert(dy.end(), after.begin(), after.end());
   return em.vector(chain_name(chain) + "/bwd", Phase::Backward, e, ops, reads, e * em.act_bytes(), std::move(dy));
 }
 
@@ -264,34 +267,40 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     }
   auto fused = [&](std::size_t i) { return chain_of[i] != kModelInput && chains[chain_of[i]].size() > 1; };
 
-  // Forward, in layer order, each op after the ops that produce its inputs.
+  // Forward, in layer order, each op after the ops that produce its inputs (`at`: the op after
+  // which each layer's output exists). A chain is emitted at its last layer. `extra`: ops the
+  // emitted ops wait for besides their inputs; `recomputing`: the backward pass's second forward
+  // (rematerialization), whose ops begin at `first_new`.
   std::vector<std::uint32_t> fwd(n);
-  for (const Node& node : model.nodes) {
+  auto emit_forward = [&](const Node& node, std::vector<std::uint32_t>& at, const std::vector<std::uint32_t>& extra,
+                          bool recomputing, std::uint32_t first_new) {
     if (fused(node.index)) {
       const auto& chain = chains[chain_of[node.index]];
-      if (chain.back() != &node) continue;  // emitted with the chain's last layer
-      std::vector<std::uint32_t> deps;
+      std::vector<std::uint32_t> deps = extra;
       std::set<std::size_t> inside;
       for (const Node* member : chain) inside.insert(member->index);
       for (const Node* member : chain) {
         for (auto input : member->inputs)
-          if (!inside.count(input)) deps.push_back(input == kModelInput ? input_op : fwd[input]);
-        gathered_before(member->index, true, deps);
+          if (!inside.count(input)) deps.push_back(input == kModelInput ? input_op : at[input]);
+        gathered_before(member->index, !recomputing, deps);
       }
       const std::size_t producer = chain.front()->inputs[0];
       const double producer_ops = chain.front()->kind->producer_epilogue_vpu_ops();
       const bool stats_from_producer =
           producer != kModelInput && model.nodes[producer].kind->matmul_epilogue() && producer_ops > 0;
-      if (stats_from_producer) program.ops[fwd[producer]].matmul.epilogue_vpu_ops_per_element += producer_ops;
+      if (stats_from_producer && (!recomputing || at[producer] >= first_new))
+        program.ops[at[producer]].matmul.epilogue_vpu_ops_per_element += producer_ops;
       const std::uint32_t op = fused_forward(em, chain, deps, stats_from_producer);
-      for (const Node* member : chain) fwd[member->index] = op;
-      continue;
+      for (const Node* member : chain) at[member->index] = op;
+      return;
     }
-    std::vector<std::uint32_t> deps;
-    for (auto input : node.inputs) deps.push_back(input == kModelInput ? input_op : fwd[input]);
-    gathered_before(node.index, true, deps);
-    fwd[node.index] = node.kind->forward(em, node, deps);
-  }
+    std::vector<std::uint32_t> deps = extra;
+    for (auto input : node.inputs) deps.push_back(input == kModelInput ? input_op : at[input]);
+    gathered_before(node.index, !recomputing, deps);
+    at[node.index] = node.kind->forward(em, node, deps);
+  };
+  for (const Node& node : model.nodes)
+    if (!fused(node.index) || chains[chain_of[node.index]].back() == &node) emit_forward(node, fwd, {}, false, 0);
 
   // Loss and its gradient on the last layer's output (per token for sequence outputs).
   const Node& head = model.nodes.back();
@@ -310,6 +319,50 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     for (auto input : node.inputs)
       if (input != kModelInput && requires_grad[input]) requires_grad[node.index] = true;
   }
+
+  // Rematerialization (activation checkpointing, as jax.checkpoint around each block): the
+  // forward pass keeps only the outputs of the residual adds; the backward pass, reaching a
+  // segment between two of them, runs the segment's forward again from its saved input and then
+  // its backward. The second forward's ops are named .../recompute/..., and are no model FLOPs.
+  struct Remat {
+    bool on = false;
+    std::vector<std::size_t> segment_of;                  // kNoSegment: a checkpoint (a residual add)
+    std::vector<std::vector<std::size_t>> segments;       // each segment's layers, in order
+    std::vector<std::vector<std::uint32_t>> recomputed;   // each segment's recomputed outputs
+  } remat;
+  constexpr std::size_t kNoSegment = static_cast<std::size_t>(-1);
+  remat.on = w.remat;
+  remat.segment_of.assign(n, kNoSegment);
+  remat.segments.emplace_back();
+  for (const Node& node : model.nodes) {
+    if (node.kind->name() == "add") {
+      if (!remat.segments.back().empty()) remat.segments.emplace_back();
+      continue;
+    }
+    remat.segment_of[node.index] = remat.segments.size() - 1;
+    remat.segments.back().push_back(node.index);
+  }
+  remat.recomputed.resize(remat.segments.size());
+  auto recompute_segment = [&](std::size_t seg, const std::vector<std::uint32_t>& after) {
+    const auto first_new = static_cast<std::uint32_t>(program.ops.size());
+    std::vector<std::uint32_t> at = fwd;
+    std::set<std::size_t> emitted_chains;
+    std::vector<std::uint32_t> outputs;
+    for (std::size_t i : remat.segments[seg]) {
+      const Node& node = model.nodes[i];
+      if (fused(i) && !emitted_chains.insert(chain_of[i]).second) continue;
+      emit_forward(fused(i) ? *chains[chain_of[i]].back() : node, at, after, true, first_new);
+      outputs.push_back(at[i]);
+    }
+    for (std::size_t k = first_new; k < program.ops.size(); ++k) {
+      Op& op = program.ops[k];
+      const auto f = op.name.find("/fwd");
+      if (f != std::string::npos) op.name.replace(f, 4, "/recompute");
+      op.phase = Phase::Backward;
+      op.model_flops = 0;
+    }
+    return outputs;
+  };
 
   // Backward, last layer first. A layer's output gradient is complete when every consumer has
   // produced its share (summed in one pass when there are several).
@@ -353,6 +406,12 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     const Node& node = model.nodes[i];
     if (dy[i].empty()) continue;  // not on the loss's path
     std::vector<std::uint32_t> deps = dy[i];
+    std::vector<std::uint32_t> recomputed;  // the segment's activations, computed again
+    if (remat.on && remat.segment_of[i] != kNoSegment) {
+      const std::size_t seg = remat.segment_of[i];
+      if (remat.recomputed[seg].empty()) remat.recomputed[seg] = recompute_segment(seg, dy[i]);
+      recomputed = remat.recomputed[seg];
+    }
     // (A view passes one gradient on, so one read as parts still gets them summed.)
     const bool parts = !node.kind->is_view() && !node.consumers.empty() && std::all_of(node.consumers.begin(), node.consumers.end(), [&](std::size_t c) {
       return model.nodes[c].kind->takes_disjoint_part();
@@ -361,12 +420,14 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       deps = {em.vector(node.spec.name + "/bwd/sum_grads", Phase::Backward, b * elements(node.out),
                         static_cast<double>(deps.size() - 1), deps.size() * b * elements(node.out) * act_bytes,
                         b * elements(node.out) * act_bytes, deps)};
+
     if (fused(i)) {
       // The whole chain's backward, reached at its last layer; its gradient flows to the chain's
       // input and to the residual inputs of its adds.
       const auto& chain = chains[chain_of[i]];
-      for (const Node* member : chain) gathered_before(member->index, false, deps);
-      const std::uint32_t op = fused_backward(em, chain, deps);
+      std::vector<std::uint32_t> after = recomputed;  // not parts of the gradient
+      for (const Node* member : chain) gathered_before(member->index, false, after);
+      const std::uint32_t op = fused_backward(em, chain, deps, after);
       std::set<std::size_t> inside;
       for (const Node* member : chain) inside.insert(member->index);
       std::uint64_t trainable = 0;
@@ -403,6 +464,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     ctx.needs_dx = std::any_of(node.inputs.begin(), node.inputs.end(),
                                [&](std::size_t x) { return x != kModelInput && requires_grad[x]; });
     gathered_before(node.index, false, deps);
+    deps.insert(deps.end(), recomputed.begin(), recomputed.end());
     const Backward r = node.kind->backward(em, node, deps, ctx);
     for (std::size_t k = 0; k < node.inputs.size(); ++k) {
       const std::size_t input = node.inputs[k];
@@ -467,7 +529,19 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   }
   mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica / update_share;
   mem.activations = b * sample_bytes;
-  for (const Node& node : model.nodes) mem.activations += saved_bytes(em, node);
+  if (!remat.on) {
+    for (const Node& node : model.nodes) mem.activations += saved_bytes(em, node);
+  } else {  // the residual adds' outputs, and one segment's activations while it is recomputed
+    std::uint64_t largest_segment = 0;
+    for (const auto& segment : remat.segments) {
+      std::uint64_t bytes = 0;
+      for (std::size_t i : segment) bytes += saved_bytes(em, model.nodes[i]);
+      largest_segment = std::max(largest_segment, bytes);
+    }
+    for (const Node& node : model.nodes)
+      if (remat.segment_of[node.index] == kNoSegment) mem.activations += b * elements(node.out) * act_bytes;
+    mem.activations += largest_segment;
+  }
   out.hbm_capacity_per_core_bytes = hw.hbm.capacity_bytes / hw.chip.cores;
   return out;
 }

@@ -69,6 +69,7 @@ struct Workload {
   // Reduce-scatter the gradients, update a 1/replicas share, all-gather the weights.
   bool weight_update_sharding = false;
   std::string mesh_model_axes;      // torus axes ("x", "yz") the model axis spans; the rest carry data
+  bool remat = false;               // the backward pass recomputes each segment between residual adds
   bool fsdp = false;                // parameters, gradients and optimizer state sharded; weights gathered per layer group
   bool fusion = true;              // chains of elementwise layers run as one pass, as XLA fuses them
   // An evaluation pass every so many steps (MLPerf evaluates every few epochs inside the blocks it
