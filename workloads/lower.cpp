@@ -412,10 +412,11 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       if (remat.recomputed[seg].empty()) remat.recomputed[seg] = recompute_segment(seg, dy[i]);
       recomputed = remat.recomputed[seg];
     }
-    // (A view passes one gradient on, so one read as parts still gets them summed.)
-    const bool parts = !node.kind->is_view() && !node.consumers.empty() && std::all_of(node.consumers.begin(), node.consumers.end(), [&](std::size_t c) {
-      return model.nodes[c].kind->takes_disjoint_part();
-    });
+    // Gradients of disjoint parts (slices) fill one buffer rather than being summed. (A view
+    // passes one gradient on, so one read as parts still gets them summed.)
+    const auto takes_part = [&](std::size_t c) { return model.nodes[c].kind->takes_disjoint_part(); };
+    const bool parts = !node.kind->is_view() && !node.consumers.empty() &&
+                       std::all_of(node.consumers.begin(), node.consumers.end(), takes_part);
     if (deps.size() > 1 && !fused(i) && !parts)
       deps = {em.vector(node.spec.name + "/bwd/sum_grads", Phase::Backward, b * elements(node.out),
                         static_cast<double>(deps.size() - 1), deps.size() * b * elements(node.out) * act_bytes,
