@@ -317,3 +317,26 @@ BOOST_AUTO_TEST_CASE(norms_written_out_of_elementwise_ops_import_op_for_op) {
       "dense", "add"};
   BOOST_TEST(types == expected, boost::test_tools::per_element());
 }
+
+// Found by fuzz_onnx: a window's attributes of the wrong length or range (here the first
+// convolution's pads, two where a 2D window has four) are refused, not read past their end.
+BOOST_AUTO_TEST_CASE(window_attributes_of_the_wrong_length_are_refused) {
+  onnx::ModelProto m;
+  BOOST_TEST_REQUIRE(m.ParseFromString(read_file(import_fixture("resnet50.onnx"))));
+  auto* conv = m.mutable_graph()->mutable_node(0);
+  BOOST_TEST_REQUIRE(conv->op_type() == "Conv");
+  for (auto& a : *conv->mutable_attribute())
+    if (a.name() == "pads") {
+      a.clear_ints();
+      a.add_ints(3);
+      a.add_ints(3);
+    }
+  const OnnxModel model = read_onnx(m.SerializeAsString(), "pads.onnx");
+  std::string error;
+  try {
+    infer_onnx_shapes(model, 2, "pads.onnx");
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
+  }
+  BOOST_TEST(contains(error, "pads.onnx: node 0 (\"/conv1/Conv\", Conv): expected 2 strides, 2 dilations and 4 pads for a 2D window"), error);
+}

@@ -511,7 +511,8 @@ class OnnxImporter {
     const bool reader_pads_too = std::any_of(reader_pads.begin(), reader_pads.end(), [](std::int64_t p) { return p != 0; });
     if (!pool_or_conv || !spatial || !image_layout_.count(n.inputs[0]) || reader_pads_too)
       fail(i, "a zero padding is imported only around an image's height and width, read by one pool or convolution without pads of its own");
-    pads_for_[n.outputs[0]] = {pads[2], pads[6], pads[3], pads[7]};  // tpusim's [top, bottom, left, right]
+    auto pad = [&](std::size_t k) { return static_cast<std::uint64_t>(pads[k]); };
+    pads_for_[n.outputs[0]] = {pad(2), pad(6), pad(3), pad(7)};  // tpusim's [top, bottom, left, right]
     alias(i);
   }
 

@@ -67,7 +67,11 @@ class ShapeInference {
     const auto* v = value(i, k);
     if (!v) fail(i, fmt::format("input {} (\"{}\") must be computable from shapes and constants", k, m_.nodes[i].inputs[k]));
     std::vector<std::int64_t> r;
-    for (double d : *v) r.push_back(static_cast<std::int64_t>(d));
+    for (double d : *v) {
+      // Shape arithmetic stays far inside int64; a damaged file's value may not (or be NaN).
+      if (!(std::abs(d) <= static_cast<double>(kMaxDim) * 1024)) fail(i, fmt::format("input {} holds {}, beyond any shape", k, d));
+      r.push_back(static_cast<std::int64_t>(d));
+    }
     return r;
   }
   static std::int64_t elements(const OnnxShape& s) {
@@ -201,6 +205,7 @@ class ShapeInference {
       if (dv && iv && data.size() == 1) {
         folded.emplace();
         for (double idx : *iv) {
+          if (!(std::abs(idx) <= static_cast<double>(kMaxDim))) fail(i, fmt::format("index {} of a dimension of {}", idx, data[0]));
           std::int64_t k = static_cast<std::int64_t>(idx);
           if (k < 0) k += data[0];
           if (k < 0 || k >= data[0]) fail(i, fmt::format("index {} of a dimension of {}", idx, data[0]));
@@ -256,6 +261,7 @@ class ShapeInference {
       if (!start || !limit || !delta || start->size() != 1 || limit->size() != 1 || delta->size() != 1 || (*delta)[0] == 0)
         fail(i, "its start, limit and delta must be computable scalars");
       const double count = std::max(0.0, std::ceil(((*limit)[0] - (*start)[0]) / (*delta)[0]));
+      if (!(count <= static_cast<double>(kMaxDim))) fail(i, fmt::format("a range of {} elements", count));
       std::vector<double> v;
       for (std::int64_t k = 0; k < static_cast<std::int64_t>(count) && v.size() <= kMaxFoldedElements; ++k)
         v.push_back((*start)[0] + static_cast<double>(k) * (*delta)[0]);
@@ -426,11 +432,18 @@ class ShapeInference {
       if (strides.empty()) strides = {1, 1};
       if (pads.empty()) pads = {0, 0, 0, 0};
       if (dilations.empty()) dilations = {1, 1};
+      // Sizes a damaged file may give otherwise; bounded so that the window arithmetic stays exact.
+      auto within = [](const std::vector<std::int64_t>& v, std::int64_t lo, std::int64_t hi) {
+        return std::all_of(v.begin(), v.end(), [&](std::int64_t x) { return x >= lo && x <= hi; });
+      };
+      if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
+        fail(i, "expected 2 strides, 2 dilations and 4 pads for a 2D window");
+      if (!within(strides, 1, kMaxDim) || !within(dilations, 1, 1 << 20) || !within(pads, 0, kMaxDim) || !within(kernel, 1, kMaxDim))
+        fail(i, "strides, dilations, pads or kernel out of range");
       const bool same = m_.nodes[i].attribute("auto_pad") && m_.nodes[i].attribute("auto_pad")->s.rfind("SAME", 0) == 0;
       const bool ceil_mode = m_.nodes[i].int_attribute("ceil_mode", 0) != 0;
       OnnxShape s = {in[0], channels, 0, 0};
       for (std::size_t d = 0; d < 2; ++d) {
-        if (strides[d] <= 0) fail(i, "a stride of 0");
         const std::int64_t span = dilations[d] * (kernel[d] - 1) + 1, padded = in[2 + d] + pads[d] + pads[d + 2];
         if (same) s[2 + d] = (in[2 + d] + strides[d] - 1) / strides[d];
         else if (padded < span) fail(i, "the window does not fit the input");
