@@ -197,7 +197,7 @@ std::optional<FittingLayout> smallest_fitting_layout(const Workload& w, const Hw
       const LoweredStep step = lower_training_step(trial, hw);
       if (step.memory.total() <= step.hbm_capacity_per_core_bytes) {
         FittingLayout fit = c;
-        fit.model_shards = step.model_shards;
+        fit.model_shards = step.mesh.model_size;
         return fit;
       }
     } catch (const std::invalid_argument&) {  // a split the model cannot take
@@ -583,7 +583,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["traffic_per_step"] = {{"hbm_bytes", use[UnitKind::Hbm].bytes},
                                  {"ici_bytes", use[UnitKind::IciLink].bytes},
                                  {"pcie_bytes", use[UnitKind::Pcie].bytes}};
-  summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, resolve_mesh(config.workload, hw));
+  summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, step.mesh);
   const StepFigures figures{step_s, seconds(ends[0]), hw.chip_count(), step.global_batch, fraction(UnitKind::Mxu),
                             fraction(UnitKind::Hbm)};
   summary["cost"] = cost_json(hw, config.workload, figures);

@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_layers_do_a_quarter_of_the_work_and_all_red
   request.sets = {"workload.training.mesh.model=z"};
   const Config c = load_config(request);
   const LoweredStep step = lower_training_step(c.workload, c.hw);
-  BOOST_TEST(step.model_shards == 4u);
+  BOOST_TEST(step.mesh.model_size == 4u);
   BOOST_TEST(step.replicas == 4u);  // 16 chips, 4 along the model axis
   std::size_t split = 0, blocks = 0;
   for (std::size_t i = 0; i < step.model.nodes.size(); ++i) {

@@ -153,8 +153,8 @@ class WeightGathers {
 LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   LoweredStep out;
   out.model = analyze_model(w);
-  const Mesh mesh = resolve_mesh(w, hw);
-  out.model_shards = mesh.model_size;
+  out.mesh = resolve_mesh(w, hw);
+  const Mesh& mesh = out.mesh;
   if (mesh.model_size > 1) {
     Workload per_core = w;
     per_core.layers = shard_layers(out.model, mesh.model_size);
@@ -220,23 +220,26 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   infeed.infeed.bytes = out.infeed.bytes_per_core;
   const std::uint32_t input_op = em.add(std::move(infeed), {});
 
+  // Collectives across the replicas (the data axes), with the workload's algorithm and chunking.
+  auto data_collective = [&](CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t bytes, DType dtype,
+                             std::vector<std::uint32_t> deps) {
+    CollectiveSpec spec;
+    spec.kind = kind;
+    spec.bytes = bytes;
+    spec.dtype = dtype;
+    spec.algorithm = w.all_reduce_algorithm;
+    spec.group_axes = mesh.data_axes;
+    spec.chunk_bytes = w.all_reduce_chunk_bytes;
+    return em.collective(name, phase, spec, std::move(deps));
+  };
+
   // Sharded weights are gathered across the replicas in the compute type (XLA moves the cast to
   // bfloat16 ahead of the gather).
   std::optional<WeightGathers> gathers;
   if (w.fsdp)
     gathers.emplace(model, w.all_reduce_bucket_bytes,
                     [&](const std::string& name, Phase phase, std::uint64_t params, std::vector<std::uint32_t> deps) {
-                      Op op;
-                      op.kind = OpKind::Collective;
-                      op.phase = phase;
-                      op.name = name;
-                      op.collective.kind = CollectiveKind::AllGather;
-                      op.collective.bytes = params * act_bytes;
-                      op.collective.dtype = act;
-                      op.collective.algorithm = w.all_reduce_algorithm;
-                      op.collective.group_axes = mesh.data_axes;
-                      op.collective.chunk_bytes = w.all_reduce_chunk_bytes;
-                      return em.add(std::move(op), std::move(deps));
+                      return data_collective(CollectiveKind::AllGather, phase, name, params * act_bytes, act, std::move(deps));
                     });
   auto gathered_before = [&](std::size_t node, bool forward, std::vector<std::uint32_t>& deps) {
     if (!gathers) return;
@@ -379,19 +382,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // The sequencer issues ops in program order, so a bucket's all-reduce is placed where its last
   // gradient is, to start while the rest of the backward pass runs (or after it, without overlap).
   // Gradients and weights cross replicas as f32, with the workload's algorithm and chunking.
-  auto f32_collective = [&](CollectiveKind kind, Phase phase, std::string name, std::uint64_t params,
+  auto f32_collective = [&](CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t params,
                             const std::vector<std::uint32_t>& deps) {
-    Op op;
-    op.kind = OpKind::Collective;
-    op.phase = phase;
-    op.name = std::move(name);
-    op.collective.kind = kind;
-    op.collective.bytes = params * 4;
-    op.collective.dtype = DType::F32;
-    op.collective.algorithm = w.all_reduce_algorithm;
-    op.collective.group_axes = mesh.data_axes;
-    op.collective.chunk_bytes = w.all_reduce_chunk_bytes;
-    return em.add(std::move(op), deps);
+    return data_collective(kind, phase, name, params * 4, DType::F32, deps);
   };
   auto issue_all_reduce = [&](Bucket& bk, const std::vector<std::uint32_t>& deps) {
     const bool scatter = w.weight_update_sharding || w.fsdp;

@@ -24,7 +24,7 @@ struct LoweredStep {
   Program program;
   ModelGraph model;       // the model, whole
   ModelGraph core_model;  // what one core runs: the model, its layers split over a mesh's model axis
-  std::uint32_t model_shards = 1;  // the model axis's size (1: data parallelism only)
+  Mesh mesh;  // the slice's data and model axes (model_size 1: data parallelism only)
   std::uint64_t global_batch = 0;
   std::uint32_t replicas = 0;
   std::uint64_t per_replica_batch = 0;

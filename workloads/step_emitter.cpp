@@ -33,18 +33,25 @@ std::uint32_t StepEmitter::matmul(const std::string& name, Phase phase, std::uin
   return add(std::move(op), std::move(deps));
 }
 
-std::uint32_t StepEmitter::model_all_reduce(const std::string& name, Phase phase, std::uint64_t elements,
-                                            std::vector<std::uint32_t> deps) {
+std::uint32_t StepEmitter::collective(const std::string& name, Phase phase, const CollectiveSpec& spec,
+                                      std::vector<std::uint32_t> deps) {
   Op op;
   op.kind = OpKind::Collective;
   op.phase = phase;
   op.name = name;
-  op.collective.kind = CollectiveKind::AllReduce;
-  op.collective.bytes = elements * act_bytes_;
-  op.collective.dtype = act_;
-  op.collective.algorithm = model_algorithm_;
-  op.collective.group_axes = model_axes_;
+  op.collective = spec;
   return add(std::move(op), std::move(deps));
+}
+
+std::uint32_t StepEmitter::model_all_reduce(const std::string& name, Phase phase, std::uint64_t elements,
+                                            std::vector<std::uint32_t> deps) {
+  CollectiveSpec spec;
+  spec.kind = CollectiveKind::AllReduce;
+  spec.bytes = elements * act_bytes_;
+  spec.dtype = act_;
+  spec.algorithm = model_algorithm_;
+  spec.group_axes = model_axes_;
+  return collective(name, phase, spec, std::move(deps));
 }
 
 std::uint32_t StepEmitter::vector(const std::string& name, Phase phase, VectorWork work, std::vector<std::uint32_t> deps) {

@@ -43,6 +43,8 @@ class StepEmitter {
     model_axes_ = axes_mask;
     model_algorithm_ = algorithm;
   }
+  // A collective as `spec` describes it, after `deps`.
+  std::uint32_t collective(const std::string& name, Phase phase, const CollectiveSpec& spec, std::vector<std::uint32_t> deps);
   // Partial sums of `elements` activations added up over the model axis (Megatron's g forward,
   // f backward), after `deps`.
   std::uint32_t model_all_reduce(const std::string& name, Phase phase, std::uint64_t elements, std::vector<std::uint32_t> deps);

@@ -152,17 +152,23 @@ def vit_b16():
                     [224, 224, 3], "uint8", m.layers, 64, "adamw", 1e-3)
 
 
-def gpt2(size):
-    layers, width, heads = {"small": (12, 768, 12), "medium": (24, 1024, 16)}[size]
+def decoder_layers(layers, width, heads, seq):
+    """A GPT-2-style decoder: token and position tables, pre-norm causal blocks, a final norm and
+    a head tied to the token table."""
     m = Layers()
-    x = m.add("embedding", "wte_wpe", vocab=50257, dim=width, positions=1024)
+    x = m.add("embedding", "wte_wpe", vocab=50257, dim=width, positions=seq)
     for i in range(layers):
         x = transformer_block(m, f"h{i}", width, heads, True, True, x)
     m.add("layer_norm", "ln_f")
     m.add("dense", "lm_head", units=50257, use_bias=False, tied_weights=True, activation="softmax")
+    return m.layers
+
+
+def gpt2(size):
+    layers, width, heads = {"small": (12, 768, 12), "medium": (24, 1024, 16)}[size]
     return workload(f"gpt2_{size}",
                     f"GPT-2 {size} ({layers} layers, width {width}, {heads} heads), next-token loss at sequence 1024, head tied to the token table.",
-                    [1024], "int32", m.layers, 4, "adamw", 3e-4)
+                    [1024], "int32", decoder_layers(layers, width, heads, 1024), 4, "adamw", 3e-4)
 
 
 # GPT-3's sizes (Brown et al. 2020, table 2.1): layers, width, heads. (The table's 13B width of
@@ -175,16 +181,10 @@ def gpt3(size):
     """GPT-3 as GPT-2 with 2048 positions: pre-norm blocks, dense attention (the paper alternates
     dense and locally banded sparse attention; the sparse layers are not modelled), head tied."""
     layers, width, heads = GPT3_SIZES[size]
-    m = Layers()
-    x = m.add("embedding", "wte_wpe", vocab=50257, dim=width, positions=2048)
-    for i in range(layers):
-        x = transformer_block(m, f"h{i}", width, heads, True, True, x)
-    m.add("layer_norm", "ln_f")
-    m.add("dense", "lm_head", units=50257, use_bias=False, tied_weights=True, activation="softmax")
     doc = workload(f"gpt3_{size}",
                    f"GPT-3 {size.upper()} ({layers} layers, width {width}, {heads} heads), next-token loss at sequence 2048, "
                    "head tied to the token table. Beyond one chip: shard it (training.fsdp, training.mesh.model).",
-                   [2048], "int32", m.layers, 2, "adamw", 6e-5)
+                   [2048], "int32", decoder_layers(layers, width, heads, 2048), 2, "adamw", 6e-5)
     doc["training"]["fsdp"] = True
     return doc
 

@@ -131,7 +131,6 @@ class OnnxImporter {
     produced_[input_name_] = "";
   }
 
-  bool is_param(const std::string& tensor) const { return !is_activation(tensor); }
   const std::vector<std::int64_t>& param_dims(std::size_t node, const std::string& tensor) const {
     const auto it = params_.find(tensor);
     if (it == params_.end()) fail(node, fmt::format("expected \"{}\" to be a parameter of known shape", tensor));
@@ -146,7 +145,7 @@ class OnnxImporter {
     if (index >= n.inputs.size() || n.inputs[index].empty()) fail(node, fmt::format("expected input {}", index));
     const auto it = produced_.find(n.inputs[index]);
     if (it == produced_.end()) {
-      if (is_param(n.inputs[index]))
+      if (!is_activation(n.inputs[index]))
         fail(node, fmt::format("input {} (\"{}\") is a parameter or constant where tpusim expects activations", index, n.inputs[index]));
       fail(node, fmt::format("input \"{}\" is produced by no node before it", n.inputs[index]));
     }
