@@ -328,13 +328,11 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // segment between two of them, runs the segment's forward again from its saved input and then
   // its backward. The second forward's ops are named .../recompute/..., and are no model FLOPs.
   struct Remat {
-    bool on = false;
     std::vector<std::size_t> segment_of;                  // kNoSegment: a checkpoint (a residual add)
     std::vector<std::vector<std::size_t>> segments;       // each segment's layers, in order
     std::vector<std::vector<std::uint32_t>> recomputed;   // each segment's recomputed outputs
   } remat;
   constexpr std::size_t kNoSegment = static_cast<std::size_t>(-1);
-  remat.on = w.remat;
   remat.segment_of.assign(n, kNoSegment);
   remat.segments.emplace_back();
   for (const Node& node : model.nodes) {
@@ -381,15 +379,17 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   std::vector<std::uint32_t> all_grads;
   // The sequencer issues ops in program order, so a bucket's all-reduce is placed where its last
   // gradient is, to start while the rest of the backward pass runs (or after it, without overlap).
+  // Each replica updates a share of the weights (weight-update sharding, FSDP): gradients are
+  // reduce-scattered. Under FSDP the weights stay sharded: the next step's gathers bring them.
+  const bool sharded_update = w.weight_update_sharding || w.fsdp;
   // Gradients and weights cross replicas as f32, with the workload's algorithm and chunking.
   auto f32_collective = [&](CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t params,
                             const std::vector<std::uint32_t>& deps) {
     return data_collective(kind, phase, name, params * 4, DType::F32, deps);
   };
   auto issue_all_reduce = [&](Bucket& bk, const std::vector<std::uint32_t>& deps) {
-    const bool scatter = w.weight_update_sharding || w.fsdp;
-    const char* what = scatter ? "reduce-scatter" : "all-reduce";
-    bk.all_reduce = f32_collective(scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+    const char* what = sharded_update ? "reduce-scatter" : "all-reduce";
+    bk.all_reduce = f32_collective(sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
                                    Phase::Gradients,
                                    bk.first == bk.last ? fmt::format("{}/grad/{}", bk.first, what)
                                                        : fmt::format("grads[{}..{}]/{}", bk.first, bk.last, what),
@@ -400,7 +400,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     if (dy[i].empty()) continue;  // not on the loss's path
     std::vector<std::uint32_t> deps = dy[i];
     std::vector<std::uint32_t> recomputed;  // the segment's activations, computed again
-    if (remat.on && remat.segment_of[i] != kNoSegment) {
+    if (w.remat && remat.segment_of[i] != kNoSegment) {
       const std::size_t seg = remat.segment_of[i];
       if (remat.recomputed[seg].empty()) remat.recomputed[seg] = recompute_segment(seg, dy[i]);
       recomputed = remat.recomputed[seg];
@@ -493,8 +493,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   for (const auto& bk : buckets) reduced.push_back(bk.all_reduce);
   // With weight-update sharding a replica updates only its share (rounded up: the last replica's
   // is no larger) and the updated f32 weights are all-gathered back into every replica.
-  // Under FSDP the weights stay sharded: the next step's gathers bring them.
-  const std::uint64_t update_share = w.weight_update_sharding || w.fsdp ? out.replicas : 1;
+  const std::uint64_t update_share = sharded_update ? out.replicas : 1;
   for (std::size_t k = 0; k < buckets.size(); ++k) {
     const std::uint64_t p = (buckets[k].params + update_share - 1) / update_share;
     const std::string params_name = buckets[k].first == buckets[k].last
@@ -523,7 +522,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   }
   mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica / update_share;
   mem.activations = b * sample_bytes;
-  if (!remat.on) {
+  if (!w.remat) {
     for (const Node& node : model.nodes) mem.activations += saved_bytes(em, node);
   } else {  // the residual adds' outputs, and one segment's activations while it is recomputed
     std::uint64_t largest_segment = 0;
