@@ -105,6 +105,14 @@ std::size_t System::steps_completed() const {
   return steps == ~std::size_t{0} ? 0 : steps;
 }
 
+Picos System::forward_span_ps(std::size_t step) const {
+  Picos span = 0;
+  for (const auto& chip : chips_)
+    for (const auto& core : chip.cores)
+      if (step < core.forward_span_ps().size()) span = std::max(span, core.forward_span_ps()[step]);
+  return span;
+}
+
 std::vector<Picos> System::step_end_ps() const {
   std::vector<Picos> ends;
   for (const auto& chip : chips_)

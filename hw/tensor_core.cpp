@@ -186,7 +186,8 @@ void TensorCore::sequencer() {
   host_.wakes.set_rank(WakeQueue::rank(host_.slot(site_.chip), site_.core, WakeQueue::kSequencerRole));
   for (std::uint32_t step = 0; step < program_.steps; ++step) {
     step_ = step;
-    const Picos step_start = now_ps();
+    const Picos step_start = step_start_ps_ = now_ps();
+    forward_span_ps_.push_back(0);
     if (program_.launch_ps > 0 && step % program_.steps_per_launch == 0)
       host_.wakes.wait_until((step / program_.steps_per_launch + 1) * program_.launch_ps);
     std::fill(done_.begin(), done_.end(), false);
@@ -238,6 +239,7 @@ void TensorCore::engine(Engine which, std::uint32_t stream) {
       host_.wakes.wait_until(now_ps() + clock_.cycles_to_ps(hw_.core.op_overhead_cycles));
     run(op);
     reporter.busy({start, now_ps()}, &op.name, step_);
+    if (op.phase == Phase::Forward) forward_span_ps_.back() = std::max(forward_span_ps_.back(), now_ps() - step_start_ps_);
     done_[op.id] = true;
     op_done_.notify(sc_core::SC_ZERO_TIME);
   }

@@ -119,6 +119,8 @@ class TensorCore : public sc_core::sc_module {
   void on_step_end(std::function<void(std::uint32_t step)> observer) { step_observer_ = std::move(observer); }
   // End of each step on this core (all its ops done).
   const std::vector<Picos>& step_end_ps() const { return step_end_ps_; }
+  // Per step: from its start until its last forward-phase op ended (0: none).
+  const std::vector<Picos>& forward_span_ps() const { return forward_span_ps_; }
   const Vmem& vmem() const { return vmem_; }
   // Op and step the sequencer is waiting on, for diagnosing a stuck simulation.
   std::string progress() const;
@@ -212,6 +214,8 @@ class TensorCore : public sc_core::sc_module {
   bool finished_ = false;
   std::uint64_t next_address_ = 0;
   std::vector<Picos> step_end_ps_;
+  std::vector<Picos> forward_span_ps_;
+  Picos step_start_ps_ = 0;
   std::function<void(std::uint32_t)> step_observer_;
   // One payload for the MXU and VPU requests, which are answered without yielding (Request::reset).
   Request unit_request_;

@@ -510,11 +510,11 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["mfu"] = model_flops / (step_s * peak);
   if (config.workload.eval_examples > 0) {
     // The evaluation's device time: its examples' forward passes in batches of the training
-    // step's, each at the step's own rate for the forward share of its work (an estimate: the
-    // forward pass is not simulated on its own).
+    // step's, each as long as the steady step's forward pass took (from the step's start to its
+    // last forward op on the slowest core: weight gathers, int8, flash kernels included).
     const Workload& w = config.workload;
     const double batches = std::ceil(static_cast<double>(w.eval_examples) / static_cast<double>(step.global_batch));
-    const double device_s = batches * step_s * step.core_model.forward_flops_per_sample() / step.core_model.training_flops_per_sample();
+    const double device_s = batches * seconds(system.forward_span_ps(n - 1));
     const double eval_s = device_s + w.eval_host_overhead_s;
     const double block_s = w.eval_every_steps * step_s + eval_s;
     const double samples = w.eval_every_steps * static_cast<double>(step.global_batch);
