@@ -32,7 +32,7 @@ MatmulTiling tile_matmul(const MatmulWork& mm, const MxuConfig& mxu, std::uint64
         b.last_k = true;
         b.load_bytes = {static_cast<std::uint64_t>(static_cast<double>(b.batch * mm.m * mm.k * lhs_b) * mm.lhs_read_fraction),
                         b.batch * mm.k * mm.n * rhs_b};
-        b.store_bytes = b.batch * mm.m * mm.n * out_b;
+        b.store_bytes = static_cast<std::uint64_t>(static_cast<double>(b.batch * mm.m * mm.n * out_b) * mm.out_write_fraction);
         t.blocks.push_back(b);
       }
       return t;
@@ -101,7 +101,7 @@ MatmulTiling tile_matmul(const MatmulWork& mm, const MxuConfig& mxu, std::uint64
         const auto lhs_bytes = static_cast<std::uint64_t>(static_cast<double>(am * b.k * lhs_b) * mm.lhs_read_fraction);
         b.load_bytes = {(lhs_resident ? 0 : lhs_bytes) + (b.last_k ? am * an * mm.epilogue_operand_bytes_per_element : 0),
                         rhs_resident ? 0 : b.k * an * rhs_b};
-        b.store_bytes = b.last_k ? am * an * out_b : 0;
+        b.store_bytes = b.last_k ? static_cast<std::uint64_t>(static_cast<double>(am * an * out_b) * mm.out_write_fraction) : 0;
         t.blocks.push_back(b);
       }
     }

@@ -37,6 +37,9 @@ struct MatmulWork {
   // HBM bytes of the LHS as a fraction of m x k: a convolution reads its input once, not once per
   // kernel tap of its im2col view (a 3x3 stride-1 convolution reads 1/9 of m x k).
   double lhs_read_fraction = 1.0;
+  // HBM bytes of the result as a fraction of m x n: 0 when the next matmul of a fused kernel
+  // takes it from vector memory (flash attention's scores).
+  double out_write_fraction = 1.0;
   DType lhs = DType::BF16, rhs = DType::BF16, out = DType::F32;
   std::uint32_t passes = 1;  // bf16 passes per product: 1, 3 or 6 for an fp32 matmul
   // Elementwise work fused into the matmul's epilogue (bias, activation), VPU ops per output

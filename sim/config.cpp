@@ -656,6 +656,11 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.fsdp = get<bool>(d, "training.fsdp");
   w.remat = get<bool>(d, "training.remat");
   w.mesh_model_axes = get<std::string>(d, "training.mesh.model");
+  w.sequence_parallel = get<bool>(d, "training.mesh.sequence_parallel");
+  w.collective_matmul = get<bool>(d, "training.mesh.collective_matmul");
+  w.remat_adds_per_segment = get<std::uint32_t>(d, "training.remat_adds_per_segment");
+  w.flash_attention = get<bool>(d, "training.flash_attention");
+  w.int8_matmuls = get<std::string>(d, "training.quantization") == "int8";
   if (w.fsdp && w.weight_update_sharding)
     fail(origin, "workload.training.fsdp", "fsdp shards the weights and their update already; set it or weight_update_sharding, not both");
   w.fusion = get<bool>(d, "training.fusion");

@@ -474,7 +474,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   nlohmann::ordered_json checks;  // a run cut short has nothing complete to check
   if (completed) {
     checks = check_invariants({&system, &step.program, &hw, &recorder, ends.back(),
-                               static_cast<double>(step.per_core_batch) * step.core_model.training_flops_per_sample()});
+                               step.textbook_flops_per_core});
   } else {
     // Interrupted: what the finished steps say, marked partial, every output still valid.
     ends.resize(system.steps_completed());

@@ -220,6 +220,138 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_layers_do_a_quarter_of_the_work_and_all_red
   BOOST_TEST(step.model_flops_per_step == step.model.training_flops_per_sample() * static_cast<double>(step.global_batch));
 }
 
+namespace {
+
+LoweredStep gpt2_on_v5p(std::vector<std::string> sets) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  request.hw = "tpu_v5p";
+  request.topology = "2x2x4";
+  request.sets = std::move(sets);
+  const Config c = load_config(request);
+  return lower_training_step(c.workload, c.hw);
+}
+
+}  // namespace
+
+// Sequence parallelism (Megatron-LM): each all-reduce of activations becomes a reduce-scatter
+// (after the row-split layer and the attention, forward; after their input gradients, backward)
+// and an all-gather (before the column-split layer and the attention, forward; of the gradient
+// before the row-split layer and the attention's output projection, backward), each of the whole
+// tokens x width tensor. The norms, adds, embedding and head run on a quarter of the tokens, and
+// their weights' gradients are added up over the model axis. Memory for activations shrinks.
+BOOST_AUTO_TEST_CASE(sequence_parallelism_gathers_and_scatters_the_residual_stream) {
+  const LoweredStep tp = gpt2_on_v5p({"workload.training.mesh.model=z"});
+  const LoweredStep sp = gpt2_on_v5p({"workload.training.mesh.model=z", "workload.training.mesh.sequence_parallel=true"});
+  const std::uint64_t tokens = sp.per_core_batch * 1024, width = 768;
+  std::map<std::pair<Phase, CollectiveKind>, std::size_t> activations;
+  std::uint64_t summed_gradient_params = 0;
+  for (const Op& op : sp.program.ops) {
+    if (op.kind != OpKind::Collective || op.collective.group_axes != 0x4u) continue;
+    if (op.phase == Phase::Gradients) {
+      BOOST_TEST(tpusim::test::contains(op.name, "/grad/model/all-reduce"), op.name);
+      summed_gradient_params += op.collective.bytes / 4;
+      continue;
+    }
+    ++activations[{op.phase, op.collective.kind}];
+    BOOST_TEST(op.collective.bytes == tokens * width * 2, op.name);
+  }
+  BOOST_TEST(activations.size() == 4u);
+  for (Phase phase : {Phase::Forward, Phase::Backward})
+    for (CollectiveKind kind : {CollectiveKind::ReduceScatter, CollectiveKind::AllGather})
+      BOOST_TEST(activations[std::make_pair(phase, kind)] == 24u);
+  // The replicated layers with weights: the token and position tables, two norms per block, the final norm.
+  std::uint64_t replicated_params = 0;
+  for (const Node& node : sp.core_model.nodes)
+    if (node.spec.tensor_parallel.empty()) replicated_params += node.trainable;
+  BOOST_TEST(summed_gradient_params == replicated_params);
+  BOOST_TEST(replicated_params == (50257ull + 1024) * 768 + 25 * 2 * 768);
+  // Each layer's FLOPs: split layers a quarter of the whole model's, replicated ones a quarter of the tokens.
+  double matmul_flops = 0;
+  for (const Op& op : sp.program.ops) matmul_flops += op.kind == OpKind::Matmul ? op.model_flops : 0.0;
+  BOOST_TEST(matmul_flops == sp.textbook_flops_per_core, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sp.textbook_flops_per_core * 4 == sp.model.training_flops_per_sample() * static_cast<double>(sp.per_core_batch),
+             boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(tp.textbook_flops_per_core > sp.textbook_flops_per_core);  // the head was repeated on every core
+  for (const Op& op : sp.program.ops)
+    if (op.name == "h3_ln2+h3_res1/fwd" || op.name == "h3_res1+h3_ln2/fwd") BOOST_TEST(op.vector.elements == tokens * width / 4);
+  BOOST_TEST(sp.memory.activations < tp.memory.activations);
+}
+
+// Collective matmul: the all-gather before a split layer's matmul is model-axis - 1 ring shifts of
+// one core's share, and the matmul runs in as many pieces, each after its share arrives.
+BOOST_AUTO_TEST_CASE(collective_matmul_multiplies_each_share_as_it_arrives) {
+  const LoweredStep step = gpt2_on_v5p({"workload.training.mesh.model=z", "workload.training.mesh.sequence_parallel=true",
+                                        "workload.training.mesh.collective_matmul=true"});
+  const std::uint64_t tokens = step.per_core_batch * 1024, width = 768;
+  std::size_t shifts = 0, pieces = 0;
+  double piece_flops = 0;
+  for (const Op& op : step.program.ops) {
+    if (op.name.rfind("h0_mlp_fc/fwd/", 0) != 0) continue;
+    if (op.kind == OpKind::Collective) {
+      ++shifts;
+      BOOST_TEST((op.collective.kind == CollectiveKind::Permute));
+      BOOST_TEST(op.collective.bytes == tokens / 4 * width * 2);
+    } else if (op.kind == OpKind::Matmul) {
+      ++pieces;
+      piece_flops += op.model_flops;
+      BOOST_TEST(op.matmul.m == tokens / 4);
+    }
+  }
+  BOOST_TEST(shifts == 3u);
+  BOOST_TEST(pieces == 4u);
+  BOOST_TEST(piece_flops == 2.0 * static_cast<double>(tokens * width * 3072 / 4));
+  BOOST_TEST(step.textbook_flops_per_core == gpt2_on_v5p({"workload.training.mesh.model=z",
+                                                          "workload.training.mesh.sequence_parallel=true"}).textbook_flops_per_core);
+}
+
+// Flash attention: the scores never reach HBM (the score matmuls write nothing and the ones that
+// take them read nothing), nothing of seq x seq is kept for the backward pass, and a causal mask
+// skips the blocks above the diagonal: at 1024 tokens, blocks of 512, 3 of 4 are computed. The
+// model FLOPs are those of every score, as without the kernel.
+BOOST_AUTO_TEST_CASE(flash_attention_keeps_the_scores_on_chip) {
+  const LoweredStep dense = gpt2_on_v5p({});
+  const LoweredStep flash = gpt2_on_v5p({"workload.training.flash_attention=true"});
+  BOOST_TEST(flash.model_flops_per_core == dense.model_flops_per_core, boost::test_tools::tolerance(1e-12));
+  std::size_t score_products = 0;
+  for (const Op& op : flash.program.ops) {
+    if (op.name.find("/flash/") == std::string::npos || op.kind != OpKind::Matmul) continue;
+    ++score_products;
+    const MatmulWork& mm = op.matmul;
+    BOOST_TEST((mm.out_write_fraction == 0.0 || mm.lhs_read_fraction == 0.0), op.name);
+    BOOST_TEST((mm.n == 768 || mm.k == 768), op.name);  // keys computed per query
+  }
+  BOOST_TEST(score_products == 12u * 7);  // QK^T and AV forward; recomputed QK^T, dV, dP, dQ, dK backward
+  const std::uint64_t scores_kept = 12ull * flash.per_core_batch * 12 * 1024 * 1024 * 2;
+  BOOST_TEST(dense.memory.activations - flash.memory.activations == scores_kept - 12ull * flash.per_core_batch * 12 * 1024 * 4);
+}
+
+// Int8 (AQT): the dense layers' and projections' forward and input-gradient matmuls take int8
+// operands; weight gradients and the tied head stay in bfloat16. A chip without an int8 path
+// refuses it.
+BOOST_AUTO_TEST_CASE(int8_quantizes_forward_and_input_gradient_matmuls) {
+  const LoweredStep step = gpt2_on_v5p({"workload.training.quantization=int8"});
+  std::size_t int8 = 0;
+  for (const Op& op : step.program.ops) {
+    if (op.kind != OpKind::Matmul) continue;
+    const bool quantized = op.matmul.lhs == DType::Int8;
+    int8 += quantized ? 1 : 0;
+    BOOST_TEST(quantized == tpusim::test::contains(op.name, "+int8"), op.name);
+    // Attention's per-head products (batched) are not weight matmuls.
+    if (tpusim::test::contains(op.name, "/dW") || tpusim::test::contains(op.name, "lm_head") || op.matmul.batch > 1)
+      BOOST_TEST(!quantized, op.name);
+  }
+  BOOST_TEST(int8 == 12u * 4 * 2);  // QKV, out, MLP in and out; forward and input gradient
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  request.hw = "tpu_v3";
+  request.sets = {"workload.training.quantization=int8"};
+  const Config v3 = load_config(request);
+  BOOST_CHECK_EXCEPTION(lower_training_step(v3.workload, v3.hw), std::invalid_argument, [](const std::invalid_argument& e) {
+    return tpusim::test::contains(e.what(), "workload.training.quantization: int8: the tpu_v3 MXU has no int8 path");
+  });
+}
+
 // The summary counts each core's collectives by mesh axis, and "none" is no model axis (a
 // sweep's value beside the axes).
 BOOST_AUTO_TEST_CASE(the_summary_counts_collectives_by_mesh_axis) {
@@ -311,6 +443,15 @@ BOOST_AUTO_TEST_CASE(remat_keeps_the_residual_stream_and_recomputes_each_segment
   const std::uint64_t last_segment = 4ull * 1024 * 768 * 2 + 4ull * 1024 * 50257 * 2, ids = 4 * 1024 * 4;
   BOOST_TEST(remat.memory.activations == residual + last_segment + ids);
   BOOST_TEST(remat.memory.activations * 4 < plain.memory.activations);
+  // One checkpoint per block (two adds per segment): half the residual stream kept, segments twice as long.
+  request.sets = {"workload.training.remat=true", "workload.training.remat_adds_per_segment=2"};
+  const Config block_config = load_config(request);
+  const LoweredStep block = lower_training_step(block_config.workload, block_config.hw);
+  std::size_t recomputed_adds = 0;
+  for (const Op& op : block.program.ops)
+    recomputed_adds += tpusim::test::contains(op.name, "_res1") && tpusim::test::contains(op.name, "/recompute") ? 1 : 0;
+  BOOST_TEST(recomputed_adds == 12u);
+  BOOST_TEST(block.memory.activations < remat.memory.activations);
 }
 
 BOOST_AUTO_TEST_CASE(mixed_bfloat16_halves_activations_and_keeps_fp32_master_weights) {

@@ -21,20 +21,31 @@ std::string chain_name(const std::vector<const Node*>& chain) {
   return name;
 }
 
-// Whether a consumer's gradient needs this node's output (looking through views).
-bool kept_for_backward(const ModelGraph& g, const Node& node) {
+// Under sequence parallelism a split layer that takes a replicated layer's output (a column
+// layer, attention) all-gathers it first, and its backward keeps the gathered copy.
+bool gathers_input(const StepEmitter& em, const Node& node) {
+  return em.sequence_parallel() && (node.spec.tensor_parallel == "column" || node.spec.tensor_parallel == "heads");
+}
+
+// Whether a consumer's gradient needs this node's output as this node left it (looking through
+// views).
+bool kept_for_backward(const StepEmitter& em, const Node& node) {
   for (auto c : node.consumers) {
-    const Node& consumer = g.nodes[c];
-    if (consumer.kind->is_view() ? kept_for_backward(g, consumer) : consumer.kind->keeps_input(consumer)) return true;
+    const Node& consumer = em.graph().nodes[c];
+    if (consumer.kind->is_view() ? kept_for_backward(em, consumer)
+                                 : consumer.kind->keeps_input(consumer) && !gathers_input(em, consumer))
+      return true;
   }
   return false;
 }
 
 // Activations this node's backward keeps from the forward pass, bytes on this core: its output
-// when a consumer's gradient needs it, and what the kind keeps of its own.
+// when a consumer's gradient needs it, its gathered input, and what the kind keeps of its own.
+// The emitter's token shards are the node's.
 std::uint64_t saved_bytes(const StepEmitter& em, const Node& node) {
   std::uint64_t bytes = node.kind->saved_own_bytes(em, node);
-  if (!node.kind->is_view() && kept_for_backward(em.graph(), node)) bytes += em.batch() * elements(node.out) * em.act_bytes();
+  if (!node.kind->is_view() && kept_for_backward(em, node)) bytes += em.rows(elements(node.out)) * em.act_bytes();
+  if (gathers_input(em, node) && node.kind->keeps_input(node)) bytes += em.batch() * elements(node.in) * em.act_bytes();
   return bytes;
 }
 
@@ -43,7 +54,7 @@ std::uint64_t saved_bytes(const StepEmitter& em, const Node& node) {
 // statistics come from the producing matmul's epilogue, not from a pass of their own.
 std::uint32_t fused_forward(StepEmitter& em, const std::vector<const Node*>& chain, std::vector<std::uint32_t> deps,
                             bool stats_from_producer) {
-  const std::uint64_t e = em.batch() * elements(chain.back()->out);
+  const std::uint64_t e = em.rows(elements(chain.back()->out));
   double ops = 0;
   std::uint64_t reads = e, writes = e;
   for (std::size_t i = 0; i < chain.size(); ++i) {
@@ -52,7 +63,7 @@ std::uint32_t fused_forward(StepEmitter& em, const std::vector<const Node*>& cha
     ops += share.vpu_ops;
     reads += share.read_elements;
     writes += share.write_elements;
-    if (i + 1 < chain.size() && kept_for_backward(em.graph(), node)) writes += e;  // an intermediate the backward pass needs
+    if (i + 1 < chain.size() && kept_for_backward(em, node)) writes += e;  // an intermediate the backward pass needs
   }
   return em.vector(chain_name(chain) + "/fwd", Phase::Forward, e, ops, reads * em.act_bytes(), writes * em.act_bytes(),
                    std::move(deps));
@@ -66,7 +77,7 @@ std::uint32_t fused_forward(StepEmitter& em, const std::vector<const Node*>& cha
 // `after`: ops it waits for besides the gradient's parts (a recomputed segment).
 std::uint32_t fused_backward(StepEmitter& em, const std::vector<const Node*>& chain, std::vector<std::uint32_t> dy,
                              const std::vector<std::uint32_t>& after) {
-  const std::uint64_t e = em.batch() * elements(chain.back()->out);
+  const std::uint64_t e = em.rows(elements(chain.back()->out));
   const std::uint64_t gradient_parts = std::max<std::size_t>(1, dy.size());
   double ops = static_cast<double>(gradient_parts - 1);
   std::uint64_t reads = gradient_parts * e * em.act_bytes();
@@ -154,6 +165,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   LoweredStep out;
   out.model = analyze_model(w);
   out.mesh = resolve_mesh(w, hw);
+  if (w.int8_matmuls && hw.core.mxu.int8_speedup <= 0)
+    throw std::invalid_argument(fmt::format("workload.training.quantization: int8: the {} MXU has no int8 path "
+                                            "(core.mxu.int8_speedup is 0)", hw.name));
   const Mesh& mesh = out.mesh;
   if (mesh.model_size > 1) {
     Workload per_core = w;
@@ -204,7 +218,17 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   program.steps_per_launch = w.steps_per_execution;
   program.launch_ps = ns_to_ps(hw.host.launch_overhead_us * 1000);
   StepEmitter em(program, model, b, act, passes);
-  em.set_model_axis(mesh.model_axes, w.all_reduce_algorithm);
+  em.set_model_axis(mesh.model_axes, mesh.model_size, w.all_reduce_algorithm, w.sequence_parallel);
+  em.set_kernels(w.flash_attention, w.int8_matmuls, w.collective_matmul);
+  // Under sequence parallelism the replicated layers compute 1/model-axis of the tokens; each
+  // emission below first sets the emitter to its layer's share.
+  auto token_shards = [&](const Node& node) {
+    return em.sequence_parallel() && node.spec.tensor_parallel.empty() ? mesh.model_size : 1u;
+  };
+  auto on = [&](const Node& node) -> StepEmitter& {
+    em.set_token_shards(token_shards(node));
+    return em;
+  };
 
   // Input: this core's share of the batch arrives from the host.
   out.infeed.samples_per_core = b;
@@ -258,7 +282,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       if (!node.kind->elementwise()) continue;
       const auto extends = std::find_if(node.inputs.begin(), node.inputs.end(), [&](std::size_t input) {
         return input != kModelInput && chain_of[input] != kModelInput && model.nodes[input].consumers.size() == 1 &&
-               chains[chain_of[input]].back() == &model.nodes[input];
+               chains[chain_of[input]].back() == &model.nodes[input] && token_shards(model.nodes[input]) == token_shards(node);
       });
       if (extends != node.inputs.end()) {
         chain_of[node.index] = chain_of[*extends];
@@ -293,22 +317,22 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
           producer != kModelInput && model.nodes[producer].kind->matmul_epilogue() && producer_ops > 0;
       if (stats_from_producer && (!recomputing || at[producer] >= first_new))
         program.ops[at[producer]].matmul.epilogue_vpu_ops_per_element += producer_ops;
-      const std::uint32_t op = fused_forward(em, chain, deps, stats_from_producer);
+      const std::uint32_t op = fused_forward(on(node), chain, deps, stats_from_producer);
       for (const Node* member : chain) at[member->index] = op;
       return;
     }
     std::vector<std::uint32_t> deps = extra;
     for (auto input : node.inputs) deps.push_back(input == kModelInput ? input_op : at[input]);
     gathered_before(node.index, !recomputing, deps);
-    at[node.index] = node.kind->forward(em, node, deps);
+    at[node.index] = node.kind->forward(on(node), node, deps);
   };
   for (const Node& node : model.nodes)
     if (!fused(node.index) || chains[chain_of[node.index]].back() == &node) emit_forward(node, fwd, {}, false, 0);
 
   // Loss and its gradient on the last layer's output (per token for sequence outputs).
   const Node& head = model.nodes.back();
-  const std::uint64_t logits = b * elements(head.out);
-  const std::uint64_t labels = b * (head.out.size() > 1 ? elements(head.out) / head.out.back() : 1);
+  const std::uint64_t logits = on(head).rows(elements(head.out));
+  const std::uint64_t labels = em.rows(head.out.size() > 1 ? elements(head.out) / head.out.back() : 1);
   const std::uint32_t loss = em.vector(head.spec.activation + "+" + w.loss, Phase::Backward, logits,
                                        activation_vpu_ops(head.spec.activation) + loss_vpu_ops(w.loss),
                                        logits * act_bytes + labels * 4, logits * act_bytes, {fwd.back()});
@@ -324,8 +348,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   }
 
   // Rematerialization (activation checkpointing, as jax.checkpoint around each block): the
-  // forward pass keeps only the outputs of the residual adds; the backward pass, reaching a
-  // segment between two of them, runs the segment's forward again from its saved input and then
+  // forward pass keeps only the outputs of the residual adds (of every remat_adds_per_segment-th:
+  // a transformer block has two); the backward pass, reaching a segment between two of them, runs the segment's forward again from its saved input and then
   // its backward. The second forward's ops are named .../recompute/..., and are no model FLOPs.
   struct Remat {
     std::vector<std::size_t> segment_of;                  // kNoSegment: a checkpoint (a residual add)
@@ -335,8 +359,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   constexpr std::size_t kNoSegment = static_cast<std::size_t>(-1);
   remat.segment_of.assign(n, kNoSegment);
   remat.segments.emplace_back();
+  std::uint32_t adds = 0;
   for (const Node& node : model.nodes) {
-    if (node.kind->name() == "add") {
+    if (node.kind->name() == "add" && ++adds % w.remat_adds_per_segment == 0) {
       if (!remat.segments.back().empty()) remat.segments.emplace_back();
       continue;
     }
@@ -362,6 +387,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       op.phase = Phase::Backward;
       op.model_flops = 0;
     }
+    em.mark_recomputed(outputs);
     return outputs;
   };
 
@@ -377,6 +403,16 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   };
   std::vector<Bucket> buckets(1);
   std::vector<std::uint32_t> all_grads;
+  // A layer computing a share of the tokens has a share of its weights' gradient: the shares are
+  // added up over the model axis (in f32) before the gradient joins its bucket.
+  auto summed_over_tokens = [&](const Node& node, std::vector<std::uint32_t> grads, std::uint64_t params) {
+    if (token_shards(node) == 1) return grads;
+    CollectiveSpec spec;
+    spec.bytes = params * 4;
+    spec.algorithm = w.all_reduce_algorithm;
+    spec.group_axes = mesh.model_axes;
+    return std::vector<std::uint32_t>{em.collective(node.spec.name + "/grad/model/all-reduce", Phase::Gradients, spec, grads)};
+  };
   // The sequencer issues ops in program order, so a bucket's all-reduce is placed where its last
   // gradient is, to start while the rest of the backward pass runs (or after it, without overlap).
   // Each replica updates a share of the weights (weight-update sharding, FSDP): gradients are
@@ -410,10 +446,10 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     const auto takes_part = [&](std::size_t c) { return model.nodes[c].kind->takes_disjoint_part(); };
     const bool parts = !node.kind->is_view() && !node.consumers.empty() &&
                        std::all_of(node.consumers.begin(), node.consumers.end(), takes_part);
+    const std::uint64_t out_rows = on(node).rows(elements(node.out));
     if (deps.size() > 1 && !fused(i) && !parts)
-      deps = {em.vector(node.spec.name + "/bwd/sum_grads", Phase::Backward, b * elements(node.out),
-                        static_cast<double>(deps.size() - 1), deps.size() * b * elements(node.out) * act_bytes,
-                        b * elements(node.out) * act_bytes, deps)};
+      deps = {em.vector(node.spec.name + "/bwd/sum_grads", Phase::Backward, out_rows, static_cast<double>(deps.size() - 1),
+                        deps.size() * out_rows * act_bytes, out_rows * act_bytes, deps)};
 
     if (fused(i)) {
       // The whole chain's backward, reached at its last layer; its gradient flows to the chain's
@@ -421,7 +457,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       const auto& chain = chains[chain_of[i]];
       std::vector<std::uint32_t> after = recomputed;  // not parts of the gradient
       for (const Node* member : chain) gathered_before(member->index, false, after);
-      const std::uint32_t op = fused_backward(em, chain, deps, after);
+      const std::uint32_t op = fused_backward(on(node), chain, deps, after);
       std::set<std::size_t> inside;
       for (const Node* member : chain) inside.insert(member->index);
       std::uint64_t trainable = 0;
@@ -434,7 +470,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
         if (member != &node) dy[member->index].clear();  // handled here
       if (trainable > 0) {
         Bucket& bk = buckets.back();
-        bk.grads.push_back(op);
+        bk.grads.push_back(summed_over_tokens(node, {op}, trainable)[0]);
         bk.params += trainable;
         if (bk.first.empty()) bk.first = chain.back()->spec.name;
         bk.last = chain.front()->spec.name;
@@ -459,7 +495,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
                                [&](std::size_t x) { return x != kModelInput && requires_grad[x]; });
     gathered_before(node.index, false, deps);
     deps.insert(deps.end(), recomputed.begin(), recomputed.end());
-    const Backward r = node.kind->backward(em, node, deps, ctx);
+    Backward r = node.kind->backward(on(node), node, deps, ctx);
     for (std::size_t k = 0; k < node.inputs.size(); ++k) {
       const std::size_t input = node.inputs[k];
       if (input == kModelInput || !requires_grad[input]) continue;
@@ -469,6 +505,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
         dy[input].push_back(r.dx);
     }
     if (node.trainable > 0) {
+      r.grads = summed_over_tokens(node, r.grads, node.trainable);
       Bucket& bk = buckets.back();
       bk.grads.insert(bk.grads.end(), r.grads.begin(), r.grads.end());
       bk.params += node.trainable;
@@ -508,6 +545,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   }
 
   for (const Op& op : program.ops) out.model_flops_per_core += op.model_flops;
+  std::vector<double> share;
+  for (const Node& node : model.nodes) share.push_back(1.0 / token_shards(node));
+  out.textbook_flops_per_core = model.training_flops_per_sample(share) * static_cast<double>(b);
   out.model_flops_per_step = mesh.model_size > 1 ? out.model.training_flops_per_sample() * static_cast<double>(out.global_batch)
                                                   : out.model_flops_per_core * static_cast<double>(hw.core_count());
 
@@ -523,16 +563,16 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica / update_share;
   mem.activations = b * sample_bytes;
   if (!w.remat) {
-    for (const Node& node : model.nodes) mem.activations += saved_bytes(em, node);
+    for (const Node& node : model.nodes) mem.activations += saved_bytes(on(node), node);
   } else {  // the residual adds' outputs, and one segment's activations while it is recomputed
     std::uint64_t largest_segment = 0;
     for (const auto& segment : remat.segments) {
       std::uint64_t bytes = 0;
-      for (std::size_t i : segment) bytes += saved_bytes(em, model.nodes[i]);
+      for (std::size_t i : segment) bytes += saved_bytes(on(model.nodes[i]), model.nodes[i]);
       largest_segment = std::max(largest_segment, bytes);
     }
     for (const Node& node : model.nodes)
-      if (remat.segment_of[node.index] == kNoSegment) mem.activations += b * elements(node.out) * act_bytes;
+      if (remat.segment_of[node.index] == kNoSegment) mem.activations += on(node).rows(elements(node.out)) * act_bytes;
     mem.activations += largest_segment;
   }
   out.hbm_capacity_per_core_bytes = hw.hbm.capacity_bytes / hw.chip.cores;

@@ -71,7 +71,7 @@ double ModelGraph::forward_flops_per_sample() const {
   return f;
 }
 
-double ModelGraph::training_flops_per_sample() const {
+double ModelGraph::training_flops_per_sample(const std::vector<double>& share) const {
   // The textbook count, written from the layers and not from the lowering, so that the
   // end-of-run check compares two independent figures.
   std::vector<bool> needs_grad(nodes.size(), false);
@@ -80,7 +80,7 @@ double ModelGraph::training_flops_per_sample() const {
     bool input_needs_grad = false;
     for (auto input : node.inputs) input_needs_grad = input_needs_grad || (input != kModelInput && needs_grad[input]);
     needs_grad[node.index] = node.trainable > 0 || input_needs_grad;
-    f += node.kind->training_flops(node, input_needs_grad);
+    f += node.kind->training_flops(node, input_needs_grad) * (share.empty() ? 1.0 : share[node.index]);
   }
   return f;
 }

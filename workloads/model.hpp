@@ -43,7 +43,8 @@ struct ModelGraph {
   std::uint64_t trainable() const;
   double forward_flops_per_sample() const;
   // Matmul FLOPs of a training step per sample: forward, weight gradients, input gradients.
-  double training_flops_per_sample() const;
+  // `share[i]`: the part of a sample node i computes (sequence parallelism); empty: all of it.
+  double training_flops_per_sample(const std::vector<double>& share = {}) const;
   // The node whose table a tied head reuses (the first embedding), or kModelInput.
   std::size_t embedding() const;
 };

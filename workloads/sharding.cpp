@@ -72,6 +72,11 @@ std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shard
     s.units /= shards;
     s.tensor_parallel = "column";
     s.model_shards = shards;
+    // The elementwise layers between the pair run on the column layer's share of the features.
+    for (const Node* at = &model.nodes[node.consumers[0]]; at != partner; at = &model.nodes[at->consumers[0]]) {
+      layers[at->index].tensor_parallel = "within";
+      layers[at->index].model_shards = shards;
+    }
     layers[partner->index].tensor_parallel = "row";
     layers[partner->index].model_shards = shards;
   }

@@ -25,7 +25,9 @@ Mesh resolve_mesh(const Workload& workload, const HwConfig& hw);
 // The layers one core of a `shards`-way model axis runs: a dense layer whose output reaches
 // exactly one other dense layer through single-input elementwise layers is split by columns (its
 // units divided) and that one by rows (its input arrives divided); attention is split by heads.
-// Everything else is replicated. Throws std::invalid_argument when a split layer does not divide.
+// The elementwise layers between such a pair are marked "within". Everything else is replicated
+// (and under sequence parallelism runs on 1/shards of the tokens). Throws std::invalid_argument
+// when a split layer does not divide.
 std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shards);
 
 }  // namespace tpusim

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace tpusim {
 
 std::uint32_t StepEmitter::add(Op op, std::vector<std::uint32_t> deps) {
@@ -43,15 +45,67 @@ std::uint32_t StepEmitter::collective(const std::string& name, Phase phase, cons
   return add(std::move(op), std::move(deps));
 }
 
-std::uint32_t StepEmitter::model_all_reduce(const std::string& name, Phase phase, std::uint64_t elements,
-                                            std::vector<std::uint32_t> deps) {
+std::uint32_t StepEmitter::model_partial_sums(const std::string& name, Phase phase, std::uint64_t elements,
+                                              std::vector<std::uint32_t> deps) {
   CollectiveSpec spec;
-  spec.kind = CollectiveKind::AllReduce;
+  spec.kind = sequence_parallel_ ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
   spec.bytes = elements * act_bytes_;
   spec.dtype = act_;
   spec.algorithm = model_algorithm_;
   spec.group_axes = model_axes_;
-  return collective(name, phase, spec, std::move(deps));
+  return collective(name + (sequence_parallel_ ? "/reduce-scatter" : "/all-reduce"), phase, spec, std::move(deps));
+}
+
+std::vector<std::uint32_t> StepEmitter::model_gathered(const std::string& name, Phase phase, std::uint64_t elements,
+                                                       std::vector<std::uint32_t> deps) {
+  if (!sequence_parallel_) return deps;
+  CollectiveSpec spec;
+  spec.kind = CollectiveKind::AllGather;
+  spec.bytes = elements * act_bytes_;
+  spec.dtype = act_;
+  spec.algorithm = model_algorithm_;
+  spec.group_axes = model_axes_;
+  std::vector<std::uint32_t> data, after;
+  for (std::uint32_t d : deps) (recomputed_.count(d) ? after : data).push_back(d);
+  const std::uint32_t gather = collective(name + "/all-gather", phase, spec, std::move(data));
+  // A gradient's gather is issued once the gradient exists, in flight beside the recomputed
+  // forward's collectives rather than queued behind them.
+  if (phase == Phase::Backward) program_.ops[gather].stream = 1;
+  after.push_back(gather);
+  return after;
+}
+
+std::uint32_t StepEmitter::gathered_matmul(const std::string& name, Phase phase, std::uint64_t m, std::uint64_t k,
+                                           std::uint64_t n, DType out, std::vector<std::uint32_t> deps, double epilogue_ops) {
+  if (!sequence_parallel_ || !collective_matmul_ || model_size_ == 1 || m < model_size_) {
+    deps = model_gathered(name + "/input", phase, m * k, std::move(deps));
+    return quantized(matmul(name, phase, m, k, n, out, std::move(deps), epilogue_ops));
+  }
+  CollectiveSpec shift;
+  shift.kind = CollectiveKind::Permute;
+  shift.dtype = act_;
+  shift.algorithm = model_algorithm_;
+  shift.group_axes = model_axes_;
+  std::uint32_t piece = 0, arrived = 0;
+  for (std::uint32_t i = 0; i < model_size_; ++i) {
+    const std::uint64_t rows = m / model_size_ + (i < m % model_size_ ? 1 : 0);
+    std::vector<std::uint32_t> piece_deps = i == 0 ? deps : std::vector<std::uint32_t>{arrived, piece};
+    if (i + 1 < model_size_) {  // the next share is on its way while this one is multiplied
+      shift.bytes = rows * k * act_bytes_;
+      arrived = collective(fmt::format("{}/input/shift{}", name, i + 1), phase, shift, i == 0 ? deps : std::vector<std::uint32_t>{arrived});
+    }
+    piece = quantized(matmul(fmt::format("{}/part{}", name, i), phase, rows, k, n, out, std::move(piece_deps), epilogue_ops));
+  }
+  return piece;
+}
+
+std::uint32_t StepEmitter::quantized(std::uint32_t id) {
+  if (!int8_matmuls_) return id;
+  Op& op = program_.ops[id];
+  op.matmul.lhs = op.matmul.rhs = DType::Int8;
+  op.matmul.passes = 1;
+  op.name += "+int8";
+  return id;
 }
 
 std::uint32_t StepEmitter::vector(const std::string& name, Phase phase, VectorWork work, std::vector<std::uint32_t> deps) {

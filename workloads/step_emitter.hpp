@@ -19,6 +19,13 @@ class StepEmitter {
 
   const ModelGraph& graph() const { return graph_; }
   std::uint64_t batch() const { return batch_; }  // samples on this core
+  // Rows of a tensor of `per_sample` elements per sample that the current layer computes on this
+  // core: its batch, or under sequence parallelism a replicated layer's 1/model-axis share
+  // (rounded up: the last core's is no larger).
+  std::uint64_t rows(std::uint64_t per_sample) const { return (batch_ * per_sample + token_shards_ - 1) / token_shards_; }
+  double samples() const { return static_cast<double>(batch_) / token_shards_; }
+  // Layers emitted from now on compute 1/shards of the tokens (1: all of them).
+  void set_token_shards(std::uint32_t shards) { token_shards_ = shards; }
   DType act() const { return act_; }
   std::uint32_t act_bytes() const { return act_bytes_; }
 
@@ -37,17 +44,50 @@ class StepEmitter {
     return vector(name, phase, VectorWork{elements, ops, read_bytes, write_bytes}, std::move(deps));
   }
 
-  // The slice's model axis (sharding.hpp): the torus axes it spans (0: none) and the algorithm
-  // its collectives use.
-  void set_model_axis(std::uint32_t axes_mask, CollectiveAlgorithm algorithm) {
+  // The slice's model axis (sharding.hpp): the torus axes it spans (0: none), the algorithm its
+  // collectives use, and whether the layers between split ones are split by tokens.
+  void set_model_axis(std::uint32_t axes_mask, std::uint32_t size, CollectiveAlgorithm algorithm, bool sequence_parallel) {
     model_axes_ = axes_mask;
+    model_size_ = size;
     model_algorithm_ = algorithm;
+    sequence_parallel_ = sequence_parallel && axes_mask != 0;
   }
+  bool sequence_parallel() const { return sequence_parallel_; }
   // A collective as `spec` describes it, after `deps`.
   std::uint32_t collective(const std::string& name, Phase phase, const CollectiveSpec& spec, std::vector<std::uint32_t> deps);
-  // Partial sums of `elements` activations added up over the model axis (Megatron's g forward,
-  // f backward), after `deps`.
-  std::uint32_t model_all_reduce(const std::string& name, Phase phase, std::uint64_t elements, std::vector<std::uint32_t> deps);
+  // Partial sums of `elements` activations (the whole tensor) added up over the model axis after
+  // `deps`: all-reduced (Megatron's g forward, f backward), or under sequence parallelism
+  // reduce-scattered into each core's share of the tokens. `name` takes the collective's name.
+  std::uint32_t model_partial_sums(const std::string& name, Phase phase, std::uint64_t elements,
+                                   std::vector<std::uint32_t> deps);
+  // What a split layer waits for before using a replicated layer's `elements` activations (the
+  // whole tensor): `deps`, or under sequence parallelism the all-gather of the shares after them
+  // (after those of `deps` that are not recomputed activations: a gradient's gather runs while
+  // the segment is recomputed).
+  std::vector<std::uint32_t> model_gathered(const std::string& name, Phase phase, std::uint64_t elements,
+                                            std::vector<std::uint32_t> deps);
+
+  // A weight matmul of [m, k] x [k, n] whose left operand (a replicated layer's output) is
+  // all-gathered over the model axis first (model_gathered), quantized as `quantized` says. With
+  // collective matmul (XLA's decomposed all-gather einsum) the gather is shards - 1 ring shifts
+  // of one share each, every share multiplied as it arrives, the core's own at once. Returns
+  // the last piece, which finishes last.
+  std::uint32_t gathered_matmul(const std::string& name, Phase phase, std::uint64_t m, std::uint64_t k, std::uint64_t n,
+                                DType out, std::vector<std::uint32_t> deps, double epilogue_ops);
+
+  // Ops of a segment's second forward pass (rematerialization).
+  void mark_recomputed(const std::vector<std::uint32_t>& ops) { recomputed_.insert(ops.begin(), ops.end()); }
+
+  // Kernels: attention's scores kept in vector memory (flash), weight matmuls in int8 (AQT),
+  // all-gathers decomposed into the matmuls that use them (collective matmul).
+  void set_kernels(bool flash_attention, bool int8_matmuls, bool collective_matmul) {
+    flash_attention_ = flash_attention;
+    int8_matmuls_ = int8_matmuls;
+    collective_matmul_ = collective_matmul;
+  }
+  bool flash_attention() const { return flash_attention_; }
+  // The matmul `id` with its operands quantized to int8 when the step quantizes weight matmuls.
+  std::uint32_t quantized(std::uint32_t id);
 
   // A bias gradient is the output gradient summed over rows. XLA computes it in the weight
   // gradient's fusion, which reads that gradient anyway (a multi-output fusion): vector work on
@@ -67,8 +107,15 @@ class StepEmitter {
   std::uint32_t act_bytes_;
   std::uint32_t passes_;
   std::set<std::size_t> grad_fused_elsewhere_;
+  std::set<std::uint32_t> recomputed_;
+  std::uint32_t token_shards_ = 1;
   std::uint32_t model_axes_ = 0;
+  std::uint32_t model_size_ = 1;
   CollectiveAlgorithm model_algorithm_ = CollectiveAlgorithm::TorusAllAxes;
+  bool sequence_parallel_ = false;
+  bool flash_attention_ = false;
+  bool int8_matmuls_ = false;
+  bool collective_matmul_ = false;
 };
 
 // "base+bias+relu": the name of a matmul with what its epilogue applies.

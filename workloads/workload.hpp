@@ -37,7 +37,8 @@ struct LayerSpec {
   bool keepdims = false;                        // global_avg_pool: [1, 1, c] rather than [c]
   double rate = 0;                              // dropout
   // Tensor parallelism, set by the sharding of a mesh with a model axis (not a workload key):
-  // dense "column" (its units already split) or "row" (its input split), attention "heads".
+  // dense "column" (its units already split) or "row" (its input split), attention "heads", an
+  // elementwise layer between a column and a row layer "within".
   std::string tensor_parallel;
   std::uint32_t model_shards = 1;  // the model axis's size
   std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output; add_parameter: the learned tensor
@@ -69,7 +70,14 @@ struct Workload {
   // Reduce-scatter the gradients, update a 1/replicas share, all-gather the weights.
   bool weight_update_sharding = false;
   std::string mesh_model_axes;      // torus axes ("x", "yz") the model axis spans; the rest carry data
+  // The replicated layers between the split ones run on 1/model-axis of the tokens, all-gathers
+  // and reduce-scatters in place of the all-reduces (Megatron-LM's sequence parallelism).
+  bool sequence_parallel = false;
+  bool collective_matmul = false;  // those all-gathers decomposed into the matmuls that use them
   bool remat = false;               // the backward pass recomputes each segment between residual adds
+  std::uint32_t remat_adds_per_segment = 1;  // 2: one checkpoint per transformer block (MaxText's full remat)
+  bool flash_attention = false;     // attention's scores stay in vector memory (a Pallas flash kernel)
+  bool int8_matmuls = false;        // dense layers' forward and input-gradient matmuls in int8 (AQT)
   bool fsdp = false;                // parameters, gradients and optimizer state sharded; weights gathered per layer group
   bool fusion = true;              // chains of elementwise layers run as one pass, as XLA fuses them
   // An evaluation pass every so many steps (MLPerf evaluates every few epochs inside the blocks it

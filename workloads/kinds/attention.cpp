@@ -1,6 +1,7 @@
 // Multi-head self-attention over [tokens, features]: the Q, K and V projections as one matmul,
 // QK^T and AV batched over heads with the softmax between them (dense: a causal mask saves no
-// compute without a flash kernel), and the output projection.
+// compute without a flash kernel), and the output projection. With training.flash_attention the
+// scores stay in vector memory and a causal mask skips the blocks above the diagonal.
 #include <fmt/format.h>
 
 #include "workloads/kinds/common.hpp"
@@ -10,12 +11,18 @@ namespace tpusim::kinds {
 namespace {
 
 // Split over a model axis of m (Megatron): each core has heads / m of the heads, so its Q, K and
-// V projections have d / m columns and its output projection d / m rows, whose partial sums an
-// all-reduce over the model axis adds up (and the input's gradient likewise).
+// V projections have d / m columns and its output projection d / m rows, whose partial sums are
+// added up over the model axis (and the input's gradient likewise).
 struct AttentionGeometry {
   std::uint64_t seq, d, dh, heads_total, tokens, score_elements;
   std::uint64_t local_d;  // the width of this core's heads
+  // Key positions each query's score blocks cover: a causal flash kernel skips the blocks above
+  // the diagonal (all of seq without flash, which computes every score).
+  std::uint64_t keys_computed;
 };
+
+// MaxText's flash attention blocks (block_q = block_kv = 512, its default on TPU).
+constexpr std::uint64_t kFlashBlock = 512;
 
 AttentionGeometry geometry(const StepEmitter& em, const Node& node) {
   AttentionGeometry a;
@@ -26,6 +33,11 @@ AttentionGeometry geometry(const StepEmitter& em, const Node& node) {
   a.heads_total = em.batch() * (node.spec.heads / node.spec.model_shards);
   a.tokens = em.batch() * a.seq;
   a.score_elements = a.heads_total * a.seq * a.seq;
+  a.keys_computed = a.seq;
+  if (em.flash_attention() && node.spec.causal) {
+    const std::uint64_t blocks = (a.seq + kFlashBlock - 1) / kFlashBlock;  // blocks on and below the diagonal
+    a.keys_computed = (a.seq * (blocks + 1) + 2 * blocks - 1) / (2 * blocks);
+  }
   return a;
 }
 
@@ -64,16 +76,13 @@ class Attention : public LayerKind {
     const std::string base = s.name + "/fwd";
     const AttentionGeometry a = geometry(em, node);
     const std::uint32_t bias = s.use_bias ? 1 : 0;
-    const std::uint32_t qkv = em.matmul(fused_name(base + "/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d,
-                                        3 * a.local_d, em.act(), std::move(deps), bias);
-    const std::uint32_t scores = em.matmul(base + "/qk", Phase::Forward, a.seq, a.dh, a.seq, em.act(), {qkv}, 1, 0, a.heads_total);
-    const std::uint32_t softmax = em.vector(base + "/softmax", Phase::Forward, a.score_elements, activation_vpu_ops("softmax"),
-                                            a.score_elements * em.act_bytes(), a.score_elements * em.act_bytes(), {scores});
-    const std::uint32_t av = em.matmul(base + "/av", Phase::Forward, a.seq, a.seq, a.dh, em.act(), {softmax}, 0, 0, a.heads_total);
-    const std::uint32_t out = em.matmul(fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens, a.local_d, a.d,
-                                        em.act(), {av}, bias);
+    const std::uint32_t qkv = em.gathered_matmul(fused_name(base + "/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d,
+                                                 3 * a.local_d, em.act(), std::move(deps), bias);
+    const std::uint32_t av = em.flash_attention() ? flash_forward(em, a, base, qkv) : dense_forward(em, a, base, qkv);
+    const std::uint32_t out = em.quantized(em.matmul(fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens,
+                                                     a.local_d, a.d, em.act(), {av}, bias));
     if (s.model_shards == 1) return out;
-    return em.model_all_reduce(base + "/out/all-reduce", Phase::Forward, a.tokens * a.d, {out});
+    return em.model_partial_sums(base + "/out", Phase::Forward, a.tokens * a.d, {out});
   }
 
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
@@ -82,29 +91,38 @@ class Attention : public LayerKind {
     const std::string base = s.name + "/bwd";
     const AttentionGeometry a = geometry(em, node);
     const DType act = em.act();
-    const std::uint32_t dw_out = em.matmul(base + "/out/dW", Phase::Backward, a.local_d, a.tokens, a.d, DType::F32, dy);
-    const std::uint32_t d_av = em.matmul(base + "/out/dX", Phase::Backward, a.tokens, a.d, a.local_d, act, dy);
-    const std::uint32_t dv = em.matmul(base + "/dV", Phase::Backward, a.seq, a.seq, a.dh, act, {d_av}, 0, 0, a.heads_total);
-    const std::uint32_t dp = em.matmul(base + "/dP", Phase::Backward, a.seq, a.dh, a.seq, act, {d_av}, 0, 0, a.heads_total);
-    const std::uint32_t ds = em.vector(base + "/softmax_grad", Phase::Backward, a.score_elements, activation_grad_vpu_ops("softmax"),
-                                       2 * a.score_elements * em.act_bytes(), a.score_elements * em.act_bytes(), {dp});
-    const std::uint32_t dq = em.matmul(base + "/dQ", Phase::Backward, a.seq, a.seq, a.dh, act, {ds}, 0, 0, a.heads_total);
-    const std::uint32_t dk = em.matmul(base + "/dK", Phase::Backward, a.seq, a.seq, a.dh, act, {ds}, 0, 0, a.heads_total);
-    const std::uint32_t dw_qkv = em.matmul(base + "/qkv/dW", Phase::Backward, a.d, a.tokens, 3 * a.local_d, DType::F32, {dq, dk, dv});
+    if (s.model_shards > 1) dy = em.model_gathered(base + "/dY", Phase::Backward, a.tokens * a.d, std::move(dy));
+    // Split over a model axis, the input's gradient goes first so that its collective runs under
+    // the weight gradients (as XLA's latency-hiding scheduler orders them).
+    const bool dx_first = s.model_shards > 1 && ctx.needs_dx;
+    const auto out_weight_gradient = [&] {
+      return em.matmul(base + "/out/dW", Phase::Backward, a.local_d, a.tokens, a.d, DType::F32, dy);
+    };
+    std::uint32_t dw_out = dx_first ? 0 : out_weight_gradient(), dw_qkv = 0;
+    const std::uint32_t d_av = em.quantized(em.matmul(base + "/out/dX", Phase::Backward, a.tokens, a.d, a.local_d, act, dy));
+    const std::vector<std::uint32_t> dqkv = em.flash_attention() ? flash_backward(em, a, base, d_av) : dense_backward(em, a, base, d_av);
+    const auto qkv_weight_gradient = [&] {
+      return em.matmul(base + "/qkv/dW", Phase::Backward, a.d, a.tokens, 3 * a.local_d, DType::F32, dqkv);
+    };
+    if (!dx_first) dw_qkv = qkv_weight_gradient();
+    Backward r;
+    if (ctx.needs_dx) {
+      const InputGradEpilogue epi = fused_input_gradient(em, ctx);
+      r.dx = em.quantized(em.matmul(base + "/qkv/dX" + epi.name_suffix, Phase::Backward, a.tokens, 3 * a.local_d, a.d, act, dqkv,
+                                    epi.vpu_ops, epi.operand_bytes));
+      // Each core's heads give a part of the input's gradient.
+      if (s.model_shards > 1) r.dx = em.model_partial_sums(base + "/qkv/dX", Phase::Backward, a.tokens * a.d, {r.dx});
+      r.has_dx = true;
+    }
+    if (dx_first) {
+      dw_out = out_weight_gradient();
+      dw_qkv = qkv_weight_gradient();
+    }
     if (s.use_bias) {
       em.fuse_bias_gradient(dw_out, a.tokens * a.d);
       em.fuse_bias_gradient(dw_qkv, 3 * a.tokens * a.local_d);
     }
-    Backward r;
     r.grads = {dw_out, dw_qkv};
-    if (ctx.needs_dx) {
-      const InputGradEpilogue epi = fused_input_gradient(em, ctx);
-      r.dx = em.matmul(base + "/qkv/dX" + epi.name_suffix, Phase::Backward, a.tokens, 3 * a.local_d, a.d, act, {dq, dk, dv},
-                       epi.vpu_ops, epi.operand_bytes);
-      // Each core's heads give a part of the input's gradient.
-      if (s.model_shards > 1) r.dx = em.model_all_reduce(base + "/qkv/dX/all-reduce", Phase::Backward, a.tokens * a.d, {r.dx});
-      r.has_dx = true;
-    }
     return r;
   }
 
@@ -112,7 +130,70 @@ class Attention : public LayerKind {
   bool keeps_input(const Node&) const override { return true; }
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
     const AttentionGeometry a = geometry(em, node);
-    return a.score_elements * em.act_bytes() + 3 * a.tokens * a.local_d * em.act_bytes();  // probabilities, Q, K, V
+    // Q, K and V; the probabilities, or a flash kernel's log-sum-exp per query (f32). The heads'
+    // output (the output projection's input) is not counted: with it MLPerf's BERT-large at 24
+    // sequences of 512 per v4 core, which ran, would not fit (the estimate is high elsewhere).
+    const std::uint64_t q_k_v = 3 * a.tokens * a.local_d * em.act_bytes();
+    return q_k_v + (em.flash_attention() ? a.heads_total * a.seq * 4 : a.score_elements * em.act_bytes());
+  }
+
+ private:
+  // QK^T, the softmax and AV as XLA runs them: the scores and probabilities go through HBM.
+  static std::uint32_t dense_forward(StepEmitter& em, const AttentionGeometry& a, const std::string& base, std::uint32_t qkv) {
+    const std::uint32_t scores = em.matmul(base + "/qk", Phase::Forward, a.seq, a.dh, a.seq, em.act(), {qkv}, 1, 0, a.heads_total);
+    const std::uint32_t softmax = em.vector(base + "/softmax", Phase::Forward, a.score_elements, activation_vpu_ops("softmax"),
+                                            a.score_elements * em.act_bytes(), a.score_elements * em.act_bytes(), {scores});
+    return em.matmul(base + "/av", Phase::Forward, a.seq, a.seq, a.dh, em.act(), {softmax}, 0, 0, a.heads_total);
+  }
+  static std::vector<std::uint32_t> dense_backward(StepEmitter& em, const AttentionGeometry& a, const std::string& base,
+                                                   std::uint32_t d_av) {
+    const DType act = em.act();
+    const std::uint32_t dv = em.matmul(base + "/dV", Phase::Backward, a.seq, a.seq, a.dh, act, {d_av}, 0, 0, a.heads_total);
+    const std::uint32_t dp = em.matmul(base + "/dP", Phase::Backward, a.seq, a.dh, a.seq, act, {d_av}, 0, 0, a.heads_total);
+    const std::uint32_t ds = em.vector(base + "/softmax_grad", Phase::Backward, a.score_elements, activation_grad_vpu_ops("softmax"),
+                                       2 * a.score_elements * em.act_bytes(), a.score_elements * em.act_bytes(), {dp});
+    const std::uint32_t dq = em.matmul(base + "/dQ", Phase::Backward, a.seq, a.seq, a.dh, act, {ds}, 0, 0, a.heads_total);
+    const std::uint32_t dk = em.matmul(base + "/dK", Phase::Backward, a.seq, a.seq, a.dh, act, {ds}, 0, 0, a.heads_total);
+    return {dq, dk, dv};
+  }
+
+  // A flash kernel (FlashAttention-2, the Pallas TPU kernel MaxText calls): the scores of a block
+  // of queries never leave vector memory; the softmax runs online in the QK^T matmul's epilogue
+  // and AV reads the probabilities where they are. A score matmul's model FLOPs stay those of
+  // every score, as the FLOP count the step is judged by counts them.
+  static std::uint32_t score_matmul(StepEmitter& em, const AttentionGeometry& a, const std::string& name, Phase phase,
+                                    bool scores_out, std::vector<std::uint32_t> deps, double epilogue_ops, bool recompute) {
+    // scores_out: [queries, keys] out of Q K^T-like products (contracting dh); else a product
+    // that takes the scores as its left operand and gives [queries, dh].
+    const std::uint32_t id = scores_out
+                                 ? em.matmul(name, phase, a.seq, a.dh, a.keys_computed, em.act(), std::move(deps), epilogue_ops, 0, a.heads_total)
+                                 : em.matmul(name, phase, a.seq, a.keys_computed, a.dh, em.act(), std::move(deps), epilogue_ops, 0, a.heads_total);
+    Op& op = em.op(id);
+    if (scores_out) op.matmul.out_write_fraction = 0;
+    else op.matmul.lhs_read_fraction = 0;
+    op.model_flops = recompute ? 0 : 2.0 * static_cast<double>(a.score_elements * a.dh);
+    return id;
+  }
+  static std::uint32_t flash_forward(StepEmitter& em, const AttentionGeometry& a, const std::string& base, std::uint32_t qkv) {
+    const std::uint32_t scores = score_matmul(em, a, base + "/flash/qk+softmax", Phase::Forward, true, {qkv},
+                                              1 + activation_vpu_ops("softmax"), false);
+    return score_matmul(em, a, base + "/flash/av", Phase::Forward, false, {scores}, 0, false);
+  }
+  // The backward kernel recomputes the probabilities from Q, K and the saved log-sum-exp, then
+  // dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ = dS K, dK = dS^T Q.
+  static std::vector<std::uint32_t> flash_backward(StepEmitter& em, const AttentionGeometry& a, const std::string& base,
+                                                   std::uint32_t d_av) {
+    const std::uint64_t heads_out = a.tokens * a.local_d;
+    const std::uint32_t delta = em.vector(base + "/flash/rowsum(dO*O)", Phase::Backward, heads_out, 2,
+                                          2 * heads_out * em.act_bytes(), a.heads_total * a.seq * 4, {d_av});
+    const std::uint32_t p = score_matmul(em, a, base + "/flash/recompute/qk+softmax", Phase::Backward, true, {delta},
+                                         1 + activation_vpu_ops("softmax"), true);
+    const std::uint32_t dv = score_matmul(em, a, base + "/flash/dV", Phase::Backward, false, {p}, 0, false);
+    const std::uint32_t ds = score_matmul(em, a, base + "/flash/dP+softmax_grad", Phase::Backward, true, {p},
+                                          activation_grad_vpu_ops("softmax"), false);
+    const std::uint32_t dq = score_matmul(em, a, base + "/flash/dQ", Phase::Backward, false, {ds}, 0, false);
+    const std::uint32_t dk = score_matmul(em, a, base + "/flash/dK", Phase::Backward, false, {ds}, 0, false);
+    return {dq, dk, dv};
   }
 };
 

@@ -8,9 +8,9 @@
 
 namespace tpusim::kinds {
 
-// Elements of the node's (first) input and of its output on this core.
-inline std::uint64_t in_elements(const StepEmitter& em, const Node& node) { return em.batch() * elements(node.in); }
-inline std::uint64_t out_elements(const StepEmitter& em, const Node& node) { return em.batch() * elements(node.out); }
+// Elements of the node's (first) input and of its output this core computes.
+inline std::uint64_t in_elements(const StepEmitter& em, const Node& node) { return em.rows(elements(node.in)); }
+inline std::uint64_t out_elements(const StepEmitter& em, const Node& node) { return em.rows(elements(node.out)); }
 
 // The gradient reaches the input once `op` is done.
 inline Backward pass_through(std::uint32_t op, Backward r = {}) {

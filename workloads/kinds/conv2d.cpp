@@ -20,10 +20,10 @@ ConvGeometry geometry(const StepEmitter& em, const Node& node) {
   const double in_px = static_cast<double>(node.in[0] * node.in[1]), out_px = static_cast<double>(node.out[0] * node.out[1]);
   const double taps = static_cast<double>(s.kernel * s.kernel), g = static_cast<double>(s.groups);
   ConvGeometry c;
-  c.m = em.batch() * node.out[0] * node.out[1];
+  c.m = em.rows(node.out[0] * node.out[1]);
   c.k = s.kernel * s.kernel * node.in[2] / s.groups;
   c.n = s.filters;
-  c.dx_m = em.batch() * node.in[0] * node.in[1];
+  c.dx_m = em.rows(node.in[0] * node.in[1]);
   c.dx_k = s.kernel * s.kernel * s.filters / s.groups;
   // Each input pixel is read once however many output windows use it.
   c.fwd_lhs_fraction = in_px * g / (out_px * taps);
@@ -89,7 +89,7 @@ class Conv2d : public MatmulLayerKind {
       r.has_dx = true;
       // Every input pixel runs through every tap, but with a stride only 1/stride^2 of the
       // taps meet an output: the rest multiply zeros. The useful work is the forward's.
-      em.op(r.dx).model_flops = static_cast<double>(em.batch()) * node.forward_flops;
+      em.op(r.dx).model_flops = em.samples() * node.forward_flops;
     }
     if (s.use_bias) em.fuse_bias_gradient(dw, out_elements(em, node));
     r.grads.push_back(dw);

@@ -1,7 +1,8 @@
 // A fully connected layer over the last axis (Keras Dense): [..., d] x [d, units], bias and
 // activation in the matmul's epilogue. Split over a model axis (sharding.hpp) by columns its
-// units arrive divided and its input's gradient is all-reduced; by rows its input arrives divided
-// and its output is all-reduced. With tied_weights it multiplies by the embedding's table
+// units arrive divided and its input's gradient is summed over the axis; by rows its input
+// arrives divided and its output is summed (StepEmitter::model_partial_sums). Int8 (AQT) quantizes
+// its forward and input-gradient matmuls; the weight gradient stays in the activation type. With tied_weights it multiplies by the embedding's table
 // (a language model's head) and has no parameters of its own.
 #include <fmt/format.h>
 
@@ -39,29 +40,43 @@ class Dense : public MatmulLayerKind {
     const LayerSpec& s = node.spec;
     const std::uint64_t d = node.in.back();
     const double epilogue = (s.use_bias ? 1.0 : 0.0) + activation_vpu_ops(s.activation);
-    const std::uint32_t mm = em.matmul(fused_name(s.name + "/fwd/matmul", s.use_bias, s.activation), Phase::Forward,
-                                       in_elements(em, node) / d, d, s.units, em.act(), std::move(deps), epilogue);
+    const std::string name = fused_name(s.name + "/fwd/matmul", s.use_bias, s.activation);
+    const std::uint64_t rows = in_elements(em, node) / d;
+    std::uint32_t mm;
+    if (s.tensor_parallel == "column") {
+      mm = em.gathered_matmul(name, Phase::Forward, rows, d, s.units, em.act(), std::move(deps), epilogue);
+    } else {
+      mm = em.matmul(name, Phase::Forward, rows, d, s.units, em.act(), std::move(deps), epilogue);
+      if (!s.tied_weights) mm = em.quantized(mm);  // the head's matmul by the token table is not quantized
+    }
     // Split by rows over a model axis, each core holds a partial sum of the output.
     if (s.tensor_parallel != "row") return mm;
-    return em.model_all_reduce(s.name + "/fwd/all-reduce", Phase::Forward, out_elements(em, node), {mm});
+    return em.model_partial_sums(s.name + "/fwd", Phase::Forward, out_elements(em, node), {mm});
   }
 
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
                     const BackwardContext& ctx) const override {
     const LayerSpec& s = node.spec;
     const std::string base = s.name + "/bwd";
+    if (s.tensor_parallel == "row") dy = em.model_gathered(base + "/dY", Phase::Backward, out_elements(em, node), std::move(dy));
     dy = own_activation_gradient(em, node, std::move(dy));
     const std::uint64_t d = node.in.back(), tokens = in_elements(em, node) / d;
     Backward r;
-    const std::uint32_t dw = em.matmul(base + "/dW", Phase::Backward, d, tokens, s.units, DType::F32, dy);
+    // When a collective waits for the input's gradient, that gradient goes first so that the
+    // collective runs under the weight gradient (as XLA's latency-hiding scheduler orders them).
+    const bool dx_first = s.tensor_parallel == "column" && ctx.needs_dx;
+    const auto weight_gradient = [&] { return em.matmul(base + "/dW", Phase::Backward, d, tokens, s.units, DType::F32, dy); };
+    std::uint32_t dw = dx_first ? 0 : weight_gradient();
     if (ctx.needs_dx) {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
       r.dx = em.matmul(base + "/dX" + epi.name_suffix, Phase::Backward, tokens, s.units, d, em.act(), dy, epi.vpu_ops,
                        epi.operand_bytes);
+      if (!s.tied_weights) r.dx = em.quantized(r.dx);
       // Split by columns, each core's columns give a part of the input's gradient.
-      if (s.tensor_parallel == "column") r.dx = em.model_all_reduce(base + "/dX/all-reduce", Phase::Backward, in_elements(em, node), {r.dx});
+      if (s.tensor_parallel == "column") r.dx = em.model_partial_sums(base + "/dX", Phase::Backward, in_elements(em, node), {r.dx});
       r.has_dx = true;
     }
+    if (dx_first) dw = weight_gradient();
     if (s.use_bias) em.fuse_bias_gradient(dw, out_elements(em, node));
     r.grads.push_back(dw);
     return r;

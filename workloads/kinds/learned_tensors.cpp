@@ -94,7 +94,7 @@ class PrependTokens : public LayerKind {
   // The sequence's gradient is a part of the output's (a view); the tokens' is their rows summed
   // over the batch.
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
-    const std::uint64_t rows = em.batch() * node.params;
+    const std::uint64_t rows = em.rows(node.params);
     Backward r;
     r.grads.push_back(em.vector(node.spec.name + "/bwd/sum", Phase::Backward, rows, 1, rows * em.act_bytes(), node.params * 4, dy));
     return pass_through(dy.front(), r);

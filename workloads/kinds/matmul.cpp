@@ -66,7 +66,7 @@ class Matmul : public LayerKind {
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const MatmulGeometry g = geometry(node);
     return em.matmul(node.spec.name + "/fwd/matmul", Phase::Forward, g.m, g.k, g.n, em.act(), std::move(deps), 0, 0,
-                     em.batch() * g.products);
+                     em.rows(g.products));
   }
 
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
@@ -74,7 +74,7 @@ class Matmul : public LayerKind {
     if (!ctx.needs_dx) return r;
     const MatmulGeometry g = geometry(node);
     const std::string base = node.spec.name + "/bwd";
-    const std::uint64_t count = em.batch() * g.products;
+    const std::uint64_t count = em.rows(g.products);
     const std::uint32_t da = em.matmul(base + "/dA", Phase::Backward, g.m, g.n, g.k, em.act(), dy, 0, 0, count);
     // dB = A^T dY is [k, n]; the compiler may as well produce its transpose dY^T A, and takes
     // the layout that streams more rows through the MXU (QK^T's dK: tokens, not head width).

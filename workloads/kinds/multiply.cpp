@@ -46,7 +46,7 @@ class Binary : public LayerKind {
  private:
   static std::uint64_t second_elements(const StepEmitter& em, const Node& node) {
     const std::size_t s = node.inputs[1];
-    return em.batch() * elements(s == kModelInput ? em.graph().input : em.graph().nodes[s].out);
+    return em.rows(elements(s == kModelInput ? em.graph().input : em.graph().nodes[s].out));
   }
   double forward_ops_, backward_ops_;
 };

@@ -32,7 +32,7 @@ class PatchEmbedding : public LayerKind {
     const LayerSpec& s = node.spec;
     const std::string base = s.name + "/fwd";
     const std::uint64_t e_out = out_elements(em, node);
-    const std::uint32_t proj = em.matmul(base + "/patches+bias", Phase::Forward, em.batch() * patches(node),
+    const std::uint32_t proj = em.matmul(base + "/patches+bias", Phase::Forward, em.rows(patches(node)),
                                          s.kernel * s.kernel * node.in[2], s.dim, em.act(), std::move(deps), 1);
     return em.vector(base + "/class_token+positions", Phase::Forward, e_out, 1, e_out * em.act_bytes(), e_out * em.act_bytes(),
                      {proj});
@@ -44,7 +44,7 @@ class PatchEmbedding : public LayerKind {
     const std::string base = s.name + "/bwd";
     const std::uint64_t e_out = out_elements(em, node);
     Backward r;
-    r.grads.push_back(em.matmul(base + "/dW", Phase::Backward, s.kernel * s.kernel * node.in[2], em.batch() * patches(node),
+    r.grads.push_back(em.matmul(base + "/dW", Phase::Backward, s.kernel * s.kernel * node.in[2], em.rows(patches(node)),
                                 s.dim, DType::F32, dy));
     r.grads.push_back(em.vector(base + "/dpositions", Phase::Backward, e_out, 1, e_out * em.act_bytes(),
                                 elements(node.out) * 4, std::move(dy)));
