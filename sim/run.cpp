@@ -706,7 +706,8 @@ std::string format_summary(const ojson& s) {
     if (v >= 1e9) return fmt::format("{:.2f} G", v / 1e9);
     if (v >= 1e6) return fmt::format("{:.2f} M", v / 1e6);
     if (v >= 1e3) return fmt::format("{:.2f} k", v / 1e3);
-    return fmt::format("{:.1f}", v);
+    if (v >= 100) return fmt::format("{:.1f}", v);
+    return fmt::format("{:.3g}", v);  // a large model's few samples per second per chip keep three figures
   };
   std::string t;
   t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas)\n", s["workload"].get<std::string>(),
