@@ -659,6 +659,9 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.sequence_parallel = get<bool>(d, "training.mesh.sequence_parallel");
   w.collective_matmul = get<bool>(d, "training.mesh.collective_matmul");
   w.remat_adds_per_segment = get<std::uint32_t>(d, "training.remat_adds_per_segment");
+  const auto policy = get<std::string>(d, "training.remat_policy");
+  w.remat_policy = policy == "minimal" ? RematPolicy::Minimal
+                   : policy == "save_dot_except_mlpwi" ? RematPolicy::SaveDotExceptMlpIn : RematPolicy::Full;
   w.flash_attention = get<bool>(d, "training.flash_attention");
   w.int8_matmuls = get<std::string>(d, "training.quantization") == "int8";
   if (w.fsdp && w.weight_update_sharding)

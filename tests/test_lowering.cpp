@@ -452,6 +452,32 @@ BOOST_AUTO_TEST_CASE(remat_keeps_the_residual_stream_and_recomputes_each_segment
     recomputed_adds += tpusim::test::contains(op.name, "_res1") && tpusim::test::contains(op.name, "/recompute") ? 1 : 0;
   BOOST_TEST(recomputed_adds == 12u);
   BOOST_TEST(block.memory.activations < remat.memory.activations);
+  // Policies that keep matmul outputs: minimal runs again only attention's per-head products and
+  // the vector work; save_dot_except_mlpwi also each MLP's first layer. What they keep costs memory.
+  auto with_policy = [&](const std::string& policy) {
+    request.sets = {"workload.training.remat=true", "workload.training.remat_policy=" + policy};
+    const Config c = load_config(request);
+    return lower_training_step(c.workload, c.hw);
+  };
+  auto recomputed_weight_matmuls = [](const LoweredStep& step) {
+    std::set<std::string> names;
+    for (const Op& op : step.program.ops)
+      if (op.kind == OpKind::Matmul && op.matmul.batch == 1 && tpusim::test::contains(op.name, "/recompute")) names.insert(op.name);
+    return names;
+  };
+  const LoweredStep minimal = with_policy("minimal"), except = with_policy("save_dot_except_mlpwi");
+  BOOST_TEST(recomputed_weight_matmuls(minimal).empty());
+  const auto mlp_in = recomputed_weight_matmuls(except);
+  BOOST_TEST(mlp_in.size() == 12u);
+  for (const auto& name : mlp_in) BOOST_TEST(tpusim::test::contains(name, "_mlp_fc/recompute/"), name);
+  std::size_t per_head = 0;
+  for (const Op& op : minimal.program.ops)
+    per_head += op.kind == OpKind::Matmul && op.matmul.batch > 1 && tpusim::test::contains(op.name, "/recompute") ? 1 : 0;
+  BOOST_TEST(per_head == 12u * 2);  // QK^T and AV of every layer
+  // Kept per layer: Q, K, V, the attention's output, the MLP's two outputs (4 sequences of 1024).
+  const std::uint64_t kept_per_layer = 4ull * 1024 * (3 * 768 + 768 + 3072 + 768) * 2;
+  BOOST_TEST(minimal.memory.activations >= remat.memory.activations + 12 * kept_per_layer);
+  BOOST_TEST(except.memory.activations + 12ull * 4 * 1024 * 3072 * 2 == minimal.memory.activations);
 }
 
 BOOST_AUTO_TEST_CASE(mixed_bfloat16_halves_activations_and_keeps_fp32_master_weights) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,16 @@ class LayerKind {
   // Emits its backward once `dy` complete its output gradient.
   virtual Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
                             const BackwardContext& ctx) const = 0;
+
+  // Rematerialization under a policy that keeps the outputs of weight matmuls (MaxText's
+  // minimal and save_dot_* policies): the backward pass's second forward emits the layer's other
+  // ops, returning the op after which its output exists again, or nothing when its output is
+  // one it kept; and the bytes on this core those kept outputs hold from forward to backward.
+  virtual std::optional<std::uint32_t> recompute_around_weight_matmuls(StepEmitter& em, const Node& node,
+                                                                        std::vector<std::uint32_t> deps) const {
+    return forward(em, node, std::move(deps));
+  }
+  virtual std::uint64_t weight_matmul_output_bytes(const StepEmitter&, const Node&) const { return 0; }
 
   // ---- fusion traits ----
   // Output is the input seen differently (no work, nothing stored of its own).

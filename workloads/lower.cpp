@@ -299,6 +299,13 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // emitted ops wait for besides their inputs; `recomputing`: the backward pass's second forward
   // (rematerialization), whose ops begin at `first_new`.
   std::vector<std::uint32_t> fwd(n);
+  // Under a remat policy that saves matmul outputs (MaxText's minimal: every weight matmul's;
+  // save_dot_except_mlpwi: all but an MLP's first layer's) the second forward skips those.
+  auto keeps_weight_matmul_outputs = [&](const Node& node) {
+    if (w.remat_policy == RematPolicy::Full) return false;
+    const bool mlp_in = node.spec.type == "dense" && row_partner(model, node) != nullptr;
+    return w.remat_policy == RematPolicy::Minimal || !mlp_in;
+  };
   auto emit_forward = [&](const Node& node, std::vector<std::uint32_t>& at, const std::vector<std::uint32_t>& extra,
                           bool recomputing, std::uint32_t first_new) {
     if (fused(node.index)) {
@@ -323,6 +330,10 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     }
     std::vector<std::uint32_t> deps = extra;
     for (auto input : node.inputs) deps.push_back(input == kModelInput ? input_op : at[input]);
+    if (recomputing && keeps_weight_matmul_outputs(node)) {
+      if (const auto op = node.kind->recompute_around_weight_matmuls(on(node), node, deps)) at[node.index] = *op;
+      return;
+    }
     gathered_before(node.index, !recomputing, deps);
     at[node.index] = node.kind->forward(on(node), node, deps);
   };
@@ -571,8 +582,10 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       for (std::size_t i : segment) bytes += saved_bytes(on(model.nodes[i]), model.nodes[i]);
       largest_segment = std::max(largest_segment, bytes);
     }
-    for (const Node& node : model.nodes)
+    for (const Node& node : model.nodes) {
       if (remat.segment_of[node.index] == kNoSegment) mem.activations += on(node).rows(elements(node.out)) * act_bytes;
+      else if (keeps_weight_matmul_outputs(node)) mem.activations += node.kind->weight_matmul_output_bytes(on(node), node);
+    }
     mem.activations += largest_segment;
   }
   out.hbm_capacity_per_core_bytes = hw.hbm.capacity_bytes / hw.chip.cores;

@@ -34,8 +34,8 @@ namespace {
 
 bool is_dense(const Node& node) { return node.spec.type == "dense" && !node.spec.tied_weights; }
 
-// The dense layer `node`'s output reaches through single-input elementwise layers, each the only
-// reader of the one before; nullptr when there is none or the path branches.
+}  // namespace
+
 const Node* row_partner(const ModelGraph& model, const Node& node) {
   const Node* at = &node;
   while (at->consumers.size() == 1) {
@@ -47,8 +47,6 @@ const Node* row_partner(const ModelGraph& model, const Node& node) {
   }
   return nullptr;
 }
-
-}  // namespace
 
 std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shards) {
   std::vector<LayerSpec> layers;

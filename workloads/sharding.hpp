@@ -22,6 +22,11 @@ struct Mesh {
 // a split the chip cannot take.
 Mesh resolve_mesh(const Workload& workload, const HwConfig& hw);
 
+// The dense layer a dense layer's output reaches through single-input elementwise layers, each
+// the only reader of the one before (an MLP's second layer for its first); nullptr when there is
+// none or the path branches.
+const Node* row_partner(const ModelGraph& model, const Node& node);
+
 // The layers one core of a `shards`-way model axis runs: a dense layer whose output reaches
 // exactly one other dense layer through single-input elementwise layers is split by columns (its
 // units divided) and that one by rows (its input arrives divided); attention is split by heads.

@@ -11,6 +11,9 @@
 namespace tpusim {
 
 enum class Precision { Float32, MixedBfloat16 };
+// What rematerialization keeps of a segment besides its input (MaxText's remat_policy names):
+// nothing; every weight matmul's output; all of them but an MLP's first layer's.
+enum class RematPolicy { Full, Minimal, SaveDotExceptMlpIn };
 
 // One layer as the workload file gives it; which fields apply depends on the type (see
 // docs/workload_format.md). Sizes are per sample.
@@ -76,6 +79,7 @@ struct Workload {
   bool collective_matmul = false;  // those all-gathers decomposed into the matmuls that use them
   bool remat = false;               // the backward pass recomputes each segment between residual adds
   std::uint32_t remat_adds_per_segment = 1;  // 2: one checkpoint per transformer block (MaxText's full remat)
+  RematPolicy remat_policy = RematPolicy::Full;
   bool flash_attention = false;     // attention's scores stay in vector memory (a Pallas flash kernel)
   bool int8_matmuls = false;        // dense layers' forward and input-gradient matmuls in int8 (AQT)
   bool fsdp = false;                // parameters, gradients and optimizer state sharded; weights gathered per layer group

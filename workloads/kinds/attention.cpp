@@ -78,7 +78,7 @@ class Attention : public LayerKind {
     const std::uint32_t bias = s.use_bias ? 1 : 0;
     const std::uint32_t qkv = em.gathered_matmul(fused_name(base + "/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d,
                                                  3 * a.local_d, em.act(), std::move(deps), bias);
-    const std::uint32_t av = em.flash_attention() ? flash_forward(em, a, base, qkv) : dense_forward(em, a, base, qkv);
+    const std::uint32_t av = em.flash_attention() ? flash_forward(em, a, base, {qkv}) : dense_forward(em, a, base, {qkv});
     const std::uint32_t out = em.quantized(em.matmul(fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens,
                                                      a.local_d, a.d, em.act(), {av}, bias));
     if (s.model_shards == 1) return out;
@@ -126,6 +126,19 @@ class Attention : public LayerKind {
     return r;
   }
 
+  // With its projections' outputs kept, only the per-head products run again.
+  std::optional<std::uint32_t> recompute_around_weight_matmuls(StepEmitter& em, const Node& node,
+                                                                std::vector<std::uint32_t> deps) const override {
+    const AttentionGeometry a = geometry(em, node);
+    const std::string base = node.spec.name + "/fwd";
+    return em.flash_attention() ? flash_forward(em, a, base, std::move(deps)) : dense_forward(em, a, base, std::move(deps));
+  }
+  std::uint64_t weight_matmul_output_bytes(const StepEmitter& em, const Node& node) const override {
+    const AttentionGeometry a = geometry(em, node);
+    const std::uint64_t out = a.tokens * a.d / (em.sequence_parallel() && node.spec.model_shards > 1 ? node.spec.model_shards : 1);
+    return (3 * a.tokens * a.local_d + out) * em.act_bytes();
+  }
+
   bool input_grad_epilogue() const override { return true; }
   bool keeps_input(const Node&) const override { return true; }
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
@@ -139,8 +152,9 @@ class Attention : public LayerKind {
 
  private:
   // QK^T, the softmax and AV as XLA runs them: the scores and probabilities go through HBM.
-  static std::uint32_t dense_forward(StepEmitter& em, const AttentionGeometry& a, const std::string& base, std::uint32_t qkv) {
-    const std::uint32_t scores = em.matmul(base + "/qk", Phase::Forward, a.seq, a.dh, a.seq, em.act(), {qkv}, 1, 0, a.heads_total);
+  static std::uint32_t dense_forward(StepEmitter& em, const AttentionGeometry& a, const std::string& base,
+                                     std::vector<std::uint32_t> qkv) {
+    const std::uint32_t scores = em.matmul(base + "/qk", Phase::Forward, a.seq, a.dh, a.seq, em.act(), std::move(qkv), 1, 0, a.heads_total);
     const std::uint32_t softmax = em.vector(base + "/softmax", Phase::Forward, a.score_elements, activation_vpu_ops("softmax"),
                                             a.score_elements * em.act_bytes(), a.score_elements * em.act_bytes(), {scores});
     return em.matmul(base + "/av", Phase::Forward, a.seq, a.seq, a.dh, em.act(), {softmax}, 0, 0, a.heads_total);
@@ -174,8 +188,9 @@ class Attention : public LayerKind {
     op.model_flops = recompute ? 0 : 2.0 * static_cast<double>(a.score_elements * a.dh);
     return id;
   }
-  static std::uint32_t flash_forward(StepEmitter& em, const AttentionGeometry& a, const std::string& base, std::uint32_t qkv) {
-    const std::uint32_t scores = score_matmul(em, a, base + "/flash/qk+softmax", Phase::Forward, true, {qkv},
+  static std::uint32_t flash_forward(StepEmitter& em, const AttentionGeometry& a, const std::string& base,
+                                     std::vector<std::uint32_t> qkv) {
+    const std::uint32_t scores = score_matmul(em, a, base + "/flash/qk+softmax", Phase::Forward, true, std::move(qkv),
                                               1 + activation_vpu_ops("softmax"), false);
     return score_matmul(em, a, base + "/flash/av", Phase::Forward, false, {scores}, 0, false);
   }

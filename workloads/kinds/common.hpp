@@ -50,6 +50,16 @@ class MatmulLayerKind : public LayerKind {
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
     return node.spec.activation != "linear" ? out_elements(em, node) * em.act_bytes() : 0;
   }
+  std::optional<std::uint32_t> recompute_around_weight_matmuls(StepEmitter&, const Node&,
+                                                                std::vector<std::uint32_t>) const override {
+    return std::nullopt;
+  }
+  // Its output as the next layer takes it: a row-split layer's reduce-scattered under sequence
+  // parallelism.
+  std::uint64_t weight_matmul_output_bytes(const StepEmitter& em, const Node& node) const override {
+    const std::uint64_t bytes = out_elements(em, node) * em.act_bytes();
+    return em.sequence_parallel() && node.spec.tensor_parallel == "row" ? bytes / node.spec.model_shards : bytes;
+  }
 };
 
 // The gradient of a matmul layer's own activation, unless something else applies it; returns
