@@ -507,6 +507,12 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["first_step_time_s"] = seconds(ends[0]);
   summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
   summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
+  // A language model's samples are sequences of token ids: its users count tokens (MLPerf's GPT-3
+  // logs do).
+  const Workload& wl = config.workload;
+  const double tokens_per_sample = wl.input_dtype == "int32" && wl.input_shape.size() == 1 ? static_cast<double>(wl.input_shape[0]) : 0;
+  if (tokens_per_sample > 0)
+    summary["tokens_per_s_per_chip"] = tokens_per_sample * summary["samples_per_s_per_chip"].get<double>();
   summary["mfu"] = model_flops / (step_s * peak);
   if (config.workload.eval_examples > 0) {
     // The evaluation's device time: its examples' forward passes in batches of the training
@@ -525,6 +531,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                        {"time_per_eval_s", eval_s}};
     summary["samples_per_s_with_eval"] = samples / block_s;
     summary["samples_per_s_per_chip_with_eval"] = samples / block_s / chips;
+    if (tokens_per_sample > 0) summary["tokens_per_s_per_chip_with_eval"] = tokens_per_sample * samples / block_s / chips;
   }
   summary["model_flops_per_step"] = model_flops;
   summary["peak_flops_per_s"] = peak;
@@ -738,12 +745,16 @@ std::string format_summary(const ojson& s) {
                        time(s["first_step_time_s"].get<double>()));
     else
       t += fmt::format("  step time      {} (the first step: one step was simulated, no steady state)\n", time(step));
-    t += fmt::format("  throughput     {} samples/s, {} samples/s per chip\n", rate(s["samples_per_s"].get<double>()),
-                     rate(s["samples_per_s_per_chip"].get<double>()));
+    t += fmt::format("  throughput     {} samples/s, {} samples/s per chip{}\n", rate(s["samples_per_s"].get<double>()),
+                     rate(s["samples_per_s_per_chip"].get<double>()),
+                     s.contains("tokens_per_s_per_chip") ? fmt::format(" ({} tokens/s per chip)", rate(s["tokens_per_s_per_chip"].get<double>())) : "");
     if (s.contains("samples_per_s_with_eval")) {
       const ojson& e = s["eval"];
-      t += fmt::format("  with eval      {} samples/s, {} samples/s per chip (evaluating {} examples every {} steps: {} each)\n",
+      t += fmt::format("  with eval      {} samples/s, {} samples/s per chip{} (evaluating {} examples every {} steps: {} each)\n",
                        rate(s["samples_per_s_with_eval"].get<double>()), rate(s["samples_per_s_per_chip_with_eval"].get<double>()),
+                       s.contains("tokens_per_s_per_chip_with_eval")
+                           ? fmt::format(", {} tokens/s per chip", rate(s["tokens_per_s_per_chip_with_eval"].get<double>()))
+                           : "",
                        e["examples"].get<std::uint64_t>(), e["every_steps"].get<double>(), time(e["time_per_eval_s"].get<double>()));
     }
     t += fmt::format("  MFU            {}\n", pct(s["mfu"].get<double>()));

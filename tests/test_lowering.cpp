@@ -366,6 +366,10 @@ BOOST_AUTO_TEST_CASE(the_summary_counts_collectives_by_mesh_axis) {
   const auto whole = tpusim::test::run_example(args + "none", gpt2);
   BOOST_TEST(!whole->summary["collectives_per_step"].contains("model"));
   BOOST_TEST(whole->summary["collectives_per_step"]["data"]["bytes"].get<std::uint64_t>() == 124439808ull * 4);
+  // Its samples are sequences of 1024 token ids: the summary counts tokens too.
+  BOOST_TEST(whole->summary["tokens_per_s_per_chip"].get<double>() == 1024 * whole->summary["samples_per_s_per_chip"].get<double>(),
+             boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(tpusim::test::contains(whole->result.out, " tokens/s per chip)"));
 }
 
 BOOST_AUTO_TEST_CASE(a_mesh_the_slice_or_the_model_cannot_take_is_refused) {

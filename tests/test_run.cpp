@@ -80,6 +80,7 @@ BOOST_AUTO_TEST_CASE(default_example_writes_every_output_with_the_summary_fields
   BOOST_TEST(step > 0);
   BOOST_TEST(s["samples_per_s"].get<double>() == 1024 / step, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(s["samples_per_s_per_chip"].get<double>() == 1024 / step / 4, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(!s.contains("tokens_per_s_per_chip"));  // its samples are images, not token ids
   BOOST_TEST(s["mfu"].get<double>() > 0);
   BOOST_TEST(s["mfu"].get<double>() < 1);
   double sum = 0;
