@@ -17,6 +17,7 @@
 #include "hw/systolic_timing.hpp"
 #include "hw/topology.hpp"
 #include "sim/config.hpp"
+#include "traces/chrome_trace.hpp"
 #include "workloads/lower.hpp"
 #include "run_helpers.hpp"
 
@@ -426,6 +427,43 @@ BOOST_AUTO_TEST_CASE(bandwidth_counters_stay_within_the_hardware) {
   BOOST_TEST(counters > 20u);
   BOOST_TEST(chips_with_hbm.size() == 4u);
   BOOST_TEST(link_counter_samples.size() == 4u);  // every chip's links carry the all-reduce
+}
+
+// A long run's bandwidth counters coarsen (10 us, doubled as needed) rather than growing to
+// millions of samples, and every byte is still in them: one second of HBM transfers, 1 MB per
+// 50 us, is 100,000 intervals of 10 us and comes out as 12,500 of 80 us.
+BOOST_AUTO_TEST_CASE(long_runs_keep_bandwidth_counters_bounded) {
+  TempDir dir;
+  const std::string path = dir.path("trace.json");
+  double bytes = 0;
+  {
+    ChromeTraceWriter writer(path);
+    UnitInfo hbm;
+    hbm.path = "chip0.hbm";
+    hbm.kind = UnitKind::Hbm;
+    hbm.label = "hbm";
+    writer.add_unit(0, hbm);
+    for (std::uint64_t t = 0; t < 1'000'000'000'000ull; t += 50'000'000) {
+      Activity a;
+      a.start_ps = t;
+      a.end_ps = t + 40'000'000;
+      a.bytes = 1'000'000;
+      writer.slice(hbm, a);
+      bytes += static_cast<double>(a.bytes);
+    }
+    writer.close(json::object());
+  }
+  const json trace = json::parse(read_file(path));
+  std::vector<std::pair<double, double>> samples;  // ts in us, GB/s
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "C" && e["name"] == "HBM GB/s") samples.emplace_back(e["ts"].get<double>(), e["args"]["GB/s"].get<double>());
+  BOOST_REQUIRE(samples.size() > 2u);
+  BOOST_TEST(samples.size() <= TraceFilter::kMaxCounterSamples + 1);
+  const double interval_us = samples[1].first - samples[0].first;
+  BOOST_TEST(interval_us == 80.0, boost::test_tools::tolerance(1e-9));
+  double counted = 0;
+  for (const auto& [ts, gbps] : samples) counted += gbps * 1e9 * interval_us * 1e-6;
+  BOOST_TEST(counted == bytes, boost::test_tools::tolerance(1e-4));
 }
 
 BOOST_AUTO_TEST_CASE(collective_pieces_are_arrows_from_a_link_to_the_receiving_chip) {

@@ -187,8 +187,18 @@ void ChromeTraceWriter::count_bytes(const Activity& a) {
   if (a.unit >= counter_of_unit_.size() || !counter_of_unit_[a.unit] || a.bytes == 0 || a.end_ps <= a.start_ps) return;
   if (!(a.end_ps > filter_.begin_ps && a.start_ps < filter_.end_ps)) return;
   auto& buckets = *counter_of_unit_[a.unit];
+  if (counter_interval_ps_ == 0) counter_interval_ps_ = filter_.counter_interval_ps;
+  // Too many samples for one counter: every counter's interval doubles, its buckets merged in pairs.
+  while (buckets.size() > TraceFilter::kMaxCounterSamples) {
+    counter_interval_ps_ *= 2;
+    for (auto& [key, fine] : counter_bytes_) {
+      std::map<std::uint64_t, double> coarse;
+      for (const auto& [bucket, bytes] : fine) coarse[bucket / 2] += bytes;
+      fine = std::move(coarse);
+    }
+  }
   // Spread the bytes evenly over the activity's time, interval by interval.
-  const std::uint64_t step = filter_.counter_interval_ps;
+  const std::uint64_t step = counter_interval_ps_;
   const double per_ps = static_cast<double>(a.bytes) / static_cast<double>(a.end_ps - a.start_ps);
   for (std::uint64_t t = a.start_ps; t < a.end_ps;) {
     const std::uint64_t bucket = t / step, next = std::min(a.end_ps, (bucket + 1) * step);
@@ -198,20 +208,21 @@ void ChromeTraceWriter::count_bytes(const Activity& a) {
 }
 
 void ChromeTraceWriter::emit_counters() {
-  const double seconds = static_cast<double>(filter_.counter_interval_ps) * 1e-12;
+  const std::uint64_t interval_ps = counter_interval_ps_ ? counter_interval_ps_ : filter_.counter_interval_ps;
+  const double seconds = static_cast<double>(interval_ps) * 1e-12;
   for (const auto& [key, buckets] : counter_bytes_) {
     if (buckets.empty()) continue;  // a unit that moved nothing in the window
     std::uint64_t expected = buckets.begin()->first;
     for (const auto& [bucket, bytes] : buckets) {
       if (bucket > expected)  // a gap: back to zero until this interval
         emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":0}}}})", key.second, key.first,
-                         micros(expected * filter_.counter_interval_ps)));
+                         micros(expected * interval_ps)));
       emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":{:.3f}}}}})", key.second, key.first,
-                       micros(bucket * filter_.counter_interval_ps), bytes / seconds / 1e9));
+                       micros(bucket * interval_ps), bytes / seconds / 1e9));
       expected = bucket + 1;
     }
     emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":0}}}})", key.second, key.first,
-                     micros(expected * filter_.counter_interval_ps)));
+                     micros(expected * interval_ps)));
   }
 }
 

@@ -24,7 +24,10 @@ struct TraceFilter {
   TraceLevel level = TraceLevel::Ops;
   std::vector<UnitKind> kinds;              // empty: every kind the level includes
   std::uint64_t begin_ps = 0, end_ps = ~std::uint64_t{0};  // slices overlapping this window
-  std::uint64_t counter_interval_ps = 10'000'000;          // bandwidth counters: one sample per 10 us
+  // Bandwidth counters: one sample per 10 us, coarser (doubling) as a long run would give one
+  // counter more than kMaxCounterSamples (a GPT-3 step of 20 s: 2 million per counter).
+  std::uint64_t counter_interval_ps = 10'000'000;
+  static constexpr std::size_t kMaxCounterSamples = 1 << 14;
   // Chips whose tracks and counters go in, as inclusive ranges; empty: every chip. A host's
   // tracks go in when they work for one of them.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> chips;
@@ -108,6 +111,7 @@ class ChromeTraceWriter {
   std::map<std::pair<std::uint32_t, const std::string*>, LevelSample> pending_levels_;
   void emit_level(std::uint32_t unit, const std::string* counter, const LevelSample& sample);
   std::map<std::pair<std::uint32_t, std::string>, std::map<std::uint64_t, double>> counter_bytes_;
+  std::uint64_t counter_interval_ps_ = 0;  // the counters' current interval
   std::vector<std::map<std::uint64_t, double>*> counter_of_unit_;  // per unit: its counter's intervals, or null
   std::uint64_t events_ = 0;
   std::map<std::uint32_t, std::uint32_t> next_tid_;   // per pid
