@@ -509,16 +509,15 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
   // A language model's samples are sequences of token ids: its users count tokens (MLPerf's GPT-3
   // logs do).
-  const Workload& wl = config.workload;
-  const double tokens_per_sample = wl.input_dtype == "int32" && wl.input_shape.size() == 1 ? static_cast<double>(wl.input_shape[0]) : 0;
+  const Workload& w = config.workload;
+  const double tokens_per_sample = w.input_dtype == "int32" && w.input_shape.size() == 1 ? static_cast<double>(w.input_shape[0]) : 0;
   if (tokens_per_sample > 0)
     summary["tokens_per_s_per_chip"] = tokens_per_sample * summary["samples_per_s_per_chip"].get<double>();
   summary["mfu"] = model_flops / (step_s * peak);
-  if (config.workload.eval_examples > 0) {
+  if (w.eval_examples > 0) {
     // The evaluation's device time: its examples' forward passes in batches of the training
     // step's, each as long as the steady step's forward pass took (from the step's start to its
     // last forward op on the slowest core: weight gathers, int8, flash kernels included).
-    const Workload& w = config.workload;
     const double batches = std::ceil(static_cast<double>(w.eval_examples) / static_cast<double>(step.global_batch));
     const double device_s = batches * seconds(system.forward_span_ps(n - 1));
     const double eval_s = device_s + w.eval_host_overhead_s;

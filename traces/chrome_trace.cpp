@@ -113,7 +113,7 @@ bool TraceFilter::admits(const UnitInfo& unit) const {
 }
 
 ChromeTraceWriter::ChromeTraceWriter(const std::string& path, TraceFilter filter, bool gzip)
-    : path_(path), filter_(std::move(filter)) {
+    : path_(path), filter_(std::move(filter)), counter_interval_ps_(filter_.counter_interval_ps) {
   if (gzip) gz_ = gzopen(path.c_str(), "wb6");
   else file_ = std::fopen(path.c_str(), "wb");
   if (!file_ && !gz_) throw std::runtime_error(fmt::format("cannot create trace file {}", path));
@@ -187,7 +187,6 @@ void ChromeTraceWriter::count_bytes(const Activity& a) {
   if (a.unit >= counter_of_unit_.size() || !counter_of_unit_[a.unit] || a.bytes == 0 || a.end_ps <= a.start_ps) return;
   if (!(a.end_ps > filter_.begin_ps && a.start_ps < filter_.end_ps)) return;
   auto& buckets = *counter_of_unit_[a.unit];
-  if (counter_interval_ps_ == 0) counter_interval_ps_ = filter_.counter_interval_ps;
   // Too many samples for one counter: every counter's interval doubles, its buckets merged in pairs.
   while (buckets.size() > TraceFilter::kMaxCounterSamples) {
     counter_interval_ps_ *= 2;
@@ -208,21 +207,20 @@ void ChromeTraceWriter::count_bytes(const Activity& a) {
 }
 
 void ChromeTraceWriter::emit_counters() {
-  const std::uint64_t interval_ps = counter_interval_ps_ ? counter_interval_ps_ : filter_.counter_interval_ps;
-  const double seconds = static_cast<double>(interval_ps) * 1e-12;
+  const double seconds = static_cast<double>(counter_interval_ps_) * 1e-12;
   for (const auto& [key, buckets] : counter_bytes_) {
     if (buckets.empty()) continue;  // a unit that moved nothing in the window
     std::uint64_t expected = buckets.begin()->first;
     for (const auto& [bucket, bytes] : buckets) {
       if (bucket > expected)  // a gap: back to zero until this interval
         emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":0}}}})", key.second, key.first,
-                         micros(expected * interval_ps)));
+                         micros(expected * counter_interval_ps_)));
       emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":{:.3f}}}}})", key.second, key.first,
-                       micros(bucket * interval_ps), bytes / seconds / 1e9));
+                       micros(bucket * counter_interval_ps_), bytes / seconds / 1e9));
       expected = bucket + 1;
     }
     emit(fmt::format(R"({{"name":"{}","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GB/s":0}}}})", key.second, key.first,
-                     micros(expected * interval_ps)));
+                     micros(expected * counter_interval_ps_)));
   }
 }
 

@@ -111,7 +111,7 @@ class ChromeTraceWriter {
   std::map<std::pair<std::uint32_t, const std::string*>, LevelSample> pending_levels_;
   void emit_level(std::uint32_t unit, const std::string* counter, const LevelSample& sample);
   std::map<std::pair<std::uint32_t, std::string>, std::map<std::uint64_t, double>> counter_bytes_;
-  std::uint64_t counter_interval_ps_ = 0;  // the counters' current interval
+  std::uint64_t counter_interval_ps_;  // the counters' current interval (the filter's, doubled as needed)
   std::vector<std::map<std::uint64_t, double>*> counter_of_unit_;  // per unit: its counter's intervals, or null
   std::uint64_t events_ = 0;
   std::map<std::uint32_t, std::uint32_t> next_tid_;   // per pid

@@ -418,10 +418,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // added up over the model axis (in f32) before the gradient joins its bucket.
   auto summed_over_tokens = [&](const Node& node, std::vector<std::uint32_t> grads, std::uint64_t params) {
     if (token_shards(node) == 1) return grads;
-    CollectiveSpec spec;
-    spec.bytes = params * 4;
-    spec.algorithm = w.all_reduce_algorithm;
-    spec.group_axes = mesh.model_axes;
+    const CollectiveSpec spec = em.model_axis_spec(CollectiveKind::AllReduce, params * 4, DType::F32);
     return std::vector<std::uint32_t>{em.collective(node.spec.name + "/grad/model/all-reduce", Phase::Gradients, spec, grads)};
   };
   // The sequencer issues ops in program order, so a bucket's all-reduce is placed where its last

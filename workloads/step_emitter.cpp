@@ -47,24 +47,15 @@ std::uint32_t StepEmitter::collective(const std::string& name, Phase phase, cons
 
 std::uint32_t StepEmitter::model_partial_sums(const std::string& name, Phase phase, std::uint64_t elements,
                                               std::vector<std::uint32_t> deps) {
-  CollectiveSpec spec;
-  spec.kind = sequence_parallel_ ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
-  spec.bytes = elements * act_bytes_;
-  spec.dtype = act_;
-  spec.algorithm = model_algorithm_;
-  spec.group_axes = model_axes_;
+  const CollectiveSpec spec =
+      model_axis_spec(sequence_parallel_ ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, elements * act_bytes_, act_);
   return collective(name + (sequence_parallel_ ? "/reduce-scatter" : "/all-reduce"), phase, spec, std::move(deps));
 }
 
 std::vector<std::uint32_t> StepEmitter::model_gathered(const std::string& name, Phase phase, std::uint64_t elements,
                                                        std::vector<std::uint32_t> deps) {
   if (!sequence_parallel_) return deps;
-  CollectiveSpec spec;
-  spec.kind = CollectiveKind::AllGather;
-  spec.bytes = elements * act_bytes_;
-  spec.dtype = act_;
-  spec.algorithm = model_algorithm_;
-  spec.group_axes = model_axes_;
+  const CollectiveSpec spec = model_axis_spec(CollectiveKind::AllGather, elements * act_bytes_, act_);
   std::vector<std::uint32_t> data, after;
   for (std::uint32_t d : deps) (recomputed_.count(d) ? after : data).push_back(d);
   const std::uint32_t gather = collective(name + "/all-gather", phase, spec, std::move(data));
@@ -81,11 +72,7 @@ std::uint32_t StepEmitter::gathered_matmul(const std::string& name, Phase phase,
     deps = model_gathered(name + "/input", phase, m * k, std::move(deps));
     return quantized(matmul(name, phase, m, k, n, out, std::move(deps), epilogue_ops));
   }
-  CollectiveSpec shift;
-  shift.kind = CollectiveKind::Permute;
-  shift.dtype = act_;
-  shift.algorithm = model_algorithm_;
-  shift.group_axes = model_axes_;
+  CollectiveSpec shift = model_axis_spec(CollectiveKind::Permute, 0, act_);
   std::uint32_t piece = 0, arrived = 0;
   for (std::uint32_t i = 0; i < model_size_; ++i) {
     const std::uint64_t rows = m / model_size_ + (i < m % model_size_ ? 1 : 0);

@@ -53,6 +53,16 @@ class StepEmitter {
     sequence_parallel_ = sequence_parallel && axes_mask != 0;
   }
   bool sequence_parallel() const { return sequence_parallel_; }
+  // A collective of `bytes` of `dtype` among the cores of the model axis, with its algorithm.
+  CollectiveSpec model_axis_spec(CollectiveKind kind, std::uint64_t bytes, DType dtype) const {
+    CollectiveSpec spec;
+    spec.kind = kind;
+    spec.bytes = bytes;
+    spec.dtype = dtype;
+    spec.algorithm = model_algorithm_;
+    spec.group_axes = model_axes_;
+    return spec;
+  }
   // A collective as `spec` describes it, after `deps`.
   std::uint32_t collective(const std::string& name, Phase phase, const CollectiveSpec& spec, std::vector<std::uint32_t> deps);
   // Partial sums of `elements` activations (the whole tensor) added up over the model axis after

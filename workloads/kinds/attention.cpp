@@ -78,7 +78,7 @@ class Attention : public LayerKind {
     const std::uint32_t bias = s.use_bias ? 1 : 0;
     const std::uint32_t qkv = em.gathered_matmul(fused_name(base + "/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d,
                                                  3 * a.local_d, em.act(), std::move(deps), bias);
-    const std::uint32_t av = em.flash_attention() ? flash_forward(em, a, base, {qkv}) : dense_forward(em, a, base, {qkv});
+    const std::uint32_t av = core_forward(em, a, base, {qkv});
     const std::uint32_t out = em.quantized(em.matmul(fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens,
                                                      a.local_d, a.d, em.act(), {av}, bias));
     if (s.model_shards == 1) return out;
@@ -130,8 +130,7 @@ class Attention : public LayerKind {
   std::optional<std::uint32_t> recompute_around_weight_matmuls(StepEmitter& em, const Node& node,
                                                                 std::vector<std::uint32_t> deps) const override {
     const AttentionGeometry a = geometry(em, node);
-    const std::string base = node.spec.name + "/fwd";
-    return em.flash_attention() ? flash_forward(em, a, base, std::move(deps)) : dense_forward(em, a, base, std::move(deps));
+    return core_forward(em, a, node.spec.name + "/fwd", std::move(deps));
   }
   std::uint64_t weight_matmul_output_bytes(const StepEmitter& em, const Node& node) const override {
     const AttentionGeometry a = geometry(em, node);
@@ -151,6 +150,11 @@ class Attention : public LayerKind {
   }
 
  private:
+  // QK^T, the softmax and AV after `deps`, by the flash kernel or as XLA runs them without one.
+  static std::uint32_t core_forward(StepEmitter& em, const AttentionGeometry& a, const std::string& base,
+                                    std::vector<std::uint32_t> deps) {
+    return em.flash_attention() ? flash_forward(em, a, base, std::move(deps)) : dense_forward(em, a, base, std::move(deps));
+  }
   // QK^T, the softmax and AV as XLA runs them: the scores and probabilities go through HBM.
   static std::uint32_t dense_forward(StepEmitter& em, const AttentionGeometry& a, const std::string& base,
                                      std::vector<std::uint32_t> qkv) {

@@ -1,9 +1,10 @@
 // A fully connected layer over the last axis (Keras Dense): [..., d] x [d, units], bias and
 // activation in the matmul's epilogue. Split over a model axis (sharding.hpp) by columns its
 // units arrive divided and its input's gradient is summed over the axis; by rows its input
-// arrives divided and its output is summed (StepEmitter::model_partial_sums). Int8 (AQT) quantizes
-// its forward and input-gradient matmuls; the weight gradient stays in the activation type. With tied_weights it multiplies by the embedding's table
-// (a language model's head) and has no parameters of its own.
+// arrives divided and its output is summed (StepEmitter::model_partial_sums). Int8 (AQT)
+// quantizes its forward and input-gradient matmuls; the weight gradient stays in the activation
+// type. With tied_weights it multiplies by the embedding's table (a language model's head) and
+// has no parameters of its own.
 #include <fmt/format.h>
 
 #include "workloads/kinds/common.hpp"
