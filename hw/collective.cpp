@@ -38,18 +38,21 @@ std::uint32_t position_of(const std::vector<std::uint32_t>& ring, std::uint32_t 
 std::string axis_label(std::uint8_t a) { return std::string(1, "xyz"[a]); }
 
 // Passes of one ring collective of `bytes` (the buffer each chip holds before a reduce-scatter).
-void add_ring(SchedulePart& part, const CollectiveSpec& spec, std::vector<std::uint32_t> ring, std::uint32_t chip,
-              std::uint64_t bytes, bool bidirectional, const std::string& where, bool reduce_scatter, bool all_gather) {
+// `line`: the chips form an open line (bidirectional then means both ways along it).
+void add_ring(SchedulePart& part, std::vector<std::uint32_t> ring, std::uint32_t chip, std::uint64_t bytes,
+              bool bidirectional, bool line, const std::string& where, bool reduce_scatter, bool all_gather) {
   const auto p = static_cast<std::uint64_t>(ring.size());
-  bidirectional = bidirectional && p > 2;  // two chips have one link pair: both ways are the same ring
+  // Two chips have one link pair: both ways, and the line, are the same ring.
+  line = line && p > 2;
+  bidirectional = bidirectional && p > 2 && !line;
   const std::uint64_t per_direction = bidirectional ? ceil_div<std::uint64_t>(bytes, 2) : bytes;
   RingPass pass;
   pass.position = position_of(ring, chip);
   pass.ring = std::move(ring);
   pass.shard_bytes = ceil_div<std::uint64_t>(per_direction, p);
   pass.bidirectional = bidirectional;
+  pass.line = line;
   pass.steps = static_cast<std::uint32_t>(p - 1);
-  (void)spec;
   if (reduce_scatter) {
     pass.reduce = true;
     pass.label = "RS " + where;
@@ -63,8 +66,8 @@ void add_ring(SchedulePart& part, const CollectiveSpec& spec, std::vector<std::u
 }
 
 // Reduce-scatter along each axis in order, then all-gather back in reverse order. An axis with
-// wraparound runs two rings, one each way; an axis without runs one, since a second ring's
-// closing hop would cross every link of the line against the first ring's traffic.
+// wraparound runs two rings, one each way; an axis without sends both ways along the line, where
+// a ring's closing hop would cross the whole line.
 SchedulePart torus_part(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec,
                         const std::vector<std::uint8_t>& axes, std::uint64_t bytes) {
   SchedulePart part;
@@ -78,16 +81,34 @@ SchedulePart torus_part(const Torus& torus, std::uint32_t chip, const Collective
   const bool ag = spec.kind != CollectiveKind::ReduceScatter;
   if (rs)
     for (std::size_t i = 0; i < axes.size(); ++i)
-      add_ring(part, spec, snake(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), axis_label(axes[i]), true,
-               false);
+      add_ring(part, snake(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), !torus.wraps(axes[i]),
+               axis_label(axes[i]), true, false);
   if (ag)
     for (std::size_t i = axes.size(); i-- > 0;)
-      add_ring(part, spec, snake(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), axis_label(axes[i]), false,
-               true);
+      add_ring(part, snake(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), !torus.wraps(axes[i]),
+               axis_label(axes[i]), false, true);
   return part;
 }
 
 }  // namespace
+
+bool ring_sends(const RingPass& pass, std::uint32_t dir, std::uint32_t step) {
+  if (dir >= pass.directions() || step >= pass.steps) return false;
+  if (!pass.line) return true;
+  const auto p = static_cast<std::uint32_t>(pass.ring.size());
+  const std::uint32_t behind = dir == 0 ? pass.position : p - 1 - pass.position;
+  if (behind + 1 == p) return false;  // the end of the line that way
+  return pass.reduce ? step >= behind : step <= behind;
+}
+
+bool ring_receives(const RingPass& pass, std::uint32_t dir, std::uint32_t step) {
+  if (dir >= pass.directions() || step >= pass.steps) return false;
+  if (!pass.line) return true;
+  const auto p = static_cast<std::uint32_t>(pass.ring.size());
+  const std::uint32_t behind = dir == 0 ? pass.position : p - 1 - pass.position;
+  if (behind == 0) return false;  // nothing comes from that way
+  return pass.reduce ? step + 1 >= behind : step < behind;
+}
 
 std::uint32_t group_size(const Torus& torus, std::uint32_t mask) {
   std::uint32_t p = 1;
@@ -117,7 +138,7 @@ CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const
     case CollectiveAlgorithm::Ring:
     case CollectiveAlgorithm::BidirRing: {
       SchedulePart part;
-      add_ring(part, spec, snake(torus, chip, axes), chip, spec.bytes, spec.algorithm == CollectiveAlgorithm::BidirRing,
+      add_ring(part, snake(torus, chip, axes), chip, spec.bytes, spec.algorithm == CollectiveAlgorithm::BidirRing, false,
                "ring", rs, ag);
       schedule.parts.push_back(part);
       break;
@@ -151,19 +172,31 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
       const std::size_t p = pass.ring.size();
       std::size_t max_hops = 0;
       for (std::size_t i = 0; i < p; ++i) {
+        if (pass.line && i + 1 == p) break;
         max_hops = std::max(max_hops, torus.route(pass.ring[i], pass.ring[(i + 1) % p]).size());
-        if (pass.bidirectional) max_hops = std::max(max_hops, torus.route(pass.ring[(i + 1) % p], pass.ring[i]).size());
+        if (pass.directions() == 2) max_hops = std::max(max_hops, torus.route(pass.ring[(i + 1) % p], pass.ring[i]).size());
       }
-      double step = static_cast<double>(max_hops) * hw.ici.hop_latency_ns * 1e-9 +
-                    ps_to_s(transfer_ps(pass.shard_bytes, hw.ici.payload_bw_gbps()));
+      const double latency_s = static_cast<double>(max_hops) * hw.ici.hop_latency_ns * 1e-9;
+      const double transfer_s = ps_to_s(transfer_ps(pass.shard_bytes, hw.ici.payload_bw_gbps()));
+      // Both directions' shards arrive together and queue on the one vector unit.
+      double add_s = 0;
       if (pass.reduce) {
-        // Both directions' last pieces arrive together and queue on the one vector unit.
-        const std::uint64_t piece = ring_piece_bytes(pass, spec.chunk_bytes);
-        const std::uint64_t elements = ceil_div<std::uint64_t>(piece, dtype_bytes(spec.dtype));
-        const std::uint64_t one = vector_cycles(vpu, elements, 1.0);
-        step += ps_to_s(clock.cycles_to_ps(pass.bidirectional ? 2 * one : one));
+        const std::uint64_t elements = ceil_div<std::uint64_t>(pass.shard_bytes, dtype_bytes(spec.dtype));
+        add_s = pass.directions() * ps_to_s(clock.cycles_to_ps(vector_cycles(vpu, elements, 1.0)));
       }
-      t += static_cast<double>(pass.steps) * step;
+      // A step's link starts once the step before's first bytes are in and the link is free, and
+      // cannot finish before that step's last bytes are in (and added).
+      // The vector unit adds one step's shards after another.
+      double link_free = 0, head = 0, ready = 0, vpu_free = 0;
+      for (std::uint32_t s = 0; s < pass.steps; ++s) {
+        const double start = std::max(link_free, head);
+        const double end = std::max(start + transfer_s, ready);
+        link_free = end;
+        head = start + latency_s;
+        vpu_free = std::max(head, vpu_free) + add_s;
+        ready = std::max(end + latency_s, vpu_free);
+      }
+      t += ready;
     }
     slowest_part = std::max(slowest_part, t);
   }

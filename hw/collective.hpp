@@ -28,8 +28,23 @@ struct RingPass {
   std::uint64_t shard_bytes = 0;    // what each chip sends per step in each direction
   std::uint32_t steps = 0;          // ring steps: ring size - 1 for a whole pass, 1 for a permute
   bool bidirectional = false;       // a second ring runs the other way with the other half of the data
+  // An open line (an axis without wraparound): no closing hop. Data flows both ways, each
+  // direction carrying whole shards to the chips on that side; a chip sends and receives only in
+  // the steps its place on the line gives it (ring_sends, ring_receives).
+  bool line = false;
   std::string label;                // "RS x", "AG y", "RS ring"
+
+  // Direction 0 sends to the next chip in `ring`, direction 1 to the previous one.
+  std::uint32_t directions() const { return bidirectional || line ? 2 : 1; }
 };
+
+// Whether this chip sends (receives) a shard in direction `dir` at ring step `step`. On a ring
+// every chip does in every step. On a line, k chips lie behind this one in the direction of
+// travel: an all-gather forwards the k + 1 shards that reach it (its own first), a
+// reduce-scatter the partial sums of the targets beyond it, its first in step k once the
+// farthest target's sum has come through the k chips behind it.
+bool ring_sends(const RingPass& pass, std::uint32_t dir, std::uint32_t step);
+bool ring_receives(const RingPass& pass, std::uint32_t dir, std::uint32_t step);
 
 // A ring step's shard goes in pieces of `chunk_bytes` (0: one piece), the last possibly shorter,
 // so that adding one piece overlaps receiving the next.
@@ -52,10 +67,12 @@ std::uint32_t group_size(const Torus& torus, std::uint32_t group_axes_mask);
 
 CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec);
 
-// Alpha-beta time of a schedule when nothing contends: per ring step, the slowest edge's hops x
-// hop latency, plus the step's bytes over one link, plus (reduce-scatter) the vector unit adding
-// the last piece that arrived (gamma; earlier pieces are added while later ones arrive); parts run
-// side by side. HBM traffic is assumed hidden behind the links.
+// Alpha-beta time of a schedule when nothing contends. A ring step forwards what the step before
+// brought as it arrives (cut-through), so a pass of n steps takes one step's hop latency (the
+// slowest edge's hops) and transfer, plus n - 1 times the longer of the two: bandwidth-bound
+// passes pay the latency once, latency-bound ones once per step. A reduce-scatter's additions
+// (gamma) run as the bytes arrive and only show when the vector unit is slower than the link;
+// parts run side by side. HBM traffic is assumed hidden behind the links.
 double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& schedule, const HwConfig& hw,
                                 const CollectiveSpec& spec);
 

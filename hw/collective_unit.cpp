@@ -43,12 +43,15 @@ void CollectiveUnit::book_in_order() {
         hbm_access(tlm::TLM_WRITE_COMMAND, w.bytes, w.label, w.step, w.at);
         break;
       case WorkKind::Arrival: {
+        // A piece is added as its bytes come in, so it is done when the last byte is there or when
+        // the vector unit gets through it, whichever is later.
         Picos taken = w.at;
-        if (w.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(w.bytes, w.element_bytes), w.at, w.label, w.step));
+        if (w.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(w.bytes, w.element_bytes), w.head, w.label, w.step));
         else hbm_access(tlm::TLM_WRITE_COMMAND, w.bytes, w.label, w.step, w.at);  // a gathered piece lands in HBM
         Inbox& box = inbox(w.key);
-        box.ready_ps = std::max(box.ready_ps, taken);
-        if (++box.pieces == w.pieces) completed_parts |= 1u << (w.key.part % kMaxParts);
+        box.head_ps = std::min(box.head_ps, w.head);
+        box.piece_ready_ps.push_back(taken);
+        if (box.piece_ready_ps.size() == w.pieces) completed_parts |= 1u << (w.key.part % kMaxParts);
         break;
       }
     }
@@ -152,52 +155,74 @@ void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, con
 
 void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index) {
   const auto p = static_cast<std::uint32_t>(pass.ring.size());
-  const std::uint32_t next = pass.ring[(pass.position + 1) % p];
-  const std::uint32_t prev = pass.ring[(pass.position + p - 1) % p];
-  const int directions = pass.bidirectional ? 2 : 1;
+  const std::uint32_t neighbour[2] = {pass.ring[(pass.position + 1) % p], pass.ring[(pass.position + p - 1) % p]};
+  const std::uint32_t directions = pass.directions();
   const std::uint64_t piece = ring_piece_bytes(pass, ctx.spec.chunk_bytes);
   const std::uint64_t pieces = ceil_div<std::uint64_t>(pass.shard_bytes, piece);
   auto piece_bytes = [&](std::uint64_t j) { return j + 1 < pieces ? piece : pass.shard_bytes - piece * (pieces - 1); };
   const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
   const auto hops = [&](std::uint32_t to) { return static_cast<std::uint32_t>(torus_.route(chip_, to).size()); };
-  const std::uint32_t hops_to[2] = {hops(next), hops(prev)};
+  const std::uint32_t hops_to[2] = {hops(neighbour[0]), directions == 2 ? hops(neighbour[1]) : 0};
 
+  // What the step before brought in each direction, which this step forwards (with this chip's
+  // own shard added, in a reduce-scatter) as it arrives; a direction with nothing from the step
+  // before sends this chip's own data, there now.
+  Inbox before[2];
+  bool forwards[2] = {false, false};
+  Picos own_before = 0;  // the own shard added in the step before, read from HBM by then
+  Picos done = now_ps();
   for (std::uint32_t s = 0; s < pass.steps; ++s) {
-    for (std::uint32_t dir = 0; dir < static_cast<std::uint32_t>(directions); ++dir) {
+    // Sends in the order their data starts to arrive (the directions can differ on a line).
+    std::uint32_t order[2] = {0, 1};
+    const auto from = [&](std::uint32_t dir) { return forwards[dir] ? std::max(before[dir].head_ps, now_ps()) : now_ps(); };
+    if (directions == 2 && from(1) < from(0)) std::swap(order[0], order[1]);
+    for (std::uint32_t i = 0; i < directions; ++i) {
+      const std::uint32_t dir = order[i];
+      if (!ring_sends(pass, dir, s)) continue;
+      wakes_.wait_until(from(dir));
       const RingDelivery delivery{ctx.instance, part, index, dir, s, static_cast<std::uint32_t>(pieces), pass.reduce, elem_bytes};
-      for (std::uint64_t j = 0; j < pieces; ++j)
-        send(dir == 0 ? next : prev, hops_to[dir], piece_bytes(j), delivery, ctx.label, ctx.step);
+      for (std::uint64_t j = 0; j < pieces; ++j) {
+        const Picos available = forwards[dir] ? std::max(before[dir].piece_ready_ps[j], own_before) : now_ps();
+        send(neighbour[dir], hops_to[dir], piece_bytes(j), available, delivery, ctx.label, ctx.step);
+      }
     }
-    // This chip's own shard of the step streams from HBM while the links are busy.
-    Picos local_ready = kPending;
-    if (pass.reduce)
-      post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::OwnShardRead, now_ps(), pass.shard_bytes * directions,
-            true, elem_bytes, 1, ctx.label, ctx.step, &local_ready});
-    else
-      local_ready = now_ps();
 
-    // The neighbours' pieces are booked as they arrive; wait until all are in, and the own shard read.
-    Picos done = 0;
-    for (std::uint32_t dir = 0; dir < static_cast<std::uint32_t>(directions); ++dir) {
+    // This chip's own shard of what arrives streams from HBM while the links are busy.
+    std::uint32_t receiving = 0;
+    for (std::uint32_t dir = 0; dir < directions; ++dir) receiving += ring_receives(pass, dir, s) ? 1 : 0;
+    Picos own_ready = now_ps();
+    if (pass.reduce && receiving > 0) {
+      own_ready = kPending;
+      post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::OwnShardRead, now_ps(), 0, pass.shard_bytes * receiving,
+            true, elem_bytes, 1, ctx.label, ctx.step, &own_ready});
+    }
+    // The neighbours' pieces are booked as they are sent; wait until all of this step's are.
+    for (std::uint32_t dir = 0; dir < directions; ++dir) {
+      forwards[dir] = ring_receives(pass, dir, s);
+      if (!forwards[dir]) continue;
       const StepKey key{ctx.instance, part, index, dir, s};
       for (;;) {
         const auto it = std::find_if(inbox_.begin(), inbox_.end(), [&key](const Inbox& b) { return b.key == key; });
-        if (it != inbox_.end() && it->pieces == pieces) {
-          done = std::max(done, it->ready_ps);
-          *it = inbox_.back();  // the order of the entries does not matter
+        if (it != inbox_.end() && it->piece_ready_ps.size() == pieces) {
+          before[dir] = std::move(*it);
+          done = std::max(done, before[dir].piece_ready_ps.back());
+          *it = std::move(inbox_.back());  // the order of the entries does not matter
           inbox_.pop_back();
           break;
         }
         sc_core::wait(step_arrived_[part % kMaxParts]);
       }
     }
-    while (local_ready == kPending) sc_core::wait(step_arrived_[part % kMaxParts]);
-    done = std::max(done, local_ready);
-    if (pass.reduce && s + 1 == pass.steps)
-      post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::WriteBack, done, pass.shard_bytes * directions, true,
-            elem_bytes, 1, ctx.label, ctx.step, nullptr});
-    wakes_.wait_until(done);
+    while (own_ready == kPending) sc_core::wait(step_arrived_[part % kMaxParts]);
+    own_before = own_ready;
+    done = std::max(done, own_ready);
   }
+  // The pass is over here once what came last is in; a reduce-scatter's result, this chip's
+  // shard (both rings' halves of it), goes back to HBM.
+  if (pass.reduce)
+    post({StepKey{ctx.instance, part, index, kOwnShard, pass.steps}, WorkKind::WriteBack, done, 0,
+          pass.line ? pass.shard_bytes : pass.shard_bytes * directions, true, elem_bytes, 1, ctx.label, ctx.step, nullptr});
+  wakes_.wait_until(done);
 }
 
 void CollectiveUnit::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time&) {
@@ -205,8 +230,8 @@ void CollectiveUnit::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_
   const RingDelivery& d = *job.delivery;
   const Picos at = job.tail_ps;
   counts_.arrived_bytes += job.bytes;
-  post({StepKey{d.instance, d.part, d.pass, d.dir, d.step}, WorkKind::Arrival, at, job.bytes, d.reduce, d.element_bytes,
-        d.pieces, job.label, job.step, nullptr});
+  post({StepKey{d.instance, d.part, d.pass, d.dir, d.step}, WorkKind::Arrival, at, job.head_ps, job.bytes, d.reduce,
+        d.element_bytes, d.pieces, job.label, job.step, nullptr});
   // On the lane of the instance; a piece may arrive before this chip has joined it: lane 0.
   const Lane* lane = &lanes_[0];
   for (const Lane& l : lanes_)
@@ -217,7 +242,8 @@ void CollectiveUnit::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_
 CollectiveUnit::Inbox& CollectiveUnit::inbox(const StepKey& key) {
   for (Inbox& b : inbox_)
     if (b.key == key) return b;
-  inbox_.push_back(Inbox{key});
+  inbox_.emplace_back();
+  inbox_.back().key = key;
   return inbox_.back();
 }
 
@@ -260,8 +286,8 @@ Picos CollectiveUnit::vpu_add(std::uint64_t elements, Picos at, const std::strin
   return r.job().served.end;
 }
 
-void CollectiveUnit::send(std::uint32_t to_chip, std::uint32_t hops, std::uint64_t bytes, const RingDelivery& delivery,
-                          const std::string* label, std::uint32_t step) {
+void CollectiveUnit::send(std::uint32_t to_chip, std::uint32_t hops, std::uint64_t bytes, Picos available_ps,
+                          const RingDelivery& delivery, const std::string* label, std::uint32_t step) {
   counts_.sent_bytes += bytes;
   counts_.sent_link_bytes += bytes * hops;
   Request& r = request_.reset();
@@ -269,7 +295,8 @@ void CollectiveUnit::send(std::uint32_t to_chip, std::uint32_t hops, std::uint64
   r.job().bytes = bytes;
   r.job().dest_chip = to_chip;
   r.job().delivery = &delivery;
-  r.job().head_ps = r.job().tail_ps = now_ps();
+  r.job().head_ps = now_ps();
+  r.job().tail_ps = std::max(available_ps, now_ps());
   r.job().label = label;
   r.job().step = step;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;

@@ -85,10 +85,12 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
       return instance == o.instance && part == o.part && pass == o.pass && dir == o.dir && step == o.step;
     }
   };
+  // A step forwards what the step before brought as it arrives: from its first byte's arrival
+  // (head_ps), each piece no sooner than that piece was taken in (piece_ready_ps, in order).
   struct Inbox {
     StepKey key;
-    Picos ready_ps = 0;
-    std::uint32_t pieces = 0;
+    Picos head_ps = ~Picos{0};
+    std::vector<Picos> piece_ready_ps;
   };
   // Work on this chip's HBM and vector unit that ring steps ask for: a piece that arrived (added,
   // or stored when gathered), the chip's own shard read for a step, a step's result written back.
@@ -101,6 +103,7 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
     StepKey key;
     WorkKind kind = WorkKind::Arrival;
     Picos at = 0;
+    Picos head = 0;  // Arrival: when its first byte arrived (`at`: its last)
     std::uint64_t bytes = 0;
     bool reduce = true;
     std::uint32_t element_bytes = 4;
@@ -126,8 +129,9 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   Picos hbm_access(tlm::tlm_command cmd, std::uint64_t bytes, const std::string* label, std::uint32_t step,
                    Picos at = 0);
   Picos vpu_add(std::uint64_t elements, Picos at, const std::string* label, std::uint32_t step);
-  // Reserves the route for a ring piece; the receiving unit books its own work on arrival.
-  void send(std::uint32_t to_chip, std::uint32_t hops, std::uint64_t bytes, const RingDelivery& delivery,
+  // Reserves the route for a ring piece whose last byte is there at `available_ps` (its first:
+  // now); the receiving unit books its own work on arrival.
+  void send(std::uint32_t to_chip, std::uint32_t hops, std::uint64_t bytes, Picos available_ps, const RingDelivery& delivery,
             const std::string* label, std::uint32_t step);
   Inbox& inbox(const StepKey& key);
 

@@ -276,8 +276,10 @@ BOOST_AUTO_TEST_CASE(tracing_a_chip_a_representative_would_stand_for_simulates_e
 }
 
 // What breaks the symmetry is configuration: one chip at 90% clock. A synchronous step waits for
-// it at the all-reduce, so a compute-bound step grows by about that chip's extra compute time
-// (compute / 0.9 - compute), the summary names it, and every chip is simulated.
+// it at the all-reduce, so a compute-bound step grows by up to that chip's extra compute time
+// (compute / 0.9 - compute), less the communication the others were left waiting on (which
+// the slow chip's extra compute overlaps: on a 4x4 without wraparound the line collectives
+// outlast the backward pass); the summary names it, and every chip is simulated.
 BOOST_AUTO_TEST_CASE(a_slow_chip_slows_a_compute_bound_step_by_its_extra_compute_time) {
   TempDir dir;
   const std::string workload = source_path("bench/straggler/wide_mlp.json");
@@ -287,8 +289,10 @@ BOOST_AUTO_TEST_CASE(a_slow_chip_slows_a_compute_bound_step_by_its_extra_compute
   const double step = even["step_time_s"].get<double>(), compute = even["breakdown"]["compute_s"].get<double>();
   BOOST_REQUIRE(compute > 0.7 * step);  // compute-bound
   const double expected = compute / 0.9 - compute;
+  const double hidden = even["breakdown"]["exposed_communication_s"].get<double>();
+  BOOST_REQUIRE(hidden < 0.9 * expected);  // something left for the growth to show
   const double grew = uneven["step_time_s"].get<double>() - step;
-  BOOST_TEST(grew > 0.8 * expected);
+  BOOST_TEST(grew > 0.8 * (expected - hidden));
   BOOST_TEST(grew < 1.25 * expected);
   BOOST_TEST(uneven["straggler"]["core"] == "chip5.core0");
   const std::string report = read_file(dir.path("uneven/report.html"));

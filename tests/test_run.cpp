@@ -246,7 +246,7 @@ BOOST_AUTO_TEST_CASE(adding_chips_adds_all_reduce_traffic_over_ici) {
                                  std::to_string(256 * chips) + " --trace none");
     ici_bytes[topology] = run->summary["traffic_per_step"]["ici_bytes"].get<std::uint64_t>();
 
-    // Every ring step of every chip's schedule sends one shard each way it runs; a shard loads
+    // Every ring step of every chip's schedule sends one shard each way it sends in; a shard loads
     // every link of its route. Gradients: fp32, one all-reduce per layer.
     const Torus torus(parse_topology(topology), std::vector<bool>(2, false));  // v2 wraps only 16-chip axes
     std::uint64_t expected = 0;
@@ -257,10 +257,10 @@ BOOST_AUTO_TEST_CASE(adding_chips_adds_all_reduce_traffic_over_ici) {
         for (const auto& part : plan_collective(torus, chip, spec).parts)
           for (const auto& pass : part.passes) {
             const std::size_t p = pass.ring.size();
-            const std::uint32_t next = pass.ring[(pass.position + 1) % p], prev = pass.ring[(pass.position + p - 1) % p];
-            std::uint64_t hops = torus.route(chip, next).size();
-            if (pass.bidirectional) hops += torus.route(chip, prev).size();
-            expected += (p - 1) * pass.shard_bytes * hops;
+            const std::uint32_t neighbour[2] = {pass.ring[(pass.position + 1) % p], pass.ring[(pass.position + p - 1) % p]};
+            for (std::uint32_t dir = 0; dir < 2; ++dir)
+              for (std::uint32_t s = 0; s < pass.steps; ++s)
+                if (ring_sends(pass, dir, s)) expected += pass.shard_bytes * torus.route(chip, neighbour[dir]).size();
           }
     }
     BOOST_TEST(ici_bytes[topology] == expected, topology);
