@@ -546,7 +546,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
                                         : fmt::format("params[{}..{}]", buckets[k].first, buckets[k].last);
     const std::uint32_t update =
         em.vector(params_name + "/" + w.optimizer + "_update", Phase::Optimizer, p, opt.vpu_ops_per_param,
-                  p * (4 + 4 + 4ull * opt.state_f32_per_param), p * (4 + 4ull * opt.state_f32_per_param + (mixed ? 2 : 0)),
+                  p * (4 + 4 + 4ull * (opt.state_f32_per_param + opt.reread_f32_per_param)),
+                  p * (4 + 4ull * opt.state_f32_per_param + (mixed ? 2 : 0)),
                   {reduced[k]});
     if (!w.weight_update_sharding) continue;
     f32_collective(CollectiveKind::AllGather, Phase::Optimizer, params_name + "/all-gather", buckets[k].params, {update});

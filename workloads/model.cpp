@@ -178,9 +178,13 @@ double loss_vpu_ops(const std::string& loss) {
 
 OptimizerCost optimizer_cost(const std::string& optimizer) {
   // LARS (You et al. 2017, MLPerf ResNet-50's optimizer at large batch): momentum with weight
-  // decay plus each layer's weight and gradient norms for its trust ratio.
-  static const std::map<std::string, OptimizerCost> kCost = {
-      {"sgd", {2, 0}}, {"momentum", {4, 1}}, {"lars", {8, 1}}, {"adam", {14, 2}}, {"adamw", {16, 2}}, {"lamb", {20, 2}}};
+  // decay plus each layer's weight and gradient norms for its trust ratio, taken in a first pass
+  // over the weights and gradients. LAMB (You et al. 2019, MLPerf BERT's): Adam's update r plus
+  // weight decay, scaled by ||w|| / ||r||; r's norm needs all of r, so the update reads the
+  // weights and both moments again to apply it.
+  static const std::map<std::string, OptimizerCost> kCost = {{"sgd", {2, 0, 0}},   {"momentum", {4, 1, 0}},
+                                                             {"lars", {8, 1, 2}},  {"adam", {14, 2, 0}},
+                                                             {"adamw", {16, 2, 0}}, {"lamb", {20, 2, 3}}};
   return kCost.at(optimizer);
 }
 

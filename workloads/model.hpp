@@ -65,6 +65,10 @@ double loss_vpu_ops(const std::string& loss);  // forward and its gradient, fuse
 struct OptimizerCost {
   double vpu_ops_per_param = 0;
   std::uint32_t state_f32_per_param = 0;  // optimizer slots, fp32 each
+  // f32 values per parameter read a second time: a layer-wise trust ratio (LARS, LAMB) needs a
+  // norm over the whole layer before any weight can be updated, so the update is a second pass
+  // over the layer after the one that computes the norms.
+  std::uint32_t reread_f32_per_param = 0;
 };
 OptimizerCost optimizer_cost(const std::string& optimizer);
 
