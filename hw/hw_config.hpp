@@ -79,6 +79,7 @@ struct HbmConfig {
   bool posted_writes = true;                   // a write completes when its channel queue takes it
   double latency_ns = 100;                     // on-chip path to the controllers and back
   HbmTimingConfig timing;
+  std::string model = "calibrated";  // the registered memory model a chip's memory is built by (hw/memory.hpp)
 
   std::uint32_t burst_bytes() const { return channel_width_bits / 8 * burst_length; }
 };

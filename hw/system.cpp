@@ -7,11 +7,11 @@ namespace tpusim {
 Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
            const Program& program, Host& host, EventSink* sink)
     : sc_module(name),
-      hbm("hbm", hw.hbm_of(index), hw.chip.hbm_per_core ? hw.chip.cores : 1, index, sink),
       router("router", index, torus, torus.outgoing_links(index)),
       cores("core"),
       collective("collective", index, hw, torus, host.wakes, host.slot(index), sink),
       links("link"),
+      memory_(make_chip_memory(hw.hbm.model, "hbm", MemorySite{hw, index, sink})),
       id_(index) {
   cores.init(hw.chip.cores, [&](const char* nm, std::size_t c) {
     const CoreSite site{index, static_cast<std::uint32_t>(c)};
@@ -30,11 +30,11 @@ Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw
     return new IciLink(nm, hw.link_of(index, id.axis, id.positive), id, sink, info);
   });
   for (auto& core : cores) {
-    core.dma.hbm_socket.bind(hbm.socket);
+    core.dma.hbm_socket.bind(memory_->socket);
     core.collective_socket.bind(collective.socket);
   }
   collective.ici_socket.bind(router.in);
-  collective.hbm_socket.bind(hbm.socket);
+  collective.hbm_socket.bind(memory_->socket);
   collective.vpu_socket.bind(cores[0].vpu().socket);
   router.local.bind(collective.arrivals);
   for (std::size_t i = 0; i < links.size(); ++i) router.out[i].bind(links[i].in);

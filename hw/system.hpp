@@ -7,7 +7,7 @@
 
 #include "hw/collective.hpp"
 #include "hw/collective_unit.hpp"
-#include "hw/hbm.hpp"
+#include "hw/memory.hpp"
 #include "hw/host.hpp"
 #include "hw/ici.hpp"
 #include "hw/symmetry.hpp"
@@ -18,7 +18,6 @@ namespace tpusim {
 
 class Chip : public sc_core::sc_module {
  public:
-  Hbm hbm;
   IciRouter router;
   sc_core::sc_vector<TensorCore> cores;
   CollectiveUnit collective;
@@ -27,8 +26,12 @@ class Chip : public sc_core::sc_module {
   Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw, const Torus& torus,
        const Program& program, Host& host, EventSink* sink);
   std::uint32_t id() const { return id_; }  // in the whole slice
+  // The chip's memory, built by the model `hw.hbm.model` names (hw/memory.hpp).
+  ChipMemory& memory() { return *memory_; }
+  const ChipMemory& memory() const { return *memory_; }
 
  private:
+  std::unique_ptr<ChipMemory> memory_;
   std::uint32_t id_;
 };
 
@@ -44,9 +47,9 @@ class System : public sc_core::sc_module {
   const SimulatedSlice& simulated() const { return simulated_; }
   // The simulated chip with id `chip` in the whole slice; nullptr when a representative stands for it.
   const Chip* chip_by_id(std::uint32_t chip) const;
-  // Reports what units summed instead of reporting as they went (Hbm::flush_reports).
+  // Reports what units summed instead of reporting as they went (ChipMemory::flush_reports).
   void flush_reports() {
-    for (auto& chip : chips_) chip.hbm.flush_reports();
+    for (auto& chip : chips_) chip.memory().flush_reports();
   }
   const sc_core::sc_vector<Chip>& chips() const { return chips_; }
   sc_core::sc_vector<Chip>& chips() { return chips_; }

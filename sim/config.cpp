@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "hw/hbm_timing.hpp"
+#include "hw/memory.hpp"
 #include "hw/topology.hpp"
 #include "hw/units.hpp"
 #include "sim/errors.hpp"
@@ -406,6 +407,7 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   m.bank_queue_depth = get<std::uint32_t>(d, "hbm.bank_queue_depth");
   m.posted_writes = get<bool>(d, "hbm.posted_writes");
   m.latency_ns = get<double>(d, "hbm.latency_ns");
+  m.model = get<std::string>(d, "hbm.model");
   HbmTimingConfig& t = m.timing;
   for (auto [key, field] : {std::pair{"trcd_ns", &t.trcd_ns}, {"trp_ns", &t.trp_ns}, {"tras_ns", &t.tras_ns},
                             {"tcl_ns", &t.tcl_ns}, {"tcwl_ns", &t.tcwl_ns}, {"tccd_l_ns", &t.tccd_l_ns},
@@ -470,6 +472,14 @@ HwConfig build_hw(const json& d, const std::string& origin) {
          fmt::format("a {} slice needs {} ICI ports per chip; {} chips have {} (hw.ici.ports_per_chip)", topology,
                      2 * long_axes, hw.name, hw.ici.ports_per_chip));
   if (hw.hbm.capacity_bytes < hw.chip.cores) fail(origin, "hw.hbm.capacity_bytes", "less than one byte per core");
+  if (!memory_model_exists(hw.hbm.model)) {
+    std::vector<std::string> names;
+    for (const auto& entry : memory_models()) names.push_back(entry.first);
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    fail(origin, "hw.hbm.model",
+         fmt::format("expected a registered memory model ({}), got \"{}\"{}", list, hw.hbm.model, did_you_mean(hw.hbm.model, names)));
+  }
   for (std::size_t i = 0; i < hw.slow_chips.size(); ++i) {
     if (hw.slow_chips[i].chip >= hw.chip_count())
       fail(origin, fmt::format("hw.slow_chips[{}].chip", i),

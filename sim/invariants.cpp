@@ -118,11 +118,11 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
     dma_total += into_hbm;
     const CollectiveUnit::Counts& c = chip.collective.counts();
     into_hbm += c.hbm_bytes;
-    const std::uint64_t served = chip.hbm.bytes_read() + chip.hbm.bytes_written();
+    const std::uint64_t served = chip.memory().bytes_read() + chip.memory().bytes_written();
     hbm_total += served;
     if (served != into_hbm)
       v.add("HBM bytes", fmt::format("{}: HBM served {} bytes, its requesters (DMA engines, collective unit) sent {}",
-                                     chip.hbm.name(), served, into_hbm));
+                                     chip.memory().name(), served, into_hbm));
     sent += c.sent_bytes;
     sent_link += c.sent_link_bytes;
     arrived += c.arrived_bytes;

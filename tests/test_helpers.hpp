@@ -74,11 +74,12 @@ inline std::string without_coroutine_stack_warning(const std::string& err) {
   return kept;
 }
 
-// Runs `tpusim ARGS` (arguments already shell-quoted where needed), with `env` ("NAME=VALUE ...")
+// Runs `BINARY ARGS` (arguments already shell-quoted where needed), with `env` ("NAME=VALUE ...")
 // added to its environment, in the working directory `cwd` (empty: the test's own).
-inline CommandResult run_tpusim(const std::string& args, const std::string& env = "", const std::string& cwd = "") {
+inline CommandResult run_program(const std::string& binary, const std::string& args, const std::string& env = "",
+                                 const std::string& cwd = "") {
   TempDir capture;
-  const std::string command = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + env + " '" + TPUSIM_BINARY + "' " + args + " >'" + capture.path("out") +
+  const std::string command = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + env + " '" + binary + "' " + args + " >'" + capture.path("out") +
                               "' 2>'" + capture.path("err") + "' </dev/null";
   const int status = std::system(command.c_str());
   CommandResult r;
@@ -86,6 +87,10 @@ inline CommandResult run_tpusim(const std::string& args, const std::string& env 
   r.out = read_file(capture.path("out"));
   r.err = without_coroutine_stack_warning(read_file(capture.path("err")));
   return r;
+}
+
+inline CommandResult run_tpusim(const std::string& args, const std::string& env = "", const std::string& cwd = "") {
+  return run_program(TPUSIM_BINARY, args, env, cwd);
 }
 
 // Runs `tpusim ARGS` in the background; once `ready()` holds (polled every 20 ms, for at most

@@ -1,0 +1,629 @@
+// The tpusim command line.
+#include "sim/cli.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <tuple>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <system_error>
+#include <limits>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "sim/config.hpp"
+#include "sim/collective_cmd.hpp"
+#include "sim/errors.hpp"
+#include "sim/gemm.hpp"
+#include "sim/import_cmd.hpp"
+#include "sim/op_cmd.hpp"
+#include "sim/membench.hpp"
+#include "sim/names.hpp"
+#include "sim/interrupt.hpp"
+#include "sim/json_input.hpp"
+#include "sim/params.hpp"
+#include "sim/resources.hpp"
+#include "sim/run.hpp"
+#include "sim/sweep.hpp"
+#include "traces/trace_check.hpp"
+#include "traces/trace_file.hpp"
+
+namespace tpusim {
+namespace {
+
+// Digits only: an unsigned option would otherwise take -8 as 2^64 - 8.
+CLI::Validator whole_number_of(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& text) {
+        return text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos
+                   ? fmt::format("expected a whole number{}, got {}", what.empty() ? "" : " of " + what, text)
+                   : std::string();
+      },
+      "N");
+}
+
+// A byte count, with a unit or without ("1GiB", "64KiB", "4096"): rewritten to its digits.
+CLI::Validator byte_size() {
+  return CLI::Validator(
+      [](std::string& text) {
+        const auto bytes = parse_byte_size(text);
+        if (!bytes) return fmt::format("expected a whole number of bytes such as 4096, 64KiB or 1GiB, got {}", text);
+        text = std::to_string(*bytes);
+        return std::string();
+      },
+      "BYTES");
+}
+
+void add_config_options(CLI::App& cmd, ConfigRequest& request) {
+  cmd.add_option("--hw", request.hw, "Hardware preset (" + [] {
+    std::string names;
+    for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+    return names;
+  }() + ") or a hardware JSON file")->capture_default_str();
+  cmd.add_option("--topology", request.topology, "Slice shape in chips, e.g. 2x2, 4x4, 4x4x4 (default: the preset's)");
+  cmd.add_option("--set", request.sets, "Override a key: hw.<path>=VALUE or workload.<path>=VALUE (repeatable; see list-params)")
+      ->allow_extra_args(false);
+}
+
+int list_params(const std::string& hw_name, bool as_json) {
+  const nlohmann::json hw = load_hw_document(hw_name);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const auto& p : param_registry()) {
+    nlohmann::json def = p.default_value;
+    if (p.doc == "hw") {
+      std::string pointer = "/" + p.path;
+      std::replace(pointer.begin(), pointer.end(), '.', '/');
+      const auto ptr = nlohmann::json::json_pointer(pointer);
+      def = hw.contains(ptr) ? hw.at(ptr) : p.default_value;
+    }
+    nlohmann::ordered_json row = {{"key", p.doc + "." + p.path},
+                                  {"type", param_type_name(p.type)},
+                                  {"unit", p.unit},
+                                  {"default", def},
+                                  {"required", p.required && p.doc == "workload"},
+                                  {"description", p.description}};
+    if (!p.choices.empty()) row["choices"] = p.choices;
+    rows.push_back(row);
+  }
+  if (as_json) {
+    std::cout << rows.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("Keys of the hardware (defaults of --hw {}) and workload documents.\n"
+                           "Override any with --set KEY=VALUE.\n\n", hw_name);
+  for (const auto& r : rows) {
+    std::string def = r["required"].get<bool>() ? "(required)" : r["default"].dump();
+    if (def.size() > 40) def = def.substr(0, 37) + "...";
+    std::cout << fmt::format("{:<44} {:<10} {:<18} {}\n", r["key"].get<std::string>(), r["unit"].get<std::string>(),
+                             def, r["description"].get<std::string>());
+    if (r.contains("choices")) {
+      std::string c;
+      for (const auto& x : r["choices"]) c += (c.empty() ? "" : ", ") + x.get<std::string>();
+      std::cout << fmt::format("{:<74} one of: {}\n", "", c);
+    }
+  }
+  return 0;
+}
+
+// "--trace-chips": "all", or chips and inclusive ranges ("0-3,8"), each inside the slice.
+std::vector<std::pair<std::uint32_t, std::uint32_t>> parse_chip_list(const std::string& text, std::uint32_t chip_count) {
+  if (text == "all") return {};
+  const auto bad = [&](const std::string& why) {
+    return InputError(fmt::format("--trace-chips {}: {} (expected all, or chips and ranges such as 0-3,8 of chips 0-{})",
+                                  text, why, chip_count - 1));
+  };
+  if (text.back() == ',') throw bad("an empty item");  // getline would not yield it
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> ranges;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    const auto number = [&](const std::string& digits) {
+      if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+        throw bad(fmt::format("\"{}\" is not a chip or a range of chips", item));
+      return static_cast<std::uint32_t>(std::stoul(digits));
+    };
+    const std::size_t dash = item.find('-');
+    const std::uint32_t first = number(item.substr(0, dash));
+    const std::uint32_t last = dash == std::string::npos ? first : number(item.substr(dash + 1));
+    if (last < first) throw bad(fmt::format("range {} runs backwards", item));
+    if (last >= chip_count) throw bad(fmt::format("chip {} is outside the slice", last));
+    ranges.emplace_back(first, last);
+  }
+  if (ranges.empty()) throw bad("no chips");
+  return ranges;
+}
+
+// "--shape": dimensions separated by commas or x ("8192,4096", "8192x4096").
+std::vector<std::uint64_t> parse_shape(std::string text) {
+  const auto bad = InputError(fmt::format("op --shape {}: expected dimensions such as 8192,4096", text));
+  std::replace(text.begin(), text.end(), 'x', ',');
+  if (text.empty() || text.back() == ',') throw bad;  // getline would not yield a trailing empty item
+  std::vector<std::uint64_t> shape;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (item.empty() || item.size() > 12 || item.find_first_not_of("0123456789") != std::string::npos) throw bad;
+    shape.push_back(std::stoull(item));
+  }
+  return shape;
+}
+
+// An error is one line on stderr, whatever the input it quotes holds (a --topology ending in a
+// newline made two): control characters are shown escaped. A simulation error's own list of
+// findings ("\n  ...") keeps its lines.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' && i + 2 < text.size() && text[i + 1] == ' ' && text[i + 2] == ' ') out += '\n';
+    else if (c == '\n') out += "\\n";
+    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+// The command as typed, each argument quoted for a POSIX shell where it needs it.
+std::string command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                              "0123456789_-+=/.,:@%") == std::string::npos;
+    std::string quoted = "'";
+    for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    line += (i ? " " : "") + (plain ? arg : quoted);
+  }
+  return line;
+}
+
+int parse_and_run(int argc, char** argv) {
+  CLI::App app{"tpusim: a cycle-approximate simulator of data-parallel training on TPU slices"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", kVersion);
+
+  ConfigRequest run_request;
+  RunOptions run_options;
+  std::string trace_level = "ops";
+  auto* run = app.add_subcommand("run", "Simulate training steps of a workload and write summary, trace and config");
+  run->add_option("workload", run_request.workload_path, "Workload JSON file")->required();
+  add_config_options(*run, run_request);
+  run->add_option("-o,--out", run_options.out_dir, "Output directory (default: out/<workload name>)");
+  run->add_flag("--force", run_options.force, "Replace the output directory if it exists");
+  run->add_option("--trace", trace_level, "Trace detail: none, steps (a slice per step), ops (+ op engines, collectives, links) or tiles (+ every MXU, VPU and DMA transaction)")
+      ->check(CLI::IsMember({"none", "steps", "ops", "tiles"}))
+      ->capture_default_str();
+  std::string trace_units, trace_window, trace_chips;
+  run->add_option("--trace-chips", trace_chips,
+                  fmt::format("Only these chips' tracks, e.g. 0-3,8 or all (default: all on slices of up to {} chips, "
+                              "chips 0-{} of larger ones)", kDefaultTracedChips, kDefaultTracedChips - 1));
+  run->add_option("--trace-units", trace_units, "Only these kinds of track, comma-separated: op, collective, mxu, vpu, dma, ici, pcie, host, steps");
+  run->add_option("--trace-window", trace_window, "Only slices overlapping START:END, in microseconds of simulated time");
+  run->add_flag("--trace-gzip", run_options.trace_gzip, "Write trace.json.gz instead of trace.json");
+  const char* all_chips_help =
+      "Simulate every chip. By default a symmetric slice simulates one chip per class of symmetric chips, which "
+      "gives the same outputs (see docs/model.md) in a fraction of the time";
+  run->add_flag("--all-chips", run_options.all_chips, all_chips_help);
+  std::string run_max_memory, gemm_max_memory, coll_max_memory;
+  const char* max_memory_help = "Refuse to start when the estimated memory exceeds SIZE (e.g. 4G; default: this machine's memory)";
+  run->add_option("--max-memory", run_max_memory, max_memory_help);
+
+  std::string params_hw = "tpu_v2";
+  bool params_json = false;
+  auto* params = app.add_subcommand("list-params", "List every configuration key with unit, default and description");
+  params->add_option("--hw", params_hw, "Preset whose values are shown as hardware defaults")->capture_default_str();
+  params->add_flag("--json", params_json, "Print JSON");
+
+  ConfigRequest dump_request;
+  auto* dump = app.add_subcommand("dump-config", "Print the effective configuration (JSON) without simulating");
+  dump->add_option("workload", dump_request.workload_path, "Workload JSON file (optional)");
+  add_config_options(*dump, dump_request);
+
+  ConfigRequest gemm_request;
+  GemmRequest gemm;
+  std::string gemm_dtype = "bf16", gemm_precision = "default", gemm_array;
+  std::uint32_t gemm_mxus = 0;
+  bool gemm_json = false;
+  auto* gemm_cmd = app.add_subcommand("gemm", "One TensorCore runs one M x K @ K x N matmul with operands in HBM");
+  const CLI::Validator whole_number = whole_number_of("elements");
+  gemm_cmd->add_option("M", gemm.m, "Rows of the result (streamed through the MXU)")->required()->check(whole_number);
+  gemm_cmd->add_option("N", gemm.n, "Columns of the result")->required()->check(whole_number);
+  gemm_cmd->add_option("K", gemm.k, "Contracted dimension")->required()->check(whole_number);
+  gemm_cmd->add_option("--hw", gemm_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  gemm_cmd->add_option("--set", gemm_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+  gemm_cmd->add_option("--dtype", gemm_dtype, "Operand type")->check(CLI::IsMember({"bf16", "fp32", "int8", "fp8"}))->capture_default_str();
+  gemm_cmd->add_option("--precision", gemm_precision, "fp32 only: bf16 passes, default 1, high 3, highest 6")
+      ->check(CLI::IsMember({"default", "high", "highest"}))->capture_default_str();
+  gemm_cmd->add_option("--array", gemm_array, "Override the MXU shape, e.g. 128x128");
+  std::string gemm_block;
+  gemm_cmd->add_option("--block", gemm_block, "Force the vector-memory block BMxBKxBN (default: the largest that fits)");
+  gemm_cmd->add_option("--mxus", gemm_mxus, "Override the MXUs per core")->check(CLI::Range(1, 16));
+  gemm_cmd->add_option("--cores", gemm.cores, "TensorCores of the chip running the same matmul at once, sharing its HBM")->check(whole_number_of(""))
+      ->capture_default_str();
+  gemm_cmd->add_flag("--scalesim-compat", gemm.scalesim_compat,
+                     "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
+  gemm_cmd->add_flag("--compute-only", gemm.compute_only, "tpusim's MXU timing alone: no memory system, one block");
+  gemm_cmd->add_flag("--json", gemm_json, "Print one JSON object");
+  gemm_cmd->add_option("--max-memory", gemm_max_memory, max_memory_help);
+
+  ConfigRequest op_request;
+  VectorOpRequest vector_op;
+  std::string op_shape, op_dtype = "bf16", op_max_memory;
+  bool op_json = false;
+  auto* op_cmd = app.add_subcommand("op", "One TensorCore runs one vector op (elementwise, activation, softmax, normalization) on a tensor in HBM");
+  op_cmd->add_option("KIND", vector_op.kind, "The op")->required()->check(CLI::IsMember(vector_op_kinds()));
+  op_cmd->add_option("--shape", op_shape, "The input tensor's dimensions, e.g. 8192,4096 (each input's, for add and mul)")->required();
+  op_cmd->add_option("--dtype", op_dtype, "Element type in HBM (the vector unit computes in fp32)")
+      ->check(CLI::IsMember({"bf16", "fp32"}))->capture_default_str();
+  op_cmd->add_option("--hw", op_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  op_cmd->add_option("--set", op_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+  op_cmd->add_option("--cores", vector_op.cores, "TensorCores of the chip running the same op at once, sharing its HBM")->check(whole_number_of(""))
+      ->capture_default_str();
+  op_cmd->add_flag("--json", op_json, "Print one JSON object");
+  op_cmd->add_option("--max-memory", op_max_memory, max_memory_help);
+
+  ConfigRequest mem_request;
+  MembenchRequest mem;
+  std::string mem_pattern = "stream-read";
+  bool mem_json = false;
+  auto* mem_cmd = app.add_subcommand("membench", "Requesters read or write one chip's HBM; achieved bandwidth, latency, row hits");
+  mem_cmd->add_option("--hw", mem_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  mem_cmd->add_option("--set", mem_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+  mem_cmd->add_option("--pattern", mem_pattern, "stream-read, stream-write, copy (1 read : 1 write), triad (2 reads : 1 write), random (reads) or random-write")
+      ->check(CLI::IsMember({"stream-read", "stream-write", "copy", "triad", "random", "random-write"}))->capture_default_str();
+  mem_cmd->add_option("--bytes", mem.bytes, "Bytes moved in all, reads plus writes")->transform(byte_size())->capture_default_str();
+  mem_cmd->add_option("--request-bytes", mem.request_bytes, "Size of each request")->transform(byte_size())->capture_default_str();
+  mem_cmd->add_option("--requesters", mem.requesters, "Independent requesters (each its own stream)")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_option("--outstanding", mem.outstanding, "Requests each requester keeps in flight")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_option("--footprint-bytes", mem.footprint_bytes, "random, random-write: addresses are drawn from [0, footprint)")->transform(byte_size())->capture_default_str();
+  mem_cmd->add_option("--seed", mem.seed, "random, random-write: first requester's splitmix64 seed (the k-th uses seed + k)")->check(whole_number_of(""))->capture_default_str();
+  mem_cmd->add_flag("--json", mem_json, "Print one JSON object");
+
+  ConfigRequest coll_request;
+  CollectiveRequest coll;
+  std::string coll_op = "all-reduce", coll_algorithm = "torus_all_axes", coll_group = "all", coll_dtype = "f32";
+  bool coll_json = false;
+  auto* coll_cmd = app.add_subcommand("collective", "Simulate one collective over the chips of a slice (one rank per chip)");
+  coll_cmd->add_option("--op", coll_op, "Collective")->check(CLI::IsMember({"all-reduce", "reduce-scatter", "all-gather", "permute"}))
+      ->capture_default_str();
+  coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out)")->transform(byte_size())
+      ->required();
+  coll_cmd->add_option("--hw", coll_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  coll_cmd->add_option("--topology", coll_request.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
+  coll_cmd->add_option("--set", coll_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+  coll_cmd->add_option("--algorithm", coll_algorithm, "ring, bidir_ring, torus (axis by axis) or torus_all_axes")
+      ->check(CLI::IsMember({"ring", "bidir_ring", "torus", "torus_all_axes"}))->capture_default_str();
+  coll_cmd->add_option("--group", coll_group, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")
+      ->capture_default_str();
+  coll_cmd->add_option("--chunk-bytes", coll.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)")->transform(byte_size());
+  coll_cmd->add_option("--dtype", coll_dtype, "Element type of the reduction")->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  coll_cmd->add_option("--concurrent", coll.concurrent, "Identical collectives in flight at once, sharing the links")->check(whole_number_of(""))
+      ->capture_default_str();
+  coll_cmd->add_flag("--links", coll.list_links, "List every used link's utilization (with --json)");
+  coll_cmd->add_flag("--json", coll_json, "Print one JSON object");
+  coll_cmd->add_flag("--all-chips", coll.all_chips, all_chips_help);
+  coll_cmd->add_option("--max-memory", coll_max_memory, max_memory_help);
+
+  SweepRequest sweep;
+  std::vector<std::string> sweep_varies;
+  std::string sweep_hw = "tpu_v2", sweep_topology;
+  auto* sweep_cmd = app.add_subcommand("sweep", "Run a workload over the product of varied keys, in parallel, into one table and report");
+  sweep_cmd->add_option("workload", sweep.workload_path, "Workload JSON file")->required();
+  sweep_cmd->add_option("--vary", sweep_varies, "KEY=V1,V2,...: a workload.* or hw.* key and its values (repeatable; the first varies slowest)");
+  sweep_cmd->add_option("--hw", sweep_hw, "Hardware preset or file; several, comma-separated, vary it")->capture_default_str();
+  sweep_cmd->add_option("--topology", sweep_topology, "Slice shape; several, comma-separated, vary it");
+  sweep_cmd->add_option("--set", sweep.sets, "Fixed override for every point (repeatable)");
+  sweep_cmd->add_option("-o,--out", sweep.out_dir, "Output directory (default: out/sweep_<workload file name>)");
+  sweep.jobs = 0;
+  sweep_cmd->add_option("-j,--jobs", sweep.jobs, "Points run at once (default: the number of cores)")->check(whole_number_of(""));
+  sweep_cmd->add_flag("--resume", sweep.resume, "Keep the points an interrupted sweep into the same directory finished");
+  sweep_cmd->add_flag("--force", sweep.force, "Replace the output directory");
+  sweep_cmd->add_option("--max-memory", sweep.max_memory, "Refuse each point whose estimated memory exceeds SIZE (e.g. 4G)");
+  std::string sweep_shard;
+  sweep_cmd->add_option("--shard", sweep_shard, "K/N: run only the K-th of N shards of the points (join them with `tpusim merge`)");
+  std::vector<std::string> merge_dirs;
+  std::string merge_out;
+  bool merge_force = false;
+  auto* merge_cmd = app.add_subcommand("merge", "Join the output directories of the shards of one sweep into one sweep");
+  merge_cmd->add_option("dirs", merge_dirs, "Output directories of `tpusim sweep --shard K/N`")->required();
+  merge_cmd->add_option("-o,--out", merge_out, "Output directory of the joined sweep")->required();
+  merge_cmd->add_flag("--force", merge_force, "Replace the output directory");
+  sweep_cmd->add_option("--trace", sweep.trace, "Trace of each point: none, steps, ops or tiles")->check(CLI::IsMember({"none", "steps", "ops", "tiles"}))
+      ->capture_default_str();
+
+  std::string trace_file;
+  std::size_t summary_top = 20;
+  auto* check_cmd = app.add_subcommand("trace-check", "Validate a trace: fields, named tracks, nesting, flows, counters");
+  check_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
+  auto* summary_cmd = app.add_subcommand("trace-summary", "Print a trace's top ops and each track's busy time");
+  summary_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
+  summary_cmd->add_option("--top", summary_top, "How many ops to list")->check(whole_number_of(""))->capture_default_str();
+
+  ImportRequest import_request;
+  auto* import_cmd = app.add_subcommand("import", "Write a model another tool wrote (ONNX, Keras model JSON) as a tpusim workload file");
+  import_cmd->add_option("file", import_request.file, "The model: an .onnx file (torch.onnx.export) or Keras model JSON (model.to_json())")->required();
+  import_cmd->add_option("-o,--out", import_request.out, "Workload file to write")->required();
+  import_cmd->add_option("--per-replica-batch", import_request.per_replica_batch, "training.per_replica_batch of the workload")
+      ->check(whole_number_of("samples"))->capture_default_str();
+  import_cmd->add_flag("--force", import_request.force, "Replace the output file if an earlier tpusim import wrote it");
+
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      found = found || sub->get_name() == argv[1];
+    }
+    if (!found) {
+      std::cerr << fmt::format("tpusim: error: unknown command \"{}\" (expected one of: {}; see tpusim --help)\n",
+                               one_line(argv[1]), known);
+      return 2;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "tpusim: error: " << e.what() << " (see tpusim --help)\n";
+    return 2;
+  }
+
+  run_request.hw_given = run->get_option("--hw")->count() > 0;
+  dump_request.hw_given = dump->get_option("--hw")->count() > 0;
+  sweep.hw_given = sweep_cmd->get_option("--hw")->count() > 0;
+  coll_request.hw_given = coll_cmd->get_option("--hw")->count() > 0;
+  run_options.command_line = command_line(argc, argv);
+  try {
+    if (*params) return list_params(params_hw, params_json);
+    if (*check_cmd || *summary_cmd) {
+      check_input_file(trace_file, 0);
+      TraceFileBuf buf(trace_file);
+      if (!buf.good()) throw InputError(fmt::format("{}: cannot read the file", trace_file));
+      std::istream in(&buf);
+      nlohmann::json trace;
+      try {
+        trace = parse_bounded(in, trace_file);
+      } catch (const JsonTooDeep&) {
+        if (*check_cmd) {
+          std::cout << fmt::format("{}: invalid: nested deeper than {} levels\n", trace_file, kMaxJsonDepth);
+          return 1;
+        }
+        throw;
+      } catch (const nlohmann::json::exception& e) {  // syntax, or a number beyond a double
+        // A gzip stream that broke off: say that, not what the parser saw of it.
+        const std::string what = buf.error().empty() ? fmt::format("not JSON ({})", e.what())
+                                                     : fmt::format("a corrupt gzip file ({})", buf.error());
+        if (*check_cmd) {
+          std::cout << fmt::format("{}: invalid: {}\n", trace_file, what);
+          return 1;
+        }
+        throw InputError(fmt::format("{}: {}", trace_file, buf.error().empty() ? "malformed JSON" : what));
+      }
+      if (!buf.error().empty()) {  // the JSON ended before the damage (a bad checksum at the end)
+        if (*check_cmd) {
+          std::cout << fmt::format("{}: invalid: a corrupt gzip file ({})\n", trace_file, buf.error());
+          return 1;
+        }
+        throw InputError(fmt::format("{}: a corrupt gzip file ({})", trace_file, buf.error()));
+      }
+      const TraceCheck r = check_trace(trace);
+      if (*summary_cmd) {
+        // Any trace is summarised, but a summary of a broken one must say so.
+        if (r.problems.size() == 1 && r.events == 0 && r.problems[0].rfind("not a trace", 0) == 0)
+          throw InputError(fmt::format("{}: {}", trace_file, r.problems[0]));
+        if (!r.problems.empty())
+          std::cerr << fmt::format("tpusim: warning: {}: {} problem(s), e.g. {}; events of the wrong shape are left out "
+                                   "(tpusim trace-check names them all)\n",
+                                   trace_file, r.problems.size() == 50 ? "50 or more" : std::to_string(r.problems.size()),
+                                   one_line(r.problems[0]));
+        std::cout << summarize_trace(trace, summary_top);
+        return 0;
+      }
+      if (r.problems.empty()) {
+        std::cout << fmt::format("{}: valid: {} events, {} slices on {} tracks of {} processes\n", trace_file, r.events,
+                                 r.slices, r.tracks, r.processes);
+        return 0;
+      }
+      std::cout << fmt::format("{}: invalid: {} problem(s)\n", trace_file, r.problems.size());
+      for (const auto& p : r.problems) std::cout << "  " << p << "\n";
+      return 1;
+    }
+    if (*sweep_cmd) {
+      // --hw and --topology lists vary like any key; a single value is fixed.
+      auto list = [](const std::string& text) {
+        std::vector<std::string> out;
+        std::stringstream ss(text);
+        for (std::string v; std::getline(ss, v, ',');)
+          if (!v.empty()) out.push_back(v);
+        return out;
+      };
+      const auto hws = list(sweep_hw), topologies = list(sweep_topology);
+      if (hws.size() > 1) sweep.axes.push_back({"hw", hws});
+      if (topologies.size() > 1) sweep.axes.push_back({"topology", topologies});
+      for (const auto& v : sweep_varies) sweep.axes.push_back(parse_vary(v));
+      if (hws.size() == 1) sweep.fixed_hw = hws[0];
+      if (topologies.size() == 1) sweep.fixed_topology = topologies[0];
+      if (!sweep.max_memory.empty()) parse_memory_size(sweep.max_memory, "--max-memory");
+      if (sweep.jobs == 0) sweep.jobs = std::max(1u, std::thread::hardware_concurrency());
+      if (sweep.out_dir.empty()) sweep.out_dir = "out/sweep_" + std::filesystem::path(sweep.workload_path).stem().string();
+      if (!sweep_shard.empty()) std::tie(sweep.shard_index, sweep.shard_count) = parse_shard(sweep_shard);
+      sweep.self_exe = std::filesystem::read_symlink("/proc/self/exe").string();
+      install_interrupt_handlers();
+      const int failed = run_sweep(sweep);
+      if (interrupt_signal() != 0) return 128 + interrupt_signal();
+      return failed == 0 ? 0 : 1;
+    }
+    if (*merge_cmd) return merge_sweeps(merge_dirs, merge_out, merge_force) == 0 ? 0 : 1;
+    if (*coll_cmd) {
+      const Config config = load_config(coll_request);
+      coll.spec.kind = coll_op == "all-reduce"       ? CollectiveKind::AllReduce
+                       : coll_op == "reduce-scatter" ? CollectiveKind::ReduceScatter
+                       : coll_op == "permute"        ? CollectiveKind::Permute
+                                                     : CollectiveKind::AllGather;
+      coll.spec.algorithm = parse_collective_algorithm(coll_algorithm);
+      coll.spec.group_axes = parse_group(coll_group);
+      coll.named_axes = coll_group != "all";
+      coll.spec.dtype = coll_dtype == "bf16" ? DType::BF16 : DType::F32;
+      if (!coll_max_memory.empty()) coll.max_memory_bytes = parse_memory_size(coll_max_memory, "--max-memory");
+      const auto result = run_collective(config.hw, coll);
+      std::cout << (coll_json ? result.dump(2) + "\n" : format_collective(result));
+      return 0;
+    }
+    if (*mem_cmd) {
+      const Config config = load_config(mem_request);
+      mem.pattern = parse_mem_pattern(mem_pattern);
+      const auto result = run_membench(config.hw, mem);
+      std::cout << (mem_json ? result.dump(2) + "\n" : format_membench(result));
+      return 0;
+    }
+    if (*gemm_cmd) {
+      if (!gemm_array.empty()) {
+        const auto x = gemm_array.find('x');
+        if (x == std::string::npos) throw InputError(fmt::format("--array {}: expected ROWSxCOLS, e.g. 128x128", gemm_array));
+        gemm_request.sets.push_back("hw.core.mxu.rows=" + gemm_array.substr(0, x));
+        gemm_request.sets.push_back("hw.core.mxu.cols=" + gemm_array.substr(x + 1));
+      }
+      if (!gemm_block.empty()) {
+        unsigned long long bm = 0, bk = 0, bn = 0;
+        char tail = 0;
+        if (std::sscanf(gemm_block.c_str(), "%llux%llux%llu%c", &bm, &bk, &bn, &tail) != 3 || !bm || !bk || !bn)
+          throw InputError(fmt::format("--block {}: expected BMxBKxBN, e.g. 512x1024x1024", gemm_block));
+        gemm.block_m = bm;
+        gemm.block_k = bk;
+        gemm.block_n = bn;
+      }
+      if (gemm_mxus > 0) gemm_request.sets.push_back(fmt::format("hw.core.mxu.per_core={}", gemm_mxus));
+      const Config config = load_config(gemm_request);
+      gemm.dtype = gemm_dtype == "fp32" ? DType::F32 : gemm_dtype == "int8" ? DType::Int8 : gemm_dtype == "fp8" ? DType::Fp8 : DType::BF16;
+      if (gemm_precision != "default" && gemm.dtype != DType::F32)
+        throw InputError("--precision: only fp32 matmuls take several bf16 passes");
+      gemm.passes = gemm_precision == "default" ? 1 : gemm_precision == "high" ? 3 : 6;
+      if (!gemm_max_memory.empty()) gemm.max_memory_bytes = parse_memory_size(gemm_max_memory, "--max-memory");
+      const auto result = run_gemm(config.hw, gemm);
+      std::cout << (gemm_json ? result.dump(2) + "\n" : format_gemm(result));
+      return 0;
+    }
+    if (*op_cmd) {
+      vector_op.shape = parse_shape(op_shape);
+      const Config config = load_config(op_request);
+      vector_op.dtype = op_dtype == "fp32" ? DType::F32 : DType::BF16;
+      if (!op_max_memory.empty()) vector_op.max_memory_bytes = parse_memory_size(op_max_memory, "--max-memory");
+      const auto result = run_vector_op(config.hw, vector_op);
+      std::cout << (op_json ? result.dump(2) + "\n" : format_vector_op(result));
+      return 0;
+    }
+    if (*import_cmd) {
+      std::cout << run_import(import_request);
+      return 0;
+    }
+    if (*dump) {
+      const Config config = load_config(dump_request);
+      std::cout << effective_config(config).dump(2) << "\n";
+      return 0;
+    }
+    const Config config = load_config(run_request);
+    install_interrupt_handlers();
+    if (run_options.out_dir.empty()) run_options.out_dir = "out/" + config.workload.name;
+    if (!run_max_memory.empty()) run_options.max_memory_bytes = parse_memory_size(run_max_memory, "--max-memory");
+    run_options.trace.level = trace_level == "none"    ? TraceLevel::None
+                              : trace_level == "steps" ? TraceLevel::Steps
+                              : trace_level == "tiles" ? TraceLevel::Tiles
+                                                       : TraceLevel::Ops;
+    std::stringstream kinds(trace_units);
+    for (std::string k; std::getline(kinds, k, ',');) {
+      if (k.empty()) continue;
+      bool known = false;
+      for (auto kind : {UnitKind::Sequencer, UnitKind::Mxu, UnitKind::Vpu, UnitKind::Dma, UnitKind::IciLink, UnitKind::Pcie,
+                        UnitKind::Host, UnitKind::Collective, UnitKind::Steps})
+        if (k == unit_kind_name(kind)) {
+          run_options.trace.kinds.push_back(kind);
+          known = true;
+        }
+      if (!known) throw InputError(fmt::format("--trace-units {}: unknown kind \"{}\" (op, collective, mxu, vpu, dma, ici, pcie, host, steps)", trace_units, k));
+    }
+    if (!trace_window.empty()) {
+      double from = 0, to = 0;
+      char colon = 0;
+      std::stringstream w(trace_window);
+      if (!(w >> from >> colon >> to) || colon != ':' || from < 0 || to <= from || !w.eof())
+        throw InputError(fmt::format("--trace-window {}: expected START:END in microseconds, START < END", trace_window));
+      // Beyond 2^63 ps (106 days of simulated time) a bound means "no bound": converting it would overflow.
+      auto to_ps = [](double us) {
+        return us * 1e6 >= 9.2e18 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(us * 1e6);
+      };
+      run_options.trace.begin_ps = to_ps(from);
+      run_options.trace.end_ps = to_ps(to);
+    }
+    const std::uint32_t chip_count = static_cast<std::uint32_t>(config.hw.chip_count());
+    run_options.trace.chips = trace_chips.empty() ? default_traced_chips(chip_count) : parse_chip_list(trace_chips, chip_count);
+    run_options.trace_chips_given = !trace_chips.empty();
+    const auto summary = run_simulation(config, run_options);
+    std::cout << format_summary(summary);
+    const std::string trace_name = run_options.trace_gzip ? "trace.json.gz" : "trace.json";
+    auto if_written = [&](const std::string& name) {
+      return std::filesystem::exists(run_options.out_dir + "/" + name) ? ", " + name : std::string();
+    };
+    std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json, report.html{}{})\n",
+                             run_options.out_dir, if_written("timeline.json"), if_written(trace_name));
+    const nlohmann::ordered_json& simulation = summary.value("simulation", nlohmann::ordered_json::object());
+    if (simulation.value("mode", "") == "representatives")
+      std::cout << fmt::format("  simulated      {} of {} chips, each standing for {} symmetric ones (--all-chips for every chip)\n",
+                               simulation["chips_simulated"].get<std::uint64_t>(), chip_count,
+                               simulation["each_stands_for"].get<std::uint64_t>());
+    else if (!run_options.trace.chips.empty() && !if_written(trace_name).empty())
+      std::cout << fmt::format("  trace          chips {} of {} (--trace-chips all for every chip)\n",
+                               chip_list_string(run_options.trace.chips), chip_count);
+    // A signal that came after the last step interrupted nothing: the outputs are complete and
+    // say "ok", and so does the exit code.
+    if (const int sig = interrupt_signal(); sig != 0 && summary.value("status", "") == "interrupted") {
+      // The simulation's threads were abandoned mid-step, their stacks never unwind: leave
+      // without the exit-time teardown (and LeakSanitizer's count) that would walk them.
+      std::cout.flush();
+      std::cerr.flush();
+      std::_Exit(128 + sig);
+    }
+    return 0;
+  } catch (const InputError& e) {
+    std::cerr << "tpusim: error: " << one_line(e.what()) << "\n";
+    return 2;
+  } catch (const SimError& e) {
+    std::cerr << "tpusim: simulation error: " << one_line(e.what()) << "\n";
+    return 1;
+  } catch (const std::system_error& e) {  // the machine refused (a full disk): not tpusim's fault
+    std::cerr << "tpusim: error: " << one_line(e.what()) << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tpusim: internal error: " << one_line(e.what()) << "\n";
+    return 1;
+  }
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  // SystemC prints a banner on stdout when its kernel starts; results go to stdout.
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
+  const int code = parse_and_run(argc, argv);
+  // Results printed into a full disk or a closed pipe are lost: say so rather than exit 0.
+  errno = 0;
+  std::cout.flush();
+  if (!std::cout && code == 0) {
+    std::cerr << "tpusim: error: writing to standard output failed" << (errno ? std::string(": ") + std::strerror(errno) : "")
+              << "\n";
+    return 1;
+  }
+  return code;
+}
+
+}  // namespace tpusim

@@ -1,0 +1,69 @@
+// The chip's memory is a model chosen by name (hw/memory.hpp): the built-in calibrated and
+// datasheet HBM, or a user's own, registered by a program that then runs tpusim's command line
+// (tests/custom_memory_main.cpp, built as tpusim_custom_memory).
+#define BOOST_TEST_MODULE memory_model
+#include <boost/test/unit_test.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "test_helpers.hpp"
+
+using namespace tpusim::test;
+using json = nlohmann::json;
+
+namespace {
+
+// GPT-2 small at 2 sequences per v5e chip: over half of its step is memory-bound.
+const std::string kMemoryBoundRun = "run '" + source_path("workloads/examples/gpt2_small.json") +
+                                    "' --hw tpu_v5e --topology 2x2 --set workload.training.steps=2 "
+                                    "--set workload.training.per_replica_batch=2 --trace none";
+
+json summary_of(const std::string& binary, const TempDir& dir, const std::string& name, const std::string& extra) {
+  const CommandResult r = run_program(binary, kMemoryBoundRun + " " + extra + " -o '" + dir.path(name) + "'");
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, name + ": " + r.err);
+  return json::parse(read_file(dir.path(name + "/summary.json")));
+}
+
+}  // namespace
+
+// The user's model serves every access of the step: the same bytes cross it, its half-rate
+// single port stretches the memory-bound time, and what it reports reaches the statistics.
+BOOST_AUTO_TEST_CASE(a_users_memory_model_serves_the_whole_step) {
+  TempDir dir;
+  const json calibrated = summary_of(CUSTOM_MEMORY_BINARY, dir, "calibrated", "");
+  const json own = summary_of(CUSTOM_MEMORY_BINARY, dir, "own", "--set hw.hbm.model=one_port_half_rate");
+  const double memory_bound_s = calibrated["breakdown"]["memory_bound_s"].get<double>();
+  BOOST_REQUIRE(memory_bound_s > 0.4 * calibrated["step_time_s"].get<double>());
+  BOOST_TEST(own["traffic_per_step"]["hbm_bytes"] == calibrated["traffic_per_step"]["hbm_bytes"]);
+  BOOST_TEST(own["checks"]["hbm_bytes"] == calibrated["checks"]["hbm_bytes"]);
+  // Half the datasheet rate against the calibrated model's ~90% of it: the memory-bound part
+  // takes about 1.8 times as long.
+  BOOST_TEST(own["step_time_s"].get<double>() > calibrated["step_time_s"].get<double>() + 0.5 * memory_bound_s);
+  BOOST_TEST(own["utilization"]["hbm"].get<double>() > 0.5);
+  const json config = json::parse(read_file(dir.path("own/effective_config.json")));
+  BOOST_TEST(config["hw"]["hbm"]["model"] == "one_port_half_rate");
+}
+
+// The datasheet model is the calibrated one without DRAM timing: an upper bound on what the
+// memory can give, so the same step is faster but moves the same bytes.
+BOOST_AUTO_TEST_CASE(the_datasheet_model_bounds_the_calibrated_one) {
+  TempDir dir;
+  const json calibrated = summary_of(TPUSIM_BINARY, dir, "calibrated", "--set hw.hbm.model=calibrated");
+  const json datasheet = summary_of(TPUSIM_BINARY, dir, "datasheet", "--set hw.hbm.model=datasheet");
+  BOOST_TEST(datasheet["step_time_s"].get<double>() < calibrated["step_time_s"].get<double>());
+  BOOST_TEST(datasheet["breakdown"]["memory_bound_s"].get<double>() < calibrated["breakdown"]["memory_bound_s"].get<double>());
+  BOOST_TEST(datasheet["traffic_per_step"]["hbm_bytes"] == calibrated["traffic_per_step"]["hbm_bytes"]);
+}
+
+// A name no program registered is bad input: the field, the names there are, exit code 2.
+BOOST_AUTO_TEST_CASE(an_unknown_model_name_is_refused_with_the_registered_names) {
+  const CommandResult stock = run_tpusim("dump-config --hw tpu_v5e --set hw.hbm.model=datashet");
+  BOOST_TEST(stock.exit_code == 2);
+  BOOST_TEST(contains(stock.err, "hw.hbm.model"), stock.err);
+  BOOST_TEST(contains(stock.err, "(calibrated, datasheet)"), stock.err);
+  BOOST_TEST(contains(stock.err, "did you mean datasheet?"), stock.err);
+  const CommandResult own = run_program(CUSTOM_MEMORY_BINARY, "dump-config --hw tpu_v5e --set hw.hbm.model=one_port");
+  BOOST_TEST(own.exit_code == 2);
+  BOOST_TEST(contains(own.err, "(calibrated, datasheet, one_port_half_rate)"), own.err);
+  BOOST_TEST(run_program(CUSTOM_MEMORY_BINARY, "dump-config --hw tpu_v5e --set hw.hbm.model=one_port_half_rate").exit_code == 0);
+}
