@@ -644,3 +644,41 @@ BOOST_AUTO_TEST_CASE(concat_multiply_and_kept_pooled_axes_infer_and_lower) {
     return tpusim::test::contains(e.what(), "workload.model.layers[6].inputs: [1, 1, 13] does not broadcast to [8, 8, 14]");
   });
 }
+
+// A projection shortcut's batch norm feeds only the block's add: XLA's loop fusion takes it into
+// the add's fusion, which reads both convolutions' raw outputs, so it has no pass of its own
+// either way; its statistics come from its convolution's epilogue, and the fused backward writes
+// both branches' input gradients.
+BOOST_AUTO_TEST_CASE(a_shortcut_batch_norm_fuses_into_the_blocks_add) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/resnet50.json");
+  request.hw = "tpu_v5e";
+  request.sets = {"workload.training.per_replica_batch=8"};
+  const Config c = load_config(request);
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  const auto& ops = step.program.ops;
+  auto named = [&](const std::string& part, const std::string& suffix) -> const Op* {
+    for (const Op& o : ops)
+      if (o.name.find(part) != std::string::npos && o.name.size() >= suffix.size() &&
+          o.name.compare(o.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return &o;
+    return nullptr;
+  };
+  BOOST_TEST(named("conv2_block1_0_bn/fwd/batch_norm", "") == nullptr);
+  BOOST_TEST(named("conv2_block1_0_bn/bwd/batch_norm", "") == nullptr);
+  const Op* forward = named("conv2_block1_0_bn+", "/fwd");
+  if (!forward) forward = named("+conv2_block1_0_bn+", "/fwd");
+  BOOST_REQUIRE(forward != nullptr);
+  BOOST_TEST(forward->name.find("conv2_block1_add") != std::string::npos);
+  const std::uint64_t tensor_bytes = forward->vector.hbm_write_bytes;  // the block's output, written once
+  BOOST_TEST(forward->vector.hbm_read_bytes == 2 * tensor_bytes);     // both convolutions' outputs
+  const Op* shortcut_conv = named("conv2_block1_0_conv/fwd", "");
+  BOOST_REQUIRE(shortcut_conv != nullptr);
+  BOOST_TEST(shortcut_conv->matmul.epilogue_vpu_ops_per_element >= 3.0);  // the batch statistics
+  const Op* backward = named(forward->name.substr(0, forward->name.size() - 4), "/bwd");
+  BOOST_REQUIRE(backward != nullptr);
+  BOOST_TEST(backward->vector.hbm_write_bytes == 2 * tensor_bytes);
+  const Op* shortcut_dw = named("conv2_block1_0_conv/bwd/dW", "");
+  BOOST_REQUIRE(shortcut_dw != nullptr);
+  BOOST_TEST((std::find(shortcut_dw->deps.begin(), shortcut_dw->deps.end(), backward->id) != shortcut_dw->deps.end()));
+}

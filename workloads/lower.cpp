@@ -50,16 +50,16 @@ std::uint64_t saved_bytes(const StepEmitter& em, const Node& node) {
 }
 
 // A chain of elementwise layers as one pass: its external inputs read once, its output (and any
-// intermediate the backward pass keeps) written once. `stats_from_producer`: the first layer's
+// intermediate the backward pass keeps) written once. `stats_from_producer`: members whose
 // statistics come from the producing matmul's epilogue, not from a pass of their own.
 std::uint32_t fused_forward(StepEmitter& em, const std::vector<const Node*>& chain, std::vector<std::uint32_t> deps,
-                            bool stats_from_producer) {
+                            const std::set<const Node*>& stats_from_producer) {
   const std::uint64_t e = em.rows(elements(chain.back()->out));
   double ops = 0;
   std::uint64_t reads = e, writes = e;
   for (std::size_t i = 0; i < chain.size(); ++i) {
     const Node& node = *chain[i];
-    const FusedShare share = node.kind->fused_forward(node, e, i == 0 && stats_from_producer);
+    const FusedShare share = node.kind->fused_forward(node, e, stats_from_producer.count(&node) > 0);
     ops += share.vpu_ops;
     reads += share.read_elements;
     writes += share.write_elements;
@@ -75,8 +75,10 @@ std::uint32_t fused_forward(StepEmitter& em, const std::vector<const Node*>& cha
 // block and its shortcut): the pass adds them as it reads them, as XLA fuses the sum into the
 // chain's backward instead of writing it out first.
 // `after`: ops it waits for besides the gradient's parts (a recomputed segment).
+// `input_gradients`: the input gradients it writes, one per member that starts the chain or a
+// shortcut taken into it.
 std::uint32_t fused_backward(StepEmitter& em, const std::vector<const Node*>& chain, std::vector<std::uint32_t> dy,
-                             const std::vector<std::uint32_t>& after) {
+                             const std::vector<std::uint32_t>& after, std::uint64_t input_gradients) {
   const std::uint64_t e = em.rows(elements(chain.back()->out));
   const std::uint64_t gradient_parts = std::max<std::size_t>(1, dy.size());
   double ops = static_cast<double>(gradient_parts - 1);
@@ -87,7 +89,8 @@ std::uint32_t fused_backward(StepEmitter& em, const std::vector<const Node*>& ch
     reads += share.read_bytes;
   }
   dy.insert(dy.end(), after.begin(), after.end());
-  return em.vector(chain_name(chain) + "/bwd", Phase::Backward, e, ops, reads, e * em.act_bytes(), std::move(dy));
+  return em.vector(chain_name(chain) + "/bwd", Phase::Backward, e, ops, reads, input_gradients * e * em.act_bytes(),
+                   std::move(dy));
 }
 
 // Fully sharded data parallelism: the weights of each group of consecutive layers are
@@ -273,20 +276,35 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
 
   // Chains of elementwise layers, each layer feeding only the next, run fused as one pass. A layer
   // with several inputs (a residual add) continues the chain of whichever input can take it, as
-  // XLA fuses regardless of operand order.
+  // XLA fuses regardless of operand order, and takes in the chains of its other inputs that feed
+  // only it (a projection shortcut's batch norm): XLA's loop fusion fuses every elementwise
+  // producer whose one consumer it is, so the pass reads the shortcut's convolution output
+  // instead of a normalized copy written by a pass of its own.
   const std::size_t n = model.nodes.size();
   std::vector<std::size_t> chain_of(n, kModelInput);
   std::vector<std::vector<const Node*>> chains;
+  auto ends_a_chain_feeding_only = [&](std::size_t input, const Node& node) {
+    return input != kModelInput && chain_of[input] != kModelInput && model.nodes[input].consumers.size() == 1 &&
+           chains[chain_of[input]].back() == &model.nodes[input] && token_shards(model.nodes[input]) == token_shards(node);
+  };
   if (w.fusion)
     for (const Node& node : model.nodes) {
       if (!node.kind->elementwise()) continue;
-      const auto extends = std::find_if(node.inputs.begin(), node.inputs.end(), [&](std::size_t input) {
-        return input != kModelInput && chain_of[input] != kModelInput && model.nodes[input].consumers.size() == 1 &&
-               chains[chain_of[input]].back() == &model.nodes[input] && token_shards(model.nodes[input]) == token_shards(node);
-      });
+      const auto extends = std::find_if(node.inputs.begin(), node.inputs.end(),
+                                        [&](std::size_t input) { return ends_a_chain_feeding_only(input, node); });
       if (extends != node.inputs.end()) {
-        chain_of[node.index] = chain_of[*extends];
-        chains[chain_of[*extends]].push_back(&node);
+        const std::size_t into = chain_of[*extends];
+        for (auto side = std::next(extends); side != node.inputs.end(); ++side) {
+          if (!ends_a_chain_feeding_only(*side, node) || chain_of[*side] == into) continue;
+          std::vector<const Node*> taken = std::move(chains[chain_of[*side]]);
+          chains[chain_of[*side]].clear();
+          for (const Node* member : taken) {
+            chain_of[member->index] = into;
+            chains[into].push_back(member);
+          }
+        }
+        chain_of[node.index] = into;
+        chains[into].push_back(&node);
       } else {
         chain_of[node.index] = chains.size();
         chains.push_back({&node});
@@ -318,12 +336,19 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
           if (!inside.count(input)) deps.push_back(input == kModelInput ? input_op : at[input]);
         gathered_before(member->index, !recomputing, deps);
       }
-      const std::size_t producer = chain.front()->inputs[0];
-      const double producer_ops = chain.front()->kind->producer_epilogue_vpu_ops();
-      const bool stats_from_producer =
-          producer != kModelInput && model.nodes[producer].kind->matmul_epilogue() && producer_ops > 0;
-      if (stats_from_producer && (!recomputing || at[producer] >= first_new))
-        program.ops[at[producer]].matmul.epilogue_vpu_ops_per_element += producer_ops;
+      // Each member whose input comes from outside (the chain's first, a taken-in shortcut's)
+      // takes its statistics in the producing matmul's epilogue when it can.
+      std::set<const Node*> stats_from_producer;
+      for (const Node* member : chain) {
+        const std::size_t producer = member->inputs[0];
+        const double producer_ops = member->kind->producer_epilogue_vpu_ops();
+        if (producer == kModelInput || inside.count(producer) || !model.nodes[producer].kind->matmul_epilogue() ||
+            producer_ops <= 0)
+          continue;
+        stats_from_producer.insert(member);
+        if (!recomputing || at[producer] >= first_new)
+          program.ops[at[producer]].matmul.epilogue_vpu_ops_per_element += producer_ops;
+      }
       const std::uint32_t op = fused_forward(on(node), chain, deps, stats_from_producer);
       for (const Node* member : chain) at[member->index] = op;
       return;
@@ -465,9 +490,12 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       const auto& chain = chains[chain_of[i]];
       std::vector<std::uint32_t> after = recomputed;  // not parts of the gradient
       for (const Node* member : chain) gathered_before(member->index, false, after);
-      const std::uint32_t op = fused_backward(on(node), chain, deps, after);
       std::set<std::size_t> inside;
       for (const Node* member : chain) inside.insert(member->index);
+      std::uint64_t heads = 0;
+      for (const Node* member : chain)
+        heads += std::none_of(member->inputs.begin(), member->inputs.end(), [&](std::size_t in) { return inside.count(in) > 0; });
+      const std::uint32_t op = fused_backward(on(node), chain, deps, after, std::max<std::uint64_t>(1, heads));
       std::uint64_t trainable = 0;
       for (const Node* member : chain) {
         trainable += member->trainable;
