@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "hw/hbm.hpp"
+#include "hw/hbm_burst.hpp"
 
 namespace tpusim {
 
@@ -70,6 +71,12 @@ std::map<std::string, Entry>& registry() {
                       [](const char* n, const MemorySite& s) -> std::unique_ptr<ChipMemory> {
                         return std::make_unique<Hbm>(n, s, HbmRates::Datasheet);
                       }};
+    m["burst_group"] = {"every request through the burst-group DRAM model (what membench runs): the step's own row hits, "
+                        "bank conflicts, refresh and turnarounds, one request after another; slow, for single ops and "
+                        "small steps",
+                        [](const char* n, const MemorySite& s) -> std::unique_ptr<ChipMemory> {
+                          return std::make_unique<BurstGroupHbm>(n, s);
+                        }};
     return m;
   }();
   return models;

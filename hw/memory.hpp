@@ -1,7 +1,7 @@
 // The memory interface of a chip: what its requesters (the cores' DMA engines, the collective
 // unit) program against, and the registry that gives a chip its memory model by name
-// (`hw.hbm.model`), so the calibrated-rate HBM, the datasheet-rate one or a user's own SystemC
-// model plug in without touching the rest of the chip.
+// (`hw.hbm.model`), so the calibrated-rate HBM, the burst-group DRAM model, the datasheet-rate one
+// or a user's own SystemC model plug in without touching the rest of the chip.
 //
 // A request is a TLM-2.0 generic payload (read or write, address, length; no data) carrying a
 // UnitRequest (hw/sc_support.hpp): `bytes` (lengths beyond the payload's 32 bits), `run_bytes`

@@ -73,7 +73,7 @@ std::vector<ParamSpec> build() {
       hw("hbm.queue_depth", T::Int, "bursts", "Transaction queue of a channel's controller, in one-burst requests; a requester waits while it is full", 1, 1 << 20),
       hw("hbm.bank_queue_depth", T::Int, "bursts", "Per-bank command queue a transaction moves into when its bank has room; the scheduler picks among these (row hits first, then the oldest)", 1, 1 << 20),
       hw("hbm.posted_writes", T::Bool, "", "A write is acknowledged when its channel's queue takes it (a write buffer), not when its data is in the DRAM"),
-      hw("hbm.model", T::String, "", "The memory model a chip's memory is built by: calibrated (the rates the burst-group DRAM model achieves), datasheet (hbm.bw_gbps for every access) or one a program registered before reading the configuration (hw/memory.hpp)"),
+      hw("hbm.model", T::String, "", "The memory model a chip's memory is built by: calibrated (the rates the burst-group DRAM model achieves), burst_group (every request through that model; slow), datasheet (hbm.bw_gbps for every access) or one a program registered before reading the configuration (hw/memory.hpp)"),
       hw("hbm.latency_ns", T::Float, "ns", "On-chip path from a requester to the memory controllers and back (the DRAM timing comes on top)", 0, 1e6),
       hw("hbm.timing.trcd_ns", T::Float, "ns", "tRCD: ACT to column command", 0, 1e4),
       hw("hbm.timing.trp_ns", T::Float, "ns", "tRP: PRE to ACT", 0, 1e4),
