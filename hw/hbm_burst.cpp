@@ -41,7 +41,7 @@ void BurstGroupHbm::serve(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
     payload.set_response_status(tlm::TLM_OK_RESPONSE);
     return;
   }
-  tag_ = next_tag_++;
+  const std::uint64_t tag = next_tag_++;
   routed_.clear();
   const bool write = !payload.is_read();
   const std::uint64_t capacity = std::max<std::uint64_t>(1, config_.capacity_bytes);
@@ -54,7 +54,7 @@ void BurstGroupHbm::serve(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
     for (std::uint64_t offset = 0; offset < length; offset += job.run_bytes) {
       const std::uint64_t piece = std::min(job.run_bytes, length - offset);
       if (address + piece > capacity) address = 0;
-      dram_.split(tag_, address, piece, write, routed_);
+      dram_.split(tag, address, piece, write, routed_);
       address = (address + stride) % capacity;
     }
   } else {
@@ -62,7 +62,7 @@ void BurstGroupHbm::serve(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
     std::uint64_t address = payload.get_address() % capacity;
     for (std::uint64_t left = length; left > 0; address = 0) {
       const std::uint64_t part = std::min(left, capacity - address);
-      dram_.split(tag_, address, part, write, routed_);
+      dram_.split(tag, address, part, write, routed_);
       left -= part;
     }
   }
@@ -80,15 +80,17 @@ void BurstGroupHbm::serve(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
     dram_.run_until(next, done_);
     clock_ps_ = std::max(clock_ps_, next);
     for (const HbmGroupDone& d : done_)
-      if (d.tag == tag_) group_done(d.done_ps);
+      if (d.tag == tag) group_done(d.done_ps);
     for (std::uint32_t channel : dram_.take_freed_channels()) hand_over(channel, clock_ps_);
   }
-  job.served = {start, last_done_ps_};
+  // Writes all taken by their queues at once are acknowledged at `start`: their bytes still
+  // count, over a picosecond (their draining shows in the requests that queue behind them).
+  job.served = {start, std::max<Picos>(last_done_ps_, start + 1)};
   // Requests overlap in the DRAM (posted writes drain under the next reads): count each
   // picosecond of busy time once.
   const Picos busy_from = std::max(start, busy_until_ps_);
-  report_busy(job, job.served, length, std::max<Picos>(1, last_done_ps_ > busy_from ? last_done_ps_ - busy_from : 0));
-  busy_until_ps_ = std::max(busy_until_ps_, last_done_ps_);
+  report_busy(job, job.served, length, std::max<Picos>(1, job.served.end > busy_from ? job.served.end - busy_from : 0));
+  busy_until_ps_ = std::max(busy_until_ps_, job.served.end);
   delay = ps_time(last_done_ps_ + path_ps_ - now);
   payload.set_response_status(tlm::TLM_OK_RESPONSE);
 }

@@ -41,7 +41,6 @@ class BurstGroupHbm : public ChipMemory {
   Picos busy_until_ps_ = 0;  // the end of the last request served
   std::uint64_t next_tag_ = 0;
   // The request being served.
-  std::uint64_t tag_ = 0;
   std::size_t groups_left_ = 0;
   Picos last_done_ps_ = 0;
 };
