@@ -45,6 +45,10 @@ struct MatmulWork {
   // Elementwise work fused into the matmul's epilogue (bias, activation), VPU ops per output
   // element; it runs on the output tiles while the MXU streams the next ones.
   double epilogue_vpu_ops_per_element = 0;
+  // Elementwise work fused into the matmul's input (a batch norm's scale and shift and a ReLU
+  // between two convolutions), VPU ops per element of the LHS as read from HBM; it runs on each
+  // block as it arrives, beside the MXU.
+  double prologue_vpu_ops_per_lhs_element = 0;
   // Bytes per output element the epilogue reads besides the result (e.g. the saved activation
   // an activation gradient needs), fetched with the last K block of each output block.
   std::uint32_t epilogue_operand_bytes_per_element = 0;

@@ -418,9 +418,16 @@ void TensorCore::run_matmul(const Op& op) {
     block.load_bytes = mb.load_bytes;
     block.store_bytes = mb.store_bytes;
     block.compute = [this, &op, &mm, &mb, &plan = plan_for(mb), rows_per_cycle, useful_fraction](Picos start_ps) {
-      const Picos mxu_done = mxu_work(plan, rows_per_cycle,
-                                      useful_fraction * 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n),
-                                      &op.name, start_ps);
+      Picos mxu_done = mxu_work(plan, rows_per_cycle,
+                                useful_fraction * 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n), &op.name,
+                                start_ps);
+      if (mm.prologue_vpu_ops_per_lhs_element > 0) {
+        // The block's input is transformed as it streams in: the block is done when both are.
+        host_.wakes.wait_until(start_ps);
+        const auto lhs_elements = static_cast<std::uint64_t>(
+            static_cast<double>(mb.batch * mb.m * mb.k) * mm.lhs_read_fraction + 0.5);
+        mxu_done = std::max(mxu_done, vpu_ops(lhs_elements, mm.prologue_vpu_ops_per_lhs_element, &op.name));
+      }
       if (!mb.last_k || mm.epilogue_vpu_ops_per_element <= 0) return BlockTimes{mxu_done, mxu_done};
       // The vector unit is shared (vector ops, the collective unit's reductions): it is asked
       // when the epilogue can start, not ahead of time.

@@ -682,3 +682,43 @@ BOOST_AUTO_TEST_CASE(a_shortcut_batch_norm_fuses_into_the_blocks_add) {
   BOOST_REQUIRE(shortcut_dw != nullptr);
   BOOST_TEST((std::find(shortcut_dw->deps.begin(), shortcut_dw->deps.end(), backward->id) != shortcut_dw->deps.end()));
 }
+
+// Between a bottleneck block's convolutions the batch norm (statistics from the convolution
+// before) and ReLU ride into the next convolution's input: no pass of their own, the next
+// convolution's forward and weight gradient apply them, and their output is neither written nor
+// kept. Without fusion every one of those is a pass of its own.
+BOOST_AUTO_TEST_CASE(a_batch_norm_and_relu_between_convolutions_ride_into_the_next_ones_input) {
+  auto lower = [](const char* fusion) {
+    ConfigRequest request;
+    request.workload_path = tpusim::test::source_path("workloads/examples/resnet50_mlperf.json");
+    request.hw = "tpu_v4";
+    request.sets = {"workload.training.per_replica_batch=16", std::string("workload.training.fusion=") + fusion};
+    const Config c = load_config(request);
+    return lower_training_step(c.workload, c.hw);
+  };
+  const LoweredStep fused = lower("true");
+  auto find = [&](const LoweredStep& step, const std::string& name) -> const Op* {
+    for (const Op& o : step.program.ops)
+      if (o.name == name) return &o;
+    return nullptr;
+  };
+  const std::string chain = "conv2_block1_1_bn+conv2_block1_1_relu";
+  BOOST_TEST(find(fused, chain + "/fwd") == nullptr);
+  const Op* conv = find(fused, chain + "+conv2_block1_2_conv/fwd/conv");
+  BOOST_REQUIRE(conv != nullptr);
+  BOOST_TEST(conv->matmul.prologue_vpu_ops_per_lhs_element > 0.0);
+  const Op* dw = find(fused, chain + "+conv2_block1_2_conv/bwd/dW");
+  BOOST_REQUIRE(dw != nullptr);
+  BOOST_TEST(dw->matmul.prologue_vpu_ops_per_lhs_element == conv->matmul.prologue_vpu_ops_per_lhs_element);
+  // The statistics still come from the convolution before, and the chain's backward still runs.
+  const Op* producer = find(fused, "conv2_block1_1_conv/fwd/conv");
+  BOOST_REQUIRE(producer != nullptr);
+  BOOST_TEST(producer->matmul.epilogue_vpu_ops_per_element >= 3.0);
+  BOOST_TEST(find(fused, chain + "/bwd") != nullptr);
+  // The block's output feeds two layers (the next block and its shortcut): it is written.
+  BOOST_TEST(find(fused, "conv2_block1_3_bn+conv2_block1_0_bn+conv2_block1_add+conv2_block1_out/fwd") != nullptr);
+
+  const LoweredStep unfused = lower("false");
+  BOOST_TEST(find(unfused, "conv2_block1_2_conv/fwd/conv")->matmul.prologue_vpu_ops_per_lhs_element == 0.0);
+  BOOST_TEST(fused.memory.activations < unfused.memory.activations);
+}

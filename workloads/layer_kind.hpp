@@ -112,6 +112,14 @@ class LayerKind {
   // `stats_from_producer`: it leads the chain and its producer's epilogue computed its statistics.
   virtual FusedShare fused_forward(const Node&, std::uint64_t /*e*/, bool /*stats_from_producer*/) const { return {}; }
   virtual FusedShare fused_backward(const Node&, std::uint64_t /*e*/, std::uint32_t /*act_bytes*/) const { return {}; }
+  // In a fused chain its forward is pointwise: it reduces nothing over the tensor and writes
+  // nothing of its own (a batch norm whose statistics its producer's epilogue computed applies a
+  // per-channel scale and shift), so the chain can ride into a consumer's input.
+  virtual bool pointwise_in_chain(bool /*stats_from_producer*/) const { return false; }
+  // Its forward and weight-gradient matmuls take its input as their left operand and can apply a
+  // pointwise chain to it as it arrives (Cloud TPU: convolutions and matmuls support fusion into
+  // their inputs), so the chain writes no output of its own.
+  virtual bool input_prologue() const { return false; }
   // VPU ops per element a matmul producing its input can do for it in its epilogue (batch
   // normalization's statistics); 0: none.
   virtual double producer_epilogue_vpu_ops() const { return 0; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -42,9 +43,13 @@ bool kept_for_backward(const StepEmitter& em, const Node& node) {
 // Activations this node's backward keeps from the forward pass, bytes on this core: its output
 // when a consumer's gradient needs it, its gathered input, and what the kind keeps of its own.
 // The emitter's token shards are the node's.
-std::uint64_t saved_bytes(const StepEmitter& em, const Node& node) {
+// `applied_in_consumer`: the node ends a chain that rides into its consumer's input, so its
+// output is never written (the consumer applies the chain again to what the chain's first member
+// keeps).
+std::uint64_t saved_bytes(const StepEmitter& em, const Node& node, bool applied_in_consumer) {
   std::uint64_t bytes = node.kind->saved_own_bytes(em, node);
-  if (!node.kind->is_view() && kept_for_backward(em, node)) bytes += em.rows(elements(node.out)) * em.act_bytes();
+  if (!node.kind->is_view() && !applied_in_consumer && kept_for_backward(em, node))
+    bytes += em.rows(elements(node.out)) * em.act_bytes();
   if (gathers_input(em, node) && node.kind->keeps_input(node)) bytes += em.batch() * elements(node.in) * em.act_bytes();
   return bytes;
 }
@@ -311,6 +316,74 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       }
     }
   auto fused = [&](std::size_t i) { return chain_of[i] != kModelInput && chains[chain_of[i]].size() > 1; };
+  auto members_of = [](const std::vector<const Node*>& chain) {
+    std::set<std::size_t> inside;
+    for (const Node* member : chain) inside.insert(member->index);
+    return inside;
+  };
+  // Members whose input comes from outside the chain (its first, a taken-in shortcut's) and
+  // whose statistics the producing matmul's epilogue computes.
+  auto stats_from_producer_of = [&](const std::vector<const Node*>& chain) {
+    const std::set<std::size_t> inside = members_of(chain);
+    std::set<const Node*> members;
+    for (const Node* member : chain) {
+      const std::size_t producer = member->inputs[0];
+      if (producer != kModelInput && !inside.count(producer) && model.nodes[producer].kind->matmul_epilogue() &&
+          member->kind->producer_epilogue_vpu_ops() > 0)
+        members.insert(member);
+    }
+    return members;
+  };
+
+  // A chain of pointwise members with one input from outside, feeding only a convolution or a
+  // dense layer, rides into that layer's input (the Cloud TPU TensorFlow guide: convolutions and
+  // matmuls support fusion into their inputs): it writes nothing, and the layer's forward and
+  // weight-gradient matmuls apply it to the chain's input as it arrives, which the chain's first
+  // member keeps for its own backward anyway. Between the convolutions of a bottleneck block
+  // that removes the batch norm and ReLU's pass over HBM. prologue_ops: the VPU ops per element
+  // of a consumer's input.
+  std::vector<bool> rides_into_consumer(chains.size(), false);
+  std::vector<double> prologue_ops(n, 0.0);
+  if (w.fusion && !w.fsdp)
+    for (std::size_t c = 0; c < chains.size(); ++c) {
+      const auto& chain = chains[c];
+      if (chain.size() < 2 || chain.back()->consumers.size() != 1) continue;
+      const Node& last = *chain.back();
+      const Node& consumer = model.nodes[last.consumers[0]];
+      if (!consumer.kind->input_prologue() || consumer.inputs.size() != 1 ||
+          token_shards(consumer) != token_shards(last) || gathers_input(em, consumer))
+        continue;
+      const std::set<std::size_t> inside = members_of(chain);
+      std::set<std::size_t> outside;
+      for (const Node* member : chain)
+        for (auto input : member->inputs)
+          if (!inside.count(input)) outside.insert(input);
+      const Node& first = *chain.front();
+      if (outside.size() != 1 || *outside.begin() != first.inputs[0] || !first.kind->keeps_input(first)) continue;
+      const std::set<const Node*> stats = stats_from_producer_of(chain);
+      const bool pointwise = std::all_of(chain.begin(), chain.end(), [&](const Node* member) {
+        return member->kind->pointwise_in_chain(stats.count(member) > 0) &&
+               (member == &last || !kept_for_backward(em, *member));
+      });
+      if (!pointwise) continue;
+      rides_into_consumer[c] = true;
+      for (const Node* member : chain)
+        prologue_ops[consumer.index] += member->kind->fused_forward(*member, 0, stats.count(member) > 0).vpu_ops;
+    }
+  // Ends a chain that rides into its consumer's input.
+  auto rides = [&](std::size_t i) {
+    return fused(i) && rides_into_consumer[chain_of[i]] && chains[chain_of[i]].back()->index == i;
+  };
+  // Applies the chain riding into `node`'s input to the matmuls among `ops` (its forward's, its
+  // weight gradient's).
+  auto apply_prologue = [&](const Node& node, const std::vector<std::uint32_t>& ops) {
+    if (prologue_ops[node.index] <= 0) return;
+    for (std::uint32_t id : ops)
+      if (program.ops[id].kind == OpKind::Matmul) {
+        program.ops[id].matmul.prologue_vpu_ops_per_lhs_element += prologue_ops[node.index];
+        program.ops[id].name = chain_name(chains[chain_of[node.inputs[0]]]) + "+" + program.ops[id].name;
+      }
+  };
 
   // Forward, in layer order, each op after the ops that produce its inputs (`at`: the op after
   // which each layer's output exists). A chain is emitted at its last layer. `extra`: ops the
@@ -329,8 +402,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     if (fused(node.index)) {
       const auto& chain = chains[chain_of[node.index]];
       std::vector<std::uint32_t> deps = extra;
-      std::set<std::size_t> inside;
-      for (const Node* member : chain) inside.insert(member->index);
+      const std::set<std::size_t> inside = members_of(chain);
       for (const Node* member : chain) {
         for (auto input : member->inputs)
           if (!inside.count(input)) deps.push_back(input == kModelInput ? input_op : at[input]);
@@ -338,16 +410,15 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       }
       // Each member whose input comes from outside (the chain's first, a taken-in shortcut's)
       // takes its statistics in the producing matmul's epilogue when it can.
-      std::set<const Node*> stats_from_producer;
-      for (const Node* member : chain) {
+      const std::set<const Node*> stats_from_producer = stats_from_producer_of(chain);
+      for (const Node* member : stats_from_producer) {
         const std::size_t producer = member->inputs[0];
-        const double producer_ops = member->kind->producer_epilogue_vpu_ops();
-        if (producer == kModelInput || inside.count(producer) || !model.nodes[producer].kind->matmul_epilogue() ||
-            producer_ops <= 0)
-          continue;
-        stats_from_producer.insert(member);
         if (!recomputing || at[producer] >= first_new)
-          program.ops[at[producer]].matmul.epilogue_vpu_ops_per_element += producer_ops;
+          program.ops[at[producer]].matmul.epilogue_vpu_ops_per_element += member->kind->producer_epilogue_vpu_ops();
+      }
+      if (rides_into_consumer[chain_of[node.index]]) {  // no pass: the consumer applies it
+        for (const Node* member : chain) at[member->index] = at[chain.front()->inputs[0]];
+        return;
       }
       const std::uint32_t op = fused_forward(on(node), chain, deps, stats_from_producer);
       for (const Node* member : chain) at[member->index] = op;
@@ -355,12 +426,20 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     }
     std::vector<std::uint32_t> deps = extra;
     for (auto input : node.inputs) deps.push_back(input == kModelInput ? input_op : at[input]);
+    const auto first_op = static_cast<std::uint32_t>(program.ops.size());
+    auto emitted = [&] {
+      std::vector<std::uint32_t> ops(program.ops.size() - first_op);
+      std::iota(ops.begin(), ops.end(), first_op);
+      return ops;
+    };
     if (recomputing && keeps_weight_matmul_outputs(node)) {
       if (const auto op = node.kind->recompute_around_weight_matmuls(on(node), node, deps)) at[node.index] = *op;
+      apply_prologue(node, emitted());
       return;
     }
     gathered_before(node.index, !recomputing, deps);
     at[node.index] = node.kind->forward(on(node), node, deps);
+    apply_prologue(node, emitted());
   };
   for (const Node& node : model.nodes)
     if (!fused(node.index) || chains[chain_of[node.index]].back() == &node) emit_forward(node, fwd, {}, false, 0);
@@ -532,6 +611,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     gathered_before(node.index, false, deps);
     deps.insert(deps.end(), recomputed.begin(), recomputed.end());
     Backward r = node.kind->backward(on(node), node, deps, ctx);
+    apply_prologue(node, r.grads);
     for (std::size_t k = 0; k < node.inputs.size(); ++k) {
       const std::size_t input = node.inputs[k];
       if (input == kModelInput || !requires_grad[input]) continue;
@@ -600,12 +680,12 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica / update_share;
   mem.activations = b * sample_bytes;
   if (!w.remat) {
-    for (const Node& node : model.nodes) mem.activations += saved_bytes(on(node), node);
+    for (const Node& node : model.nodes) mem.activations += saved_bytes(on(node), node, rides(node.index));
   } else {  // the residual adds' outputs, and one segment's activations while it is recomputed
     std::uint64_t largest_segment = 0;
     for (const auto& segment : remat.segments) {
       std::uint64_t bytes = 0;
-      for (std::size_t i : segment) bytes += saved_bytes(on(model.nodes[i]), model.nodes[i]);
+      for (std::size_t i : segment) bytes += saved_bytes(on(model.nodes[i]), model.nodes[i], rides(i));
       largest_segment = std::max(largest_segment, bytes);
     }
     for (const Node& node : model.nodes) {

@@ -39,6 +39,7 @@ class Activation : public LayerKind {
     share.read_bytes = relu(node) ? e / 8 : e * act_bytes;  // relu's gradient needs only the sign
     return share;
   }
+  bool pointwise_in_chain(bool) const override { return true; }
   bool applies_activation() const override { return true; }
   bool keeps_input(const Node& node) const override { return !relu(node); }
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {

@@ -47,6 +47,7 @@ class MatmulLayerKind : public LayerKind {
   bool input_grad_epilogue() const override { return true; }
   bool applies_activation() const override { return true; }
   bool keeps_input(const Node&) const override { return true; }
+  bool input_prologue() const override { return true; }
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
     return node.spec.activation != "linear" ? out_elements(em, node) * em.act_bytes() : 0;
   }

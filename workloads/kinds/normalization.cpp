@@ -48,6 +48,7 @@ class Normalization : public LayerKind {
     share.read_bytes = e * act_bytes;  // the normalized input
     return share;
   }
+  bool pointwise_in_chain(bool stats_from_producer) const override { return over_batch_ && stats_from_producer; }
   bool keeps_input(const Node&) const override { return true; }
   // Sum, sum of squares and a count: the statistics of a batch norm as the producing matmul's
   // output tiles pass by.
