@@ -673,7 +673,9 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.remat_policy = policy == "minimal" ? RematPolicy::Minimal
                    : policy == "save_dot_except_mlpwi" ? RematPolicy::SaveDotExceptMlpIn : RematPolicy::Full;
   w.flash_attention = get<bool>(d, "training.flash_attention");
-  w.int8_matmuls = get<std::string>(d, "training.quantization") == "int8";
+  const std::string quantization = get<std::string>(d, "training.quantization");
+  w.int8_matmuls = quantization != "none";
+  w.int8_weight_gradients = quantization == "int8";
   if (w.fsdp && w.weight_update_sharding)
     fail(origin, "workload.training.fsdp", "fsdp shards the weights and their update already; set it or weight_update_sharding, not both");
   w.fusion = get<bool>(d, "training.fusion");

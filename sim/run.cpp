@@ -383,7 +383,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["per_replica_batch"] = step.per_replica_batch;
   summary["per_core_batch"] = step.per_core_batch;
   summary["precision"] = config.workload.precision == Precision::MixedBfloat16 ? "mixed_bfloat16" : "float32";
-  if (config.workload.int8_matmuls) summary["quantization"] = "int8";
+  if (config.workload.int8_matmuls) summary["quantization"] = config.workload.int8_weight_gradients ? "int8" : "int8_except_weight_gradients";
   summary["optimizer"] = config.workload.optimizer;
   summary["steps"] = config.workload.steps;
   summary["parameters"] = step.model.params();
@@ -759,7 +759,7 @@ std::string format_summary(const ojson& s) {
     }
     // MFU is against the bfloat16 peak, as MaxText counts it; int8 matmuls run at up to twice
     // that rate, so such a step can pass 100% without anything being wrong.
-    const bool int8 = s.value("quantization", "") == "int8";
+    const bool int8 = s.contains("quantization");
     t += fmt::format("  MFU            {}{}\n", pct(s["mfu"].get<double>()),
                      int8 ? " of the bfloat16 peak (int8 matmuls run at up to twice it)" : "");
     const ojson& b = s["breakdown"];

@@ -326,22 +326,29 @@ BOOST_AUTO_TEST_CASE(flash_attention_keeps_the_scores_on_chip) {
   BOOST_TEST(dense.memory.activations - flash.memory.activations == scores_kept - 12ull * flash.per_core_batch * 12 * 1024 * 4);
 }
 
-// Int8 (AQT): the dense layers' and projections' forward and input-gradient matmuls take int8
-// operands; weight gradients and the tied head stay in bfloat16. A chip without an int8 path
-// refuses it.
-BOOST_AUTO_TEST_CASE(int8_quantizes_forward_and_input_gradient_matmuls) {
-  const LoweredStep step = gpt2_on_v5p({"workload.training.quantization=int8"});
-  std::size_t int8 = 0;
-  for (const Op& op : step.program.ops) {
-    if (op.kind != OpKind::Matmul) continue;
-    const bool quantized = op.matmul.lhs == DType::Int8;
-    int8 += quantized ? 1 : 0;
-    BOOST_TEST(quantized == tpusim::test::contains(op.name, "+int8"), op.name);
-    // Attention's per-head products (batched) are not weight matmuls.
-    if (tpusim::test::contains(op.name, "/dW") || tpusim::test::contains(op.name, "lm_head") || op.matmul.batch > 1)
-      BOOST_TEST(!quantized, op.name);
-  }
-  BOOST_TEST(int8 == 12u * 4 * 2);  // QKV, out, MLP in and out; forward and input gradient
+// Int8 (AQT, as MaxText and PAX run it): the dense layers' and projections' forward, input-gradient
+// and weight-gradient matmuls take int8 operands; attention's per-head products and the tied head
+// stay in bfloat16; int8_except_weight_gradients keeps the weight gradients in bfloat16 too. A
+// chip without an int8 path refuses it.
+BOOST_AUTO_TEST_CASE(int8_quantizes_the_weight_matmuls) {
+  auto count_int8 = [](const std::string& quantization, bool weight_gradients) {
+    const LoweredStep step = gpt2_on_v5p({"workload.training.quantization=" + quantization});
+    std::size_t int8 = 0;
+    for (const Op& op : step.program.ops) {
+      if (op.kind != OpKind::Matmul) continue;
+      const bool quantized = op.matmul.lhs == DType::Int8;
+      int8 += quantized ? 1 : 0;
+      BOOST_TEST(quantized == tpusim::test::contains(op.name, "+int8"), op.name);
+      // Attention's per-head products (batched) are not weight matmuls.
+      if ((!weight_gradients && tpusim::test::contains(op.name, "/dW")) || tpusim::test::contains(op.name, "lm_head") ||
+          op.matmul.batch > 1)
+        BOOST_TEST(!quantized, op.name);
+    }
+    return int8;
+  };
+  // QKV, out, MLP in and out; forward, input gradient (and weight gradient)
+  BOOST_TEST(count_int8("int8", true) == 12u * 4 * 3);
+  BOOST_TEST(count_int8("int8_except_weight_gradients", false) == 12u * 4 * 2);
   ConfigRequest request;
   request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
   request.hw = "tpu_v3";

@@ -191,6 +191,12 @@ BOOST_AUTO_TEST_CASE(an_int8_step_says_its_mfu_is_against_the_bfloat16_peak) {
   BOOST_TEST(contains(int8->result.out, "of the bfloat16 peak (int8 matmuls run at up to twice it)"), int8->result.out);
   BOOST_TEST(!contains(bf16->result.out, "of the bfloat16 peak"));
   BOOST_TEST(int8->summary["mfu"].get<double>() > bf16->summary["mfu"].get<double>());
+  // With the weight gradients in bfloat16 the step is slower, and says so in its summary.
+  const auto partial = run_example(common + " --set workload.training.quantization=int8_except_weight_gradients", gpt2);
+  BOOST_TEST(partial->summary["quantization"] == "int8_except_weight_gradients");
+  BOOST_TEST(contains(partial->result.out, "of the bfloat16 peak (int8 matmuls run at up to twice it)"), partial->result.out);
+  BOOST_TEST(partial->summary["mfu"].get<double>() < int8->summary["mfu"].get<double>());
+  BOOST_TEST(partial->summary["mfu"].get<double>() > bf16->summary["mfu"].get<double>());
 }
 
 BOOST_AUTO_TEST_CASE(an_evaluation_every_few_steps_costs_its_forward_passes_and_host_time) {

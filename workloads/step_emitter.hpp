@@ -90,14 +90,17 @@ class StepEmitter {
 
   // Kernels: attention's scores kept in vector memory (flash), weight matmuls in int8 (AQT),
   // all-gathers decomposed into the matmuls that use them (collective matmul).
-  void set_kernels(bool flash_attention, bool int8_matmuls, bool collective_matmul) {
+  void set_kernels(bool flash_attention, bool int8_matmuls, bool int8_weight_gradients, bool collective_matmul) {
     flash_attention_ = flash_attention;
     int8_matmuls_ = int8_matmuls;
+    int8_weight_gradients_ = int8_matmuls && int8_weight_gradients;
     collective_matmul_ = collective_matmul;
   }
   bool flash_attention() const { return flash_attention_; }
   // The matmul `id` with its operands quantized to int8 when the step quantizes weight matmuls.
   std::uint32_t quantized(std::uint32_t id);
+  // A weight-gradient matmul `id`, in int8 when the step quantizes those too (AQT fully quantized).
+  std::uint32_t quantized_weight_gradient(std::uint32_t id) { return int8_weight_gradients_ ? quantized(id) : id; }
 
   // A bias gradient is the output gradient summed over rows. XLA computes it in the weight
   // gradient's fusion, which reads that gradient anyway (a multi-output fusion): vector work on
@@ -125,6 +128,7 @@ class StepEmitter {
   bool sequence_parallel_ = false;
   bool flash_attention_ = false;
   bool int8_matmuls_ = false;
+  bool int8_weight_gradients_ = false;
   bool collective_matmul_ = false;
 };
 

@@ -96,13 +96,14 @@ class Attention : public LayerKind {
     // the weight gradients (as XLA's latency-hiding scheduler orders them).
     const bool dx_first = s.model_shards > 1 && ctx.needs_dx;
     const auto out_weight_gradient = [&] {
-      return em.matmul(base + "/out/dW", Phase::Backward, a.local_d, a.tokens, a.d, DType::F32, dy);
+      return em.quantized_weight_gradient(em.matmul(base + "/out/dW", Phase::Backward, a.local_d, a.tokens, a.d, DType::F32, dy));
     };
     std::uint32_t dw_out = dx_first ? 0 : out_weight_gradient(), dw_qkv = 0;
     const std::uint32_t d_av = em.quantized(em.matmul(base + "/out/dX", Phase::Backward, a.tokens, a.d, a.local_d, act, dy));
     const std::vector<std::uint32_t> dqkv = em.flash_attention() ? flash_backward(em, a, base, d_av) : dense_backward(em, a, base, d_av);
     const auto qkv_weight_gradient = [&] {
-      return em.matmul(base + "/qkv/dW", Phase::Backward, a.d, a.tokens, 3 * a.local_d, DType::F32, dqkv);
+      return em.quantized_weight_gradient(
+          em.matmul(base + "/qkv/dW", Phase::Backward, a.d, a.tokens, 3 * a.local_d, DType::F32, dqkv));
     };
     if (!dx_first) dw_qkv = qkv_weight_gradient();
     Backward r;

@@ -66,7 +66,10 @@ class Dense : public MatmulLayerKind {
     // When a collective waits for the input's gradient, that gradient goes first so that the
     // collective runs under the weight gradient (as XLA's latency-hiding scheduler orders them).
     const bool dx_first = s.tensor_parallel == "column" && ctx.needs_dx;
-    const auto weight_gradient = [&] { return em.matmul(base + "/dW", Phase::Backward, d, tokens, s.units, DType::F32, dy); };
+    const auto weight_gradient = [&] {
+      const std::uint32_t mm = em.matmul(base + "/dW", Phase::Backward, d, tokens, s.units, DType::F32, dy);
+      return s.tied_weights ? mm : em.quantized_weight_gradient(mm);
+    };
     std::uint32_t dw = dx_first ? 0 : weight_gradient();
     if (ctx.needs_dx) {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
