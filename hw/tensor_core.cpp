@@ -418,22 +418,24 @@ void TensorCore::run_matmul(const Op& op) {
     block.load_bytes = mb.load_bytes;
     block.store_bytes = mb.store_bytes;
     block.compute = [this, &op, &mm, &mb, &plan = plan_for(mb), rows_per_cycle, useful_fraction](Picos start_ps) {
-      Picos mxu_done = mxu_work(plan, rows_per_cycle,
-                                useful_fraction * 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n), &op.name,
-                                start_ps);
+      const Picos mxu_done = mxu_work(plan, rows_per_cycle,
+                                      useful_fraction * 2.0 * static_cast<double>(mb.batch * mb.m * mb.k * mb.n),
+                                      &op.name, start_ps);
+      // The block's input is transformed as it streams in (a prologue): its products are done
+      // when both the MXU and that vector work are.
+      Picos products_done = mxu_done;
       if (mm.prologue_vpu_ops_per_lhs_element > 0) {
-        // The block's input is transformed as it streams in: the block is done when both are.
         host_.wakes.wait_until(start_ps);
         const auto lhs_elements = static_cast<std::uint64_t>(
             static_cast<double>(mb.batch * mb.m * mb.k) * mm.lhs_read_fraction + 0.5);
-        mxu_done = std::max(mxu_done, vpu_ops(lhs_elements, mm.prologue_vpu_ops_per_lhs_element, &op.name));
+        products_done = std::max(mxu_done, vpu_ops(lhs_elements, mm.prologue_vpu_ops_per_lhs_element, &op.name));
       }
-      if (!mb.last_k || mm.epilogue_vpu_ops_per_element <= 0) return BlockTimes{mxu_done, mxu_done};
+      if (!mb.last_k || mm.epilogue_vpu_ops_per_element <= 0) return BlockTimes{products_done, products_done};
       // The vector unit is shared (vector ops, the collective unit's reductions): it is asked
       // when the epilogue can start, not ahead of time.
-      host_.wakes.wait_until(mxu_done);
-      return BlockTimes{mxu_done,
-                        std::max(mxu_done, vpu_ops(mb.batch * mb.m * mb.n, mm.epilogue_vpu_ops_per_element, &op.name))};
+      host_.wakes.wait_until(products_done);
+      return BlockTimes{products_done, std::max(products_done, vpu_ops(mb.batch * mb.m * mb.n,
+                                                                        mm.epilogue_vpu_ops_per_element, &op.name))};
     };
     blocks.push_back(std::move(block));
   }

@@ -401,13 +401,6 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
                           bool recomputing, std::uint32_t first_new) {
     if (fused(node.index)) {
       const auto& chain = chains[chain_of[node.index]];
-      std::vector<std::uint32_t> deps = extra;
-      const std::set<std::size_t> inside = members_of(chain);
-      for (const Node* member : chain) {
-        for (auto input : member->inputs)
-          if (!inside.count(input)) deps.push_back(input == kModelInput ? input_op : at[input]);
-        gathered_before(member->index, !recomputing, deps);
-      }
       // Each member whose input comes from outside (the chain's first, a taken-in shortcut's)
       // takes its statistics in the producing matmul's epilogue when it can.
       const std::set<const Node*> stats_from_producer = stats_from_producer_of(chain);
@@ -419,6 +412,13 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       if (rides_into_consumer[chain_of[node.index]]) {  // no pass: the consumer applies it
         for (const Node* member : chain) at[member->index] = at[chain.front()->inputs[0]];
         return;
+      }
+      std::vector<std::uint32_t> deps = extra;
+      const std::set<std::size_t> inside = members_of(chain);
+      for (const Node* member : chain) {
+        for (auto input : member->inputs)
+          if (!inside.count(input)) deps.push_back(input == kModelInput ? input_op : at[input]);
+        gathered_before(member->index, !recomputing, deps);
       }
       const std::uint32_t op = fused_forward(on(node), chain, deps, stats_from_producer);
       for (const Node* member : chain) at[member->index] = op;
