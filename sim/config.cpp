@@ -666,6 +666,7 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.fsdp = get<bool>(d, "training.fsdp");
   w.remat = get<bool>(d, "training.remat");
   w.mesh_model_axes = get<std::string>(d, "training.mesh.model");
+  w.mesh_fsdp_axes = get<std::string>(d, "training.mesh.fsdp");
   w.sequence_parallel = get<bool>(d, "training.mesh.sequence_parallel");
   w.collective_matmul = get<bool>(d, "training.mesh.collective_matmul");
   w.remat_adds_per_segment = get<std::uint32_t>(d, "training.remat_adds_per_segment");
@@ -678,6 +679,8 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.int8_weight_gradients = quantization == "int8";
   if (w.fsdp && w.weight_update_sharding)
     fail(origin, "workload.training.fsdp", "fsdp shards the weights and their update already; set it or weight_update_sharding, not both");
+  if (!w.mesh_fsdp_axes.empty() && !w.fsdp)
+    fail(origin, "workload.training.mesh.fsdp", "names the axes fsdp shards the weights over; set training.fsdp too, or leave it empty");
   w.fusion = get<bool>(d, "training.fusion");
   w.eval_examples = get<std::uint64_t>(d, "training.eval.examples");
   w.eval_every_steps = get<double>(d, "training.eval.every_steps");

@@ -161,6 +161,71 @@ BOOST_AUTO_TEST_CASE(fsdp_ici_traffic_is_the_textbook_volume) {
   BOOST_TEST(std::abs(sent - chips * per_chip) <= chips * 3 * n * 4, sent << " bytes sent, " << chips * per_chip << " ideal");
 }
 
+// FSDP over some data axes, data parallelism over the rest (MaxText's ici_fsdp_parallelism beside
+// ici_data_parallelism): on a v5e 2x4 with FSDP over y, the weights are gathered over y's 4
+// chips only and held 1/4 per chip; each bucket's gradients are reduce-scattered over y and the
+// 1/4 shards all-reduced over x, then updated.
+BOOST_AUTO_TEST_CASE(fsdp_over_one_axis_gathers_over_it_and_all_reduces_the_shards_over_the_others) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::example_workload();
+  request.hw = "tpu_v5e";
+  request.topology = "2x4";
+  request.sets = {"workload.training.fsdp=true", "workload.training.mesh.fsdp=y", "workload.training.all_reduce.bucket_bytes=0",
+                  "workload.training.precision=mixed_bfloat16"};
+  const Config config = load_config(request);
+  const LoweredStep step = lower_training_step(config.workload, config.hw);
+  BOOST_TEST(step.replicas == 8u);
+  constexpr std::uint32_t x = 1u << 0, y = 1u << 1;
+  const std::uint64_t p = step.model.params(), trainable = step.model.trainable(), fsdp_share = 4;
+  std::uint64_t gathered = 0, scattered = 0, shard_reduced = 0;
+  std::size_t other = 0;
+  for (std::size_t i = 0; i < step.program.ops.size(); ++i) {
+    const Op& op = step.program.ops[i];
+    if (op.kind != OpKind::Collective) continue;
+    const std::uint32_t axes = op.collective.group_axes & 0x3;  // the slice's two axes
+    if (op.collective.kind == CollectiveKind::AllGather && axes == y) {
+      gathered += op.collective.bytes;
+    } else if (op.collective.kind == CollectiveKind::ReduceScatter && axes == y) {
+      scattered += op.collective.bytes;
+    } else if (op.collective.kind == CollectiveKind::AllReduce && axes == x) {
+      shard_reduced += op.collective.bytes;
+      const Op& before = step.program.ops[op.deps.at(0)];  // the scatter whose shard it sums
+      BOOST_TEST((before.kind == OpKind::Collective && before.collective.kind == CollectiveKind::ReduceScatter), op.name);
+    } else {
+      ++other;
+    }
+  }
+  BOOST_TEST(other == 0u);
+  BOOST_TEST(gathered == 2 * p * 2);
+  BOOST_TEST(scattered == trainable * 4);
+  // Each layer's shard, rounded up to whole parameters.
+  BOOST_TEST(shard_reduced >= trainable * 4 / fsdp_share);
+  BOOST_TEST(shard_reduced <= (trainable / fsdp_share + 2) * 4);
+  BOOST_TEST(step.memory.gradients == trainable * 4 / fsdp_share);
+  BOOST_TEST(step.memory.parameters == p * 4 / fsdp_share + p * 2);
+  request.sets.erase(request.sets.begin() + 1);  // FSDP over both axes
+  const Config all_axes = load_config(request);
+  const LoweredStep everywhere = lower_training_step(all_axes.workload, all_axes.hw);
+  BOOST_TEST(step.memory.optimizer_state == everywhere.memory.optimizer_state * 2);  // a 1/4 share, not 1/8
+}
+
+BOOST_AUTO_TEST_CASE(fsdp_axes_must_be_data_axes_of_an_fsdp_workload) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::example_workload();
+  request.hw = "tpu_v5e";
+  request.topology = "2x4";
+  request.sets = {"workload.training.mesh.fsdp=y"};
+  BOOST_TEST(tpusim::test::contains(tpusim::test::load_error(request), "workload.training.mesh.fsdp: names the axes fsdp shards"));
+  request.sets = {"workload.training.fsdp=true", "workload.training.mesh.fsdp=y", "workload.training.mesh.model=y"};
+  const Config config = load_config(request);
+  try {
+    lower_training_step(config.workload, config.hw);
+    BOOST_ERROR("a model axis taken for FSDP was accepted");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(tpusim::test::contains(e.what(), "workload.training.mesh.fsdp: \"y\": expected data axes"), e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(fsdp_and_weight_update_sharding_are_one_or_the_other) {
   ConfigRequest request;
   request.workload_path = tpusim::test::example_workload();

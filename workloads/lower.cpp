@@ -253,16 +253,20 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   const std::uint32_t input_op = em.add(std::move(infeed), {});
 
   // Collectives across the replicas (the data axes), with the workload's algorithm and chunking.
-  auto data_collective = [&](CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t bytes, DType dtype,
-                             std::vector<std::uint32_t> deps) {
+  auto collective_over = [&](std::uint32_t axes, CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t bytes,
+                             DType dtype, std::vector<std::uint32_t> deps) {
     CollectiveSpec spec;
     spec.kind = kind;
     spec.bytes = bytes;
     spec.dtype = dtype;
     spec.algorithm = w.all_reduce_algorithm;
-    spec.group_axes = mesh.data_axes;
+    spec.group_axes = axes;
     spec.chunk_bytes = w.all_reduce_chunk_bytes;
     return em.collective(name, phase, spec, std::move(deps));
+  };
+  auto data_collective = [&](CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t bytes, DType dtype,
+                             std::vector<std::uint32_t> deps) {
+    return collective_over(mesh.data_axes, kind, phase, name, bytes, dtype, std::move(deps));
   };
 
   // Sharded weights are gathered across the replicas in the compute type (XLA moves the cast to
@@ -271,7 +275,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   if (w.fsdp)
     gathers.emplace(model, w.all_reduce_bucket_bytes,
                     [&](const std::string& name, Phase phase, std::uint64_t params, std::vector<std::uint32_t> deps) {
-                      return data_collective(CollectiveKind::AllGather, phase, name, params * act_bytes, act, std::move(deps));
+                      return collective_over(mesh.fsdp_axes, CollectiveKind::AllGather, phase, name, params * act_bytes, act,
+                                             std::move(deps));
                     });
   auto gathered_before = [&](std::size_t node, bool forward, std::vector<std::uint32_t>& deps) {
     if (!gathers) return;
@@ -535,13 +540,22 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
                             const std::vector<std::uint32_t>& deps) {
     return data_collective(kind, phase, name, params * 4, DType::F32, deps);
   };
+  // FSDP over some of the data axes: each replica updates a share among the replicas across those
+  // axes, and the shards' gradients are then summed over the other data axes.
+  const std::uint64_t fsdp_replicas = w.fsdp ? out.replicas / mesh.data_parallel_size : 1;
+  const bool hybrid_fsdp = w.fsdp && mesh.data_parallel_size > 1;
   auto issue_all_reduce = [&](Bucket& bk, const std::vector<std::uint32_t>& deps) {
-    const char* what = sharded_update ? "reduce-scatter" : "all-reduce";
-    bk.all_reduce = f32_collective(sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
-                                   Phase::Gradients,
-                                   bk.first == bk.last ? fmt::format("{}/grad/{}", bk.first, what)
-                                                       : fmt::format("grads[{}..{}]/{}", bk.first, bk.last, what),
-                                   bk.params, deps);
+    const std::string grads = bk.first == bk.last ? fmt::format("{}/grad", bk.first) : fmt::format("grads[{}..{}]", bk.first, bk.last);
+    if (hybrid_fsdp) {
+      const std::uint32_t scattered = collective_over(mesh.fsdp_axes, CollectiveKind::ReduceScatter, Phase::Gradients,
+                                                      grads + "/reduce-scatter", bk.params * 4, DType::F32, deps);
+      const std::uint64_t shard = (bk.params + fsdp_replicas - 1) / fsdp_replicas;
+      bk.all_reduce = collective_over(mesh.data_axes & ~mesh.fsdp_axes, CollectiveKind::AllReduce, Phase::Gradients,
+                                      grads + "/shard/all-reduce", shard * 4, DType::F32, {scattered});
+      return;
+    }
+    bk.all_reduce = f32_collective(sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, Phase::Gradients,
+                                   grads + (sharded_update ? "/reduce-scatter" : "/all-reduce"), bk.params, deps);
   };
   for (std::size_t i = n; i-- > 0;) {
     const Node& node = model.nodes[i];
@@ -646,7 +660,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   for (const auto& bk : buckets) reduced.push_back(bk.all_reduce);
   // With weight-update sharding a replica updates only its share (rounded up: the last replica's
   // is no larger) and the updated f32 weights are all-gathered back into every replica.
-  const std::uint64_t update_share = sharded_update ? out.replicas : 1;
+  const std::uint64_t update_share = w.fsdp ? fsdp_replicas : sharded_update ? out.replicas : 1;
   for (std::size_t k = 0; k < buckets.size(); ++k) {
     const std::uint64_t p = (buckets[k].params + update_share - 1) / update_share;
     const std::string params_name = buckets[k].first == buckets[k].last
@@ -674,8 +688,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   mem.parameters = (params * 4 + (mixed ? trainable * 2 : 0)) / cores_per_replica;
   mem.gradients = trainable * 4 / cores_per_replica;
   if (w.fsdp) {  // a share of the f32 weights and gradients, and the groups gathered at a time
-    mem.parameters = (params * 4 / out.replicas + gathers->in_flight_params() * act_bytes) / cores_per_replica;
-    mem.gradients = trainable * 4 / out.replicas / cores_per_replica;
+    mem.parameters = (params * 4 / fsdp_replicas + gathers->in_flight_params() * act_bytes) / cores_per_replica;
+    mem.gradients = trainable * 4 / fsdp_replicas / cores_per_replica;
   }
   mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica / update_share;
   mem.activations = b * sample_bytes;

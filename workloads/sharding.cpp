@@ -1,6 +1,9 @@
 #include "workloads/sharding.hpp"
 
 #include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -9,24 +12,46 @@
 
 namespace tpusim {
 
-Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
-  Mesh mesh;
-  if (w.mesh_model_axes.empty() || w.mesh_model_axes == "none") return mesh;  // "none": a sweep's value for no model axis
-  const std::string path = "workload.training.mesh.model";
-  for (char c : w.mesh_model_axes) {
+namespace {
+
+// The torus axes named by letters ("yz") as a bit mask, and the chips along them.
+std::pair<std::uint32_t, std::uint32_t> axes_named(const std::string& path, const std::string& letters, const HwConfig& hw) {
+  std::uint32_t mask = 0, size = 1;
+  for (char c : letters) {
     const auto a = static_cast<std::uint32_t>(std::string("xyz").find(c));
     if (a >= hw.slice_dims.size())
-      throw std::invalid_argument(fmt::format("{}: \"{}\": expected letters of the {} slice {}'s torus axes, \"{}\"", path,
-                                              w.mesh_model_axes, hw.name, topology_string(hw.slice_dims),
+      throw std::invalid_argument(fmt::format("{}: \"{}\": expected letters of the {} slice {}'s torus axes, \"{}\"", path, letters,
+                                              hw.name, topology_string(hw.slice_dims),
                                               std::string("xyz").substr(0, hw.slice_dims.size())));
-    if (mesh.model_axes >> a & 1u) throw std::invalid_argument(fmt::format("{}: \"{}\" names an axis twice", path, w.mesh_model_axes));
-    mesh.model_axes |= 1u << a;
-    mesh.model_size *= hw.slice_dims[a];
+    if (mask >> a & 1u) throw std::invalid_argument(fmt::format("{}: \"{}\" names an axis twice", path, letters));
+    mask |= 1u << a;
+    size *= hw.slice_dims[a];
+  }
+  return {mask, size};
+}
+
+}  // namespace
+
+Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
+  Mesh mesh;
+  if (!w.mesh_model_axes.empty() && w.mesh_model_axes != "none") {  // "none": a sweep's value for no model axis
+    const std::string path = "workload.training.mesh.model";
+    std::tie(mesh.model_axes, mesh.model_size) = axes_named(path, w.mesh_model_axes, hw);
+    if (hw.chip.cores > 1 && !hw.chip.megacore)
+      throw std::invalid_argument(fmt::format("{}: tensor parallelism is modelled over chips of one replica each (v4, v5e, v5p, v6e); "
+                                              "a {} chip's {} cores are replicas of their own", path, hw.name, hw.chip.cores));
   }
   mesh.data_axes = 0x7 & ~mesh.model_axes;
-  if (hw.chip.cores > 1 && !hw.chip.megacore)
-    throw std::invalid_argument(fmt::format("{}: tensor parallelism is modelled over chips of one replica each (v4, v5e, v5p, v6e); "
-                                            "a {} chip's {} cores are replicas of their own", path, hw.name, hw.chip.cores));
+  mesh.fsdp_axes = mesh.data_axes;
+  if (!w.mesh_fsdp_axes.empty()) {
+    const std::string path = "workload.training.mesh.fsdp";
+    mesh.fsdp_axes = axes_named(path, w.mesh_fsdp_axes, hw).first;
+    if (mesh.fsdp_axes & mesh.model_axes)
+      throw std::invalid_argument(fmt::format("{}: \"{}\": expected data axes; training.mesh.model \"{}\" takes {}", path,
+                                              w.mesh_fsdp_axes, w.mesh_model_axes, w.mesh_model_axes.size() > 1 ? "them" : "it"));
+    for (std::size_t a = 0; a < hw.slice_dims.size(); ++a)
+      if ((mesh.data_axes & ~mesh.fsdp_axes) >> a & 1u) mesh.data_parallel_size *= hw.slice_dims[a];
+  }
   return mesh;
 }
 

@@ -16,10 +16,12 @@ struct Mesh {
   std::uint32_t data_axes = 0x7;   // bit a: torus axis a carries data replicas
   std::uint32_t model_axes = 0;    // bit a: torus axis a splits the model
   std::uint32_t model_size = 1;    // chips along the model axes
+  std::uint32_t fsdp_axes = 0x7;   // bit a: FSDP shards the weights over torus axis a (of the data axes)
+  std::uint32_t data_parallel_size = 1;  // chips along the data axes outside fsdp_axes
 };
 
-// Throws std::invalid_argument naming workload.training.mesh.model for axes the slice lacks or
-// a split the chip cannot take.
+// Throws std::invalid_argument naming workload.training.mesh.model (or .fsdp) for axes the slice
+// lacks, FSDP axes that are not data axes, or a split the chip cannot take.
 Mesh resolve_mesh(const Workload& workload, const HwConfig& hw);
 
 // The dense layer a dense layer's output reaches through single-input elementwise layers, each

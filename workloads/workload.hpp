@@ -73,6 +73,9 @@ struct Workload {
   // Reduce-scatter the gradients, update a 1/replicas share, all-gather the weights.
   bool weight_update_sharding = false;
   std::string mesh_model_axes;      // torus axes ("x", "yz") the model axis spans; the rest carry data
+  // With fsdp: the data axes the weights are sharded over; the others hold data-parallel replicas
+  // of those shards (MaxText's ici_fsdp_parallelism beside ici_data_parallelism). Empty: all.
+  std::string mesh_fsdp_axes;
   // The replicated layers between the split ones run on 1/model-axis of the tokens, all-gathers
   // and reduce-scatters in place of the all-reduces (Megatron-LM's sequence parallelism).
   bool sequence_parallel = false;
