@@ -10,7 +10,8 @@
 namespace tpusim {
 
 MatmulTiling tile_matmul(const MatmulWork& mm, const MxuConfig& mxu, std::uint64_t budget) {
-  const std::uint64_t lhs_b = dtype_bytes(mm.lhs), rhs_b = dtype_bytes(mm.rhs), out_b = dtype_bytes(mm.out);
+  const std::uint64_t lhs_b = mm.lhs_stored_bytes > 0 ? mm.lhs_stored_bytes : dtype_bytes(mm.lhs), rhs_b = dtype_bytes(mm.rhs),
+                      out_b = dtype_bytes(mm.out);
   MatmulTiling t;
   if (mm.batch > 1) {
     // Small batched products (attention heads) go several to a block when a whole product fits.

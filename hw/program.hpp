@@ -49,6 +49,10 @@ struct MatmulWork {
   // between two convolutions), VPU ops per element of the LHS as read from HBM; it runs on each
   // block as it arrives, beside the MXU.
   double prologue_vpu_ops_per_lhs_element = 0;
+  // Bytes per element of the LHS as held in HBM when the MXU multiplies another type: an int8
+  // LHS quantized from bfloat16 on the way in (by the prologue) is read at 2 bytes. 0: as
+  // multiplied.
+  std::uint32_t lhs_stored_bytes = 0;
   // Bytes per output element the epilogue reads besides the result (e.g. the saved activation
   // an activation gradient needs), fetched with the last K block of each output block.
   std::uint32_t epilogue_operand_bytes_per_element = 0;

@@ -404,6 +404,17 @@ BOOST_AUTO_TEST_CASE(int8_quantizes_the_weight_matmuls) {
       const bool quantized = op.matmul.lhs == DType::Int8;
       int8 += quantized ? 1 : 0;
       BOOST_TEST(quantized == tpusim::test::contains(op.name, "+int8"), op.name);
+      if (quantized) {  // AQT's scales pass first, which writes the right operand in int8
+        BOOST_REQUIRE(op.deps.size() == 1u);
+        const Op& pass = step.program.ops[op.deps[0]];
+        const MatmulWork& mm = op.matmul;
+        BOOST_TEST((pass.kind == OpKind::Vector), pass.name);
+        BOOST_TEST(pass.name == op.name.substr(0, op.name.find("+int8")) + "/int8_scales");
+        BOOST_TEST(pass.vector.hbm_read_bytes == (mm.m * mm.k + 2 * mm.k * mm.n) * 2);
+        BOOST_TEST(pass.vector.hbm_write_bytes == mm.k * mm.n + 4 * (mm.m + mm.n));
+        BOOST_TEST(mm.lhs_stored_bytes == 2u);  // the left operand read as bfloat16, quantized on the way in
+        BOOST_TEST(mm.prologue_vpu_ops_per_lhs_element >= 5.0);
+      }
       // Attention's per-head products (batched) are not weight matmuls.
       if ((!weight_gradients && tpusim::test::contains(op.name, "/dW")) || tpusim::test::contains(op.name, "lm_head") ||
           op.matmul.batch > 1)

@@ -1,6 +1,7 @@
 #include "workloads/step_emitter.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -81,18 +82,49 @@ std::uint32_t StepEmitter::gathered_matmul(const std::string& name, Phase phase,
       shift.bytes = rows * k * act_bytes_;
       arrived = collective(fmt::format("{}/input/shift{}", name, i + 1), phase, shift, i == 0 ? deps : std::vector<std::uint32_t>{arrived});
     }
-    piece = quantized(matmul(fmt::format("{}/part{}", name, i), phase, rows, k, n, out, std::move(piece_deps), epilogue_ops));
+    piece = quantized(matmul(fmt::format("{}/part{}", name, i), phase, rows, k, n, out, std::move(piece_deps), epilogue_ops),
+                      GradientOperand::None, /*rhs_quantized=*/i > 0);
   }
   return piece;
 }
 
-std::uint32_t StepEmitter::quantized(std::uint32_t id) {
+namespace {
+
+// VPU ops per element of AQT's int8 training (aqt/jax/v2), counted from its jnp operations: the
+// scale's absolute maximum (abs, max); quantizing (multiply by the inverse scale, round, clip at
+// both ends, convert); stochastic rounding's uniform noise (bits to a float in [0, 1): shift and
+// or, subtract; then the add) from the hardware generator MaxText selects (unsafe_rbg); and
+// dequantizing the int32 result (convert, multiply by the row's and the column's scales).
+constexpr double kAbsMaxOps = 2, kQuantizeOps = 5, kStochasticRoundingOps = 3, kDequantizeOps = 3;
+
+}  // namespace
+
+std::uint32_t StepEmitter::quantized(std::uint32_t id, GradientOperand gradient, bool rhs_quantized) {
   if (!int8_matmuls_) return id;
-  Op& op = program_.ops[id];
-  op.matmul.lhs = op.matmul.rhs = DType::Int8;
-  op.matmul.passes = 1;
+  if (id + 1 != program_.ops.size()) throw std::logic_error("StepEmitter::quantized: the matmul must be the last op emitted");
+  Op op = std::move(program_.ops.back());
+  program_.ops.pop_back();
+  MatmulWork& mm = op.matmul;
+  const std::uint32_t stored_bytes = dtype_bytes(mm.lhs);
+  const auto lhs_elements = static_cast<std::uint64_t>(static_cast<double>(mm.batch * mm.m * mm.k) * mm.lhs_read_fraction + 0.5);
+  const std::uint64_t rhs_elements = rhs_quantized ? 0 : mm.batch * mm.k * mm.n;
+  const double rhs_ops = kAbsMaxOps + kQuantizeOps + (gradient == GradientOperand::Rhs ? kStochasticRoundingOps : 0);
+  VectorWork pass;
+  pass.elements = lhs_elements + rhs_elements;
+  pass.vpu_ops_per_element =
+      pass.elements == 0 ? 0
+                         : (static_cast<double>(lhs_elements) * kAbsMaxOps + static_cast<double>(rhs_elements) * rhs_ops) /
+                               static_cast<double>(pass.elements);
+  pass.hbm_read_bytes = (lhs_elements + 2 * rhs_elements) * stored_bytes;  // the RHS twice: its scales, then its values
+  pass.hbm_write_bytes = rhs_elements + 4 * mm.batch * (mm.m + (rhs_quantized ? 0 : mm.n));
+  const std::uint32_t scaled = vector(op.name + "/int8_scales", op.phase, pass, std::move(op.deps));
+  mm.lhs = mm.rhs = DType::Int8;
+  mm.passes = 1;
+  mm.lhs_stored_bytes = stored_bytes;
+  mm.prologue_vpu_ops_per_lhs_element += kQuantizeOps + (gradient == GradientOperand::Lhs ? kStochasticRoundingOps : 0);
+  mm.epilogue_vpu_ops_per_element += kDequantizeOps;
   op.name += "+int8";
-  return id;
+  return add(std::move(op), {scaled});
 }
 
 std::uint32_t StepEmitter::vector(const std::string& name, Phase phase, VectorWork work, std::vector<std::uint32_t> deps) {

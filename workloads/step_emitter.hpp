@@ -97,10 +97,24 @@ class StepEmitter {
     collective_matmul_ = collective_matmul;
   }
   bool flash_attention() const { return flash_attention_; }
-  // The matmul `id` with its operands quantized to int8 when the step quantizes weight matmuls.
-  std::uint32_t quantized(std::uint32_t id);
-  // A weight-gradient matmul `id`, in int8 when the step quantizes those too (AQT fully quantized).
-  std::uint32_t quantized_weight_gradient(std::uint32_t id) { return int8_weight_gradients_ ? quantized(id) : id; }
+  // The matmul `id`, the last op emitted, with its operands quantized to int8 when the step
+  // quantizes weight matmuls, as AQT does it. Each operand is scaled by the absolute maximum over
+  // the contracted axis (per row of the LHS, per column of the RHS). The RHS, which every row
+  // block reuses, is quantized once into HBM by a pass that reads it for its scales and again
+  // for its values, the same pass finding the LHS's scales; the matmul then reads the LHS as
+  // stored and quantizes each block as it arrives (a prologue: scale, round, clip, convert),
+  // and multiplies the int32 products by both scales in its epilogue. A gradient operand is
+  // rounded stochastically. The matmul's id changes (the pass comes first in program order).
+  // `rhs_quantized`: an earlier piece of the same product quantized the RHS already.
+  enum class GradientOperand { None, Lhs, Rhs };
+  std::uint32_t quantized(std::uint32_t id, GradientOperand gradient = GradientOperand::None, bool rhs_quantized = false);
+  // An input-gradient matmul `id` (the output's gradient times the weights), quantized.
+  std::uint32_t quantized_input_gradient(std::uint32_t id) { return quantized(id, GradientOperand::Lhs); }
+  // A weight-gradient matmul `id` (the input times the output's gradient), in int8 when the
+  // step quantizes those too (AQT fully quantized).
+  std::uint32_t quantized_weight_gradient(std::uint32_t id) {
+    return int8_weight_gradients_ ? quantized(id, GradientOperand::Rhs) : id;
+  }
 
   // A bias gradient is the output gradient summed over rows. XLA computes it in the weight
   // gradient's fusion, which reads that gradient anyway (a multi-output fusion): vector work on

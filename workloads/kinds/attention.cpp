@@ -99,7 +99,8 @@ class Attention : public LayerKind {
       return em.quantized_weight_gradient(em.matmul(base + "/out/dW", Phase::Backward, a.local_d, a.tokens, a.d, DType::F32, dy));
     };
     std::uint32_t dw_out = dx_first ? 0 : out_weight_gradient(), dw_qkv = 0;
-    const std::uint32_t d_av = em.quantized(em.matmul(base + "/out/dX", Phase::Backward, a.tokens, a.d, a.local_d, act, dy));
+    const std::uint32_t d_av =
+        em.quantized_input_gradient(em.matmul(base + "/out/dX", Phase::Backward, a.tokens, a.d, a.local_d, act, dy));
     const std::vector<std::uint32_t> dqkv = em.flash_attention() ? flash_backward(em, a, base, d_av) : dense_backward(em, a, base, d_av);
     const auto qkv_weight_gradient = [&] {
       return em.quantized_weight_gradient(
@@ -109,8 +110,8 @@ class Attention : public LayerKind {
     Backward r;
     if (ctx.needs_dx) {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
-      r.dx = em.quantized(em.matmul(base + "/qkv/dX" + epi.name_suffix, Phase::Backward, a.tokens, 3 * a.local_d, a.d, act, dqkv,
-                                    epi.vpu_ops, epi.operand_bytes));
+      r.dx = em.quantized_input_gradient(em.matmul(base + "/qkv/dX" + epi.name_suffix, Phase::Backward, a.tokens,
+                                                   3 * a.local_d, a.d, act, dqkv, epi.vpu_ops, epi.operand_bytes));
       // Each core's heads give a part of the input's gradient.
       if (s.model_shards > 1) r.dx = em.model_partial_sums(base + "/qkv/dX", Phase::Backward, a.tokens * a.d, {r.dx});
       r.has_dx = true;

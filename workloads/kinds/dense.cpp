@@ -2,8 +2,8 @@
 // activation in the matmul's epilogue. Split over a model axis (sharding.hpp) by columns its
 // units arrive divided and its input's gradient is summed over the axis; by rows its input
 // arrives divided and its output is summed (StepEmitter::model_partial_sums). Int8 (AQT)
-// quantizes its forward and input-gradient matmuls; the weight gradient stays in the activation
-// type. With tied_weights it multiplies by the embedding's table (a language model's head) and
+// quantizes its forward and input-gradient matmuls, and its weight gradient unless the workload
+// keeps those in the activation type. With tied_weights it multiplies by the embedding's table (a language model's head) and
 // has no parameters of its own.
 #include <fmt/format.h>
 
@@ -75,7 +75,7 @@ class Dense : public MatmulLayerKind {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
       r.dx = em.matmul(base + "/dX" + epi.name_suffix, Phase::Backward, tokens, s.units, d, em.act(), dy, epi.vpu_ops,
                        epi.operand_bytes);
-      if (!s.tied_weights) r.dx = em.quantized(r.dx);
+      if (!s.tied_weights) r.dx = em.quantized_input_gradient(r.dx);
       // Split by columns, each core's columns give a part of the input's gradient.
       if (s.tensor_parallel == "column") r.dx = em.model_partial_sums(base + "/dX", Phase::Backward, in_elements(em, node), {r.dx});
       r.has_dx = true;
