@@ -227,7 +227,12 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   program.launch_ps = ns_to_ps(hw.host.launch_overhead_us * 1000);
   StepEmitter em(program, model, b, act, passes);
   em.set_model_axis(mesh.model_axes, mesh.model_size, w.all_reduce_algorithm, w.sequence_parallel);
-  em.set_kernels(w.flash_attention, w.int8_matmuls, w.int8_weight_gradients, w.collective_matmul);
+  StepEmitter::Kernels kernels;
+  kernels.flash_attention = w.flash_attention;
+  kernels.int8_matmuls = w.int8_matmuls;
+  kernels.int8_weight_gradients = w.int8_weight_gradients;
+  kernels.collective_matmul = w.collective_matmul;
+  em.set_kernels(kernels);
   // Under sequence parallelism the replicated layers compute 1/model-axis of the tokens; each
   // emission below first sets the emitter to its layer's share.
   auto token_shards = [&](const Node& node) {

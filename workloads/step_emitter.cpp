@@ -69,7 +69,7 @@ std::vector<std::uint32_t> StepEmitter::model_gathered(const std::string& name, 
 
 std::uint32_t StepEmitter::gathered_matmul(const std::string& name, Phase phase, std::uint64_t m, std::uint64_t k,
                                            std::uint64_t n, DType out, std::vector<std::uint32_t> deps, double epilogue_ops) {
-  if (!sequence_parallel_ || !collective_matmul_ || model_size_ == 1 || m < model_size_) {
+  if (!sequence_parallel_ || !kernels_.collective_matmul || model_size_ == 1 || m < model_size_) {
     deps = model_gathered(name + "/input", phase, m * k, std::move(deps));
     return quantized(matmul(name, phase, m, k, n, out, std::move(deps), epilogue_ops));
   }
@@ -100,7 +100,7 @@ constexpr double kAbsMaxOps = 2, kQuantizeOps = 5, kStochasticRoundingOps = 3, k
 }  // namespace
 
 std::uint32_t StepEmitter::quantized(std::uint32_t id, GradientOperand gradient, bool rhs_quantized) {
-  if (!int8_matmuls_) return id;
+  if (!kernels_.int8_matmuls) return id;
   if (id + 1 != program_.ops.size()) throw std::logic_error("StepEmitter::quantized: the matmul must be the last op emitted");
   Op op = std::move(program_.ops.back());
   program_.ops.pop_back();

@@ -88,15 +88,18 @@ class StepEmitter {
   // Ops of a segment's second forward pass (rematerialization).
   void mark_recomputed(const std::vector<std::uint32_t>& ops) { recomputed_.insert(ops.begin(), ops.end()); }
 
-  // Kernels: attention's scores kept in vector memory (flash), weight matmuls in int8 (AQT),
-  // all-gathers decomposed into the matmuls that use them (collective matmul).
-  void set_kernels(bool flash_attention, bool int8_matmuls, bool int8_weight_gradients, bool collective_matmul) {
-    flash_attention_ = flash_attention;
-    int8_matmuls_ = int8_matmuls;
-    int8_weight_gradients_ = int8_matmuls && int8_weight_gradients;
-    collective_matmul_ = collective_matmul;
+  // How the step's kernels run.
+  struct Kernels {
+    bool flash_attention = false;        // attention's scores kept in vector memory
+    bool int8_matmuls = false;           // weight matmuls quantized to int8 (AQT)
+    bool int8_weight_gradients = false;  // their weight gradients too (with int8_matmuls)
+    bool collective_matmul = false;      // all-gathers decomposed into the matmuls that use them
+  };
+  void set_kernels(const Kernels& kernels) {
+    kernels_ = kernels;
+    kernels_.int8_weight_gradients = kernels.int8_matmuls && kernels.int8_weight_gradients;
   }
-  bool flash_attention() const { return flash_attention_; }
+  bool flash_attention() const { return kernels_.flash_attention; }
   // The matmul `id`, the last op emitted, with its operands quantized to int8 when the step
   // quantizes weight matmuls, as AQT does it. Each operand is scaled by the absolute maximum over
   // the contracted axis (per row of the LHS, per column of the RHS). The RHS, which every row
@@ -113,7 +116,7 @@ class StepEmitter {
   // A weight-gradient matmul `id` (the input times the output's gradient), in int8 when the
   // step quantizes those too (AQT fully quantized).
   std::uint32_t quantized_weight_gradient(std::uint32_t id) {
-    return int8_weight_gradients_ ? quantized(id, GradientOperand::Rhs) : id;
+    return kernels_.int8_weight_gradients ? quantized(id, GradientOperand::Rhs) : id;
   }
 
   // A bias gradient is the output gradient summed over rows. XLA computes it in the weight
@@ -140,10 +143,7 @@ class StepEmitter {
   std::uint32_t model_size_ = 1;
   CollectiveAlgorithm model_algorithm_ = CollectiveAlgorithm::TorusAllAxes;
   bool sequence_parallel_ = false;
-  bool flash_attention_ = false;
-  bool int8_matmuls_ = false;
-  bool int8_weight_gradients_ = false;
-  bool collective_matmul_ = false;
+  Kernels kernels_;
 };
 
 // "base+bias+relu": the name of a matmul with what its epilogue applies.
