@@ -49,6 +49,11 @@ struct MatmulWork {
   // between two convolutions), VPU ops per element of the LHS as read from HBM; it runs on each
   // block as it arrives, beside the MXU.
   double prologue_vpu_ops_per_lhs_element = 0;
+  // Elements of a [batch, m, k] block of the LHS as read from HBM (lhs_read_fraction of them):
+  // what a prologue transforms.
+  std::uint64_t lhs_elements_read(std::uint64_t batch_of, std::uint64_t m_of, std::uint64_t k_of) const {
+    return static_cast<std::uint64_t>(static_cast<double>(batch_of * m_of * k_of) * lhs_read_fraction + 0.5);
+  }
   // Bytes per element of the LHS as held in HBM when the MXU multiplies another type: an int8
   // LHS quantized from bfloat16 on the way in (by the prologue) is read at 2 bytes. 0: as
   // multiplied.

@@ -426,9 +426,8 @@ void TensorCore::run_matmul(const Op& op) {
       Picos products_done = mxu_done;
       if (mm.prologue_vpu_ops_per_lhs_element > 0) {
         host_.wakes.wait_until(start_ps);
-        const auto lhs_elements = static_cast<std::uint64_t>(
-            static_cast<double>(mb.batch * mb.m * mb.k) * mm.lhs_read_fraction + 0.5);
-        products_done = std::max(mxu_done, vpu_ops(lhs_elements, mm.prologue_vpu_ops_per_lhs_element, &op.name));
+        products_done = std::max(mxu_done, vpu_ops(mm.lhs_elements_read(mb.batch, mb.m, mb.k),
+                                                   mm.prologue_vpu_ops_per_lhs_element, &op.name));
       }
       if (!mb.last_k || mm.epilogue_vpu_ops_per_element <= 0) return BlockTimes{products_done, products_done};
       // The vector unit is shared (vector ops, the collective unit's reductions): it is asked

@@ -106,7 +106,7 @@ std::uint32_t StepEmitter::quantized(std::uint32_t id, GradientOperand gradient,
   program_.ops.pop_back();
   MatmulWork& mm = op.matmul;
   const std::uint32_t stored_bytes = dtype_bytes(mm.lhs);
-  const auto lhs_elements = static_cast<std::uint64_t>(static_cast<double>(mm.batch * mm.m * mm.k) * mm.lhs_read_fraction + 0.5);
+  const std::uint64_t lhs_elements = mm.lhs_elements_read(mm.batch, mm.m, mm.k);
   const std::uint64_t rhs_elements = rhs_quantized ? 0 : mm.batch * mm.k * mm.n;
   const double rhs_ops = kAbsMaxOps + kQuantizeOps + (gradient == GradientOperand::Rhs ? kStochasticRoundingOps : 0);
   VectorWork pass;

@@ -3,8 +3,8 @@
 // units arrive divided and its input's gradient is summed over the axis; by rows its input
 // arrives divided and its output is summed (StepEmitter::model_partial_sums). Int8 (AQT)
 // quantizes its forward and input-gradient matmuls, and its weight gradient unless the workload
-// keeps those in the activation type. With tied_weights it multiplies by the embedding's table (a language model's head) and
-// has no parameters of its own.
+// keeps those in the activation type. With tied_weights it multiplies by the embedding's table
+// (a language model's head) and has no parameters of its own.
 #include <fmt/format.h>
 
 #include "workloads/kinds/common.hpp"
