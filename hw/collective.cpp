@@ -121,12 +121,14 @@ CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const
   const auto axes = group_axes_of(torus, spec.group_axes);
   schedule.group_size = group_size(torus, spec.group_axes);
   if (schedule.group_size <= 1 || spec.bytes == 0) return schedule;
-  if (spec.kind == CollectiveKind::Permute) {  // one step of a ring through the group, whatever the algorithm
+  if (spec.kind == CollectiveKind::Permute) {  // one step of a ring through the group
     RingPass pass;
     pass.ring = snake(torus, chip, axes);
     pass.position = position_of(pass.ring, chip);
     pass.reduce = false;
-    pass.shard_bytes = spec.bytes;
+    // BidirRing: half the buffer goes to each neighbour (two chips have one link pair).
+    pass.bidirectional = spec.algorithm == CollectiveAlgorithm::BidirRing && pass.ring.size() > 2;
+    pass.shard_bytes = pass.bidirectional ? ceil_div<std::uint64_t>(spec.bytes, 2) : spec.bytes;
     pass.steps = 1;
     pass.label = "permute";
     schedule.parts.push_back(SchedulePart{{pass}});

@@ -78,7 +78,8 @@ struct VectorWork {
 };
 
 // Permute: each chip sends its whole buffer to the next chip of its group's ring and receives the
-// previous one's (XLA's collective-permute, JAX's ppermute with a shift).
+// previous one's (XLA's collective-permute, JAX's ppermute with a shift); with the BidirRing
+// algorithm half of it to each neighbour, receiving half from each.
 enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Permute };
 enum class CollectiveAlgorithm : std::uint8_t {
   Ring,          // one unidirectional ring through the group

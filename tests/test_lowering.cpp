@@ -343,31 +343,55 @@ BOOST_AUTO_TEST_CASE(sequence_parallelism_gathers_and_scatters_the_residual_stre
   BOOST_TEST(sp.memory.activations < tp.memory.activations);
 }
 
-// Collective matmul: the all-gather before a split layer's matmul is model-axis - 1 ring shifts of
-// one core's share, and the matmul runs in as many pieces, each after its share arrives.
+// Collective matmul (XLA's windowed einsum): the all-gather before a split layer's matmul is
+// model-axis - 1 ring shifts of one core's share, and the matmul runs in as many pieces, each
+// after its share arrives; the reduce-scatter after a split layer's matmul is as many pieces,
+// each share's partial sums added to the running sum that arrives from the neighbour and sent on.
+// Every shift sends half a share each way round the ring. No whole-tensor gather or scatter of
+// activations is left, and the model FLOPs do not change.
 BOOST_AUTO_TEST_CASE(collective_matmul_multiplies_each_share_as_it_arrives) {
-  const LoweredStep step = gpt2_on_v5p({"workload.training.mesh.model=z", "workload.training.mesh.sequence_parallel=true",
-                                        "workload.training.mesh.collective_matmul=true"});
-  const std::uint64_t tokens = step.per_core_batch * 1024, width = 768;
-  std::size_t shifts = 0, pieces = 0;
-  double piece_flops = 0;
+  const std::vector<std::string> sp = {"workload.training.mesh.model=z", "workload.training.mesh.sequence_parallel=true"};
+  std::vector<std::string> with_cm = sp;
+  with_cm.push_back("workload.training.mesh.collective_matmul=true");
+  const LoweredStep step = gpt2_on_v5p(with_cm);
+  const std::uint64_t tokens = step.per_core_batch * 1024, width = 768, share_bytes = tokens / 4 * width * 2;
+  std::map<std::string, std::size_t> shifts, pieces, adds;
+  double fc_piece_flops = 0;
   for (const Op& op : step.program.ops) {
-    if (op.name.rfind("h0_mlp_fc/fwd/", 0) != 0) continue;
-    if (op.kind == OpKind::Collective) {
-      ++shifts;
-      BOOST_TEST((op.collective.kind == CollectiveKind::Permute));
-      BOOST_TEST(op.collective.bytes == tokens / 4 * width * 2);
-    } else if (op.kind == OpKind::Matmul) {
-      ++pieces;
-      piece_flops += op.model_flops;
-      BOOST_TEST(op.matmul.m == tokens / 4);
+    for (const std::string product : {"h0_mlp_fc/fwd/", "h0_mlp_proj/fwd/", "h0_mlp_proj/bwd/dX", "h0_mlp_fc/bwd/dX"}) {
+      if (op.name.rfind(product, 0) != 0) continue;
+      if (op.kind == OpKind::Collective) {
+        ++shifts[product];
+        BOOST_TEST((op.collective.kind == CollectiveKind::Permute), op.name);
+        BOOST_TEST((op.collective.algorithm == CollectiveAlgorithm::BidirRing), op.name);
+        BOOST_TEST(op.collective.bytes == share_bytes, op.name);
+        // A gradient's shares travel beside the recomputed forward's collectives.
+        BOOST_TEST(op.stream == (op.phase == Phase::Backward && product == "h0_mlp_proj/bwd/dX" ? 1u : 0u), op.name);
+      } else if (op.kind == OpKind::Matmul) {
+        ++pieces[product];
+        BOOST_TEST(op.matmul.m == tokens / 4, op.name);
+        if (product == "h0_mlp_fc/fwd/") fc_piece_flops += op.model_flops;
+      } else if (op.kind == OpKind::Vector && op.name.find("/output/add") != std::string::npos) {
+        ++adds[product];
+        BOOST_TEST(op.vector.elements == tokens / 4 * width, op.name);
+      }
     }
   }
-  BOOST_TEST(shifts == 3u);
-  BOOST_TEST(pieces == 4u);
-  BOOST_TEST(piece_flops == 2.0 * static_cast<double>(tokens * width * 3072 / 4));
-  BOOST_TEST(step.textbook_flops_per_core == gpt2_on_v5p({"workload.training.mesh.model=z",
-                                                          "workload.training.mesh.sequence_parallel=true"}).textbook_flops_per_core);
+  for (const std::string product : {"h0_mlp_fc/fwd/", "h0_mlp_proj/fwd/", "h0_mlp_proj/bwd/dX", "h0_mlp_fc/bwd/dX"}) {
+    BOOST_TEST(shifts[product] == 3u, product);
+    BOOST_TEST(pieces[product] == 4u, product);
+  }
+  BOOST_TEST(adds["h0_mlp_proj/fwd/"] == 3u);  // the scatters
+  BOOST_TEST(adds["h0_mlp_fc/bwd/dX"] == 3u);
+  BOOST_TEST(adds["h0_mlp_fc/fwd/"] == 0u);  // the gathers
+  BOOST_TEST(fc_piece_flops == 2.0 * static_cast<double>(tokens * width * 3072 / 4));
+  for (const Op& op : step.program.ops) {
+    const bool whole_tensor = op.kind == OpKind::Collective && (op.collective.kind == CollectiveKind::AllGather ||
+                                                                op.collective.kind == CollectiveKind::ReduceScatter);
+    BOOST_TEST(!(whole_tensor && op.collective.group_axes == 0x4u && op.phase != Phase::Gradients), op.name);
+  }
+  BOOST_TEST(step.textbook_flops_per_core == gpt2_on_v5p(sp).textbook_flops_per_core);
+  BOOST_TEST(step.model_flops_per_core == gpt2_on_v5p(sp).model_flops_per_core, boost::test_tools::tolerance(1e-12));
 }
 
 // Flash attention: the scores never reach HBM (the score matmuls write nothing and the ones that

@@ -57,35 +57,81 @@ std::vector<std::uint32_t> StepEmitter::model_gathered(const std::string& name, 
                                                        std::vector<std::uint32_t> deps) {
   if (!sequence_parallel_) return deps;
   const CollectiveSpec spec = model_axis_spec(CollectiveKind::AllGather, elements * act_bytes_, act_);
-  std::vector<std::uint32_t> data, after;
-  for (std::uint32_t d : deps) (recomputed_.count(d) ? after : data).push_back(d);
+  auto [data, after] = split_recomputed(std::move(deps));
   const std::uint32_t gather = collective(name + "/all-gather", phase, spec, std::move(data));
-  // A gradient's gather is issued once the gradient exists, in flight beside the recomputed
-  // forward's collectives rather than queued behind them.
-  if (phase == Phase::Backward) program_.ops[gather].stream = 1;
+  if (phase == Phase::Backward) program_.ops[gather].stream = kGradientGatherStream;
   after.push_back(gather);
   return after;
 }
 
-std::uint32_t StepEmitter::gathered_matmul(const std::string& name, Phase phase, std::uint64_t m, std::uint64_t k,
-                                           std::uint64_t n, DType out, std::vector<std::uint32_t> deps, double epilogue_ops) {
-  if (!sequence_parallel_ || !kernels_.collective_matmul || model_size_ == 1 || m < model_size_) {
-    deps = model_gathered(name + "/input", phase, m * k, std::move(deps));
-    return quantized(matmul(name, phase, m, k, n, out, std::move(deps), epilogue_ops));
+std::pair<std::vector<std::uint32_t>, std::vector<std::uint32_t>> StepEmitter::split_recomputed(
+    std::vector<std::uint32_t> deps) const {
+  std::pair<std::vector<std::uint32_t>, std::vector<std::uint32_t>> split;
+  for (std::uint32_t d : deps) (recomputed_.count(d) ? split.second : split.first).push_back(d);
+  return split;
+}
+
+CollectiveSpec StepEmitter::window_shift_spec(DType dtype) const {
+  CollectiveSpec spec = model_axis_spec(CollectiveKind::Permute, 0, dtype);
+  spec.algorithm = CollectiveAlgorithm::BidirRing;
+  return spec;
+}
+
+bool StepEmitter::windowed(const WeightMatmul& mm) const {
+  return sequence_parallel_ && kernels_.collective_matmul && model_size_ > 1 && mm.m >= model_size_;
+}
+
+std::uint32_t StepEmitter::split_piece(const WeightMatmul& mm, std::uint32_t index, std::uint64_t rows,
+                                       std::vector<std::uint32_t> deps) {
+  const std::string name = index == kWholeProduct ? mm.name : fmt::format("{}/part{}", mm.name, index);
+  const std::uint32_t id = matmul(name, mm.phase, rows, mm.k, mm.n, mm.out, std::move(deps), mm.epilogue_ops, mm.epilogue_bytes);
+  // Every piece multiplies by the same right operand, quantized once by the first.
+  return mm.quantize ? quantized(id, mm.gradient, /*rhs_quantized=*/index != kWholeProduct && index > 0) : id;
+}
+
+StepEmitter::GatheredProduct StepEmitter::gathered_matmul(const WeightMatmul& mm, std::vector<std::uint32_t> deps) {
+  if (!windowed(mm)) {
+    std::vector<std::uint32_t> gathered = model_gathered(mm.name + "/input", mm.phase, mm.m * mm.k, std::move(deps));
+    return {weight_matmul(mm, gathered), gathered};
   }
-  CollectiveSpec shift = model_axis_spec(CollectiveKind::Permute, 0, act_);
+  CollectiveSpec shift = window_shift_spec(act_);
   std::uint32_t piece = 0, arrived = 0;
   for (std::uint32_t i = 0; i < model_size_; ++i) {
-    const std::uint64_t rows = m / model_size_ + (i < m % model_size_ ? 1 : 0);
+    const std::uint64_t rows = share_rows(mm.m, i);
     std::vector<std::uint32_t> piece_deps = i == 0 ? deps : std::vector<std::uint32_t>{arrived, piece};
     if (i + 1 < model_size_) {  // the next share is on its way while this one is multiplied
-      shift.bytes = rows * k * act_bytes_;
-      arrived = collective(fmt::format("{}/input/shift{}", name, i + 1), phase, shift, i == 0 ? deps : std::vector<std::uint32_t>{arrived});
+      shift.bytes = rows * mm.k * act_bytes_;
+      arrived = collective(fmt::format("{}/input/shift{}", mm.name, i + 1), mm.phase, shift,
+                           i == 0 ? split_recomputed(deps).first : std::vector<std::uint32_t>{arrived});
+      if (mm.phase == Phase::Backward) program_.ops[arrived].stream = kGradientGatherStream;
     }
-    piece = quantized(matmul(fmt::format("{}/part{}", name, i), phase, rows, k, n, out, std::move(piece_deps), epilogue_ops),
-                      GradientOperand::None, /*rhs_quantized=*/i > 0);
+    piece = split_piece(mm, i, rows, std::move(piece_deps));
   }
-  return piece;
+  std::vector<std::uint32_t> gathered = split_recomputed(std::move(deps)).second;
+  gathered.push_back(arrived);
+  return {piece, gathered};
+}
+
+std::uint32_t StepEmitter::scattered_matmul(const WeightMatmul& mm, const std::string& sum_name,
+                                            std::vector<std::uint32_t> deps) {
+  if (!windowed(mm)) return model_partial_sums(sum_name, mm.phase, mm.m * mm.n, {weight_matmul(mm, std::move(deps))});
+  const std::uint32_t out_bytes = dtype_bytes(mm.out);
+  CollectiveSpec shift = window_shift_spec(mm.out);
+  std::uint32_t piece = 0, sum = 0;
+  for (std::uint32_t i = 0; i < model_size_; ++i) {
+    const std::uint64_t rows = share_rows(mm.m, i);
+    piece = split_piece(mm, i, rows, i == 0 ? deps : std::vector<std::uint32_t>{piece});
+    if (i == 0) {
+      sum = piece;
+      continue;
+    }
+    shift.bytes = share_rows(mm.m, i - 1) * mm.n * out_bytes;
+    const std::uint32_t arrived = collective(fmt::format("{}/output/shift{}", mm.name, i), mm.phase, shift, {sum});
+    const std::uint64_t elements = rows * mm.n;
+    sum = vector(fmt::format("{}/output/add{}", mm.name, i), mm.phase, elements, 1, 2 * elements * out_bytes,
+                 elements * out_bytes, {arrived, piece});
+  }
+  return sum;
 }
 
 namespace {

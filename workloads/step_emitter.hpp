@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hw/program.hpp"
@@ -77,14 +78,6 @@ class StepEmitter {
   std::vector<std::uint32_t> model_gathered(const std::string& name, Phase phase, std::uint64_t elements,
                                             std::vector<std::uint32_t> deps);
 
-  // A weight matmul of [m, k] x [k, n] whose left operand (a replicated layer's output) is
-  // all-gathered over the model axis first (model_gathered), quantized as `quantized` says. With
-  // collective matmul (XLA's decomposed all-gather einsum) the gather is shards - 1 ring shifts
-  // of one share each, every share multiplied as it arrives, the core's own at once. Returns
-  // the last piece, which finishes last.
-  std::uint32_t gathered_matmul(const std::string& name, Phase phase, std::uint64_t m, std::uint64_t k, std::uint64_t n,
-                                DType out, std::vector<std::uint32_t> deps, double epilogue_ops);
-
   // Ops of a segment's second forward pass (rematerialization).
   void mark_recomputed(const std::vector<std::uint32_t>& ops) { recomputed_.insert(ops.begin(), ops.end()); }
 
@@ -93,7 +86,7 @@ class StepEmitter {
     bool flash_attention = false;        // attention's scores kept in vector memory
     bool int8_matmuls = false;           // weight matmuls quantized to int8 (AQT)
     bool int8_weight_gradients = false;  // their weight gradients too (with int8_matmuls)
-    bool collective_matmul = false;      // all-gathers decomposed into the matmuls that use them
+    bool collective_matmul = false;      // model-axis gathers and scatters decomposed into their matmuls
   };
   void set_kernels(const Kernels& kernels) {
     kernels_ = kernels;
@@ -119,6 +112,41 @@ class StepEmitter {
     return kernels_.int8_weight_gradients ? quantized(id, GradientOperand::Rhs) : id;
   }
 
+  // A layer's matmul by its weights, [m, k] x [k, n]. Split over the model axis under sequence
+  // parallelism, its left operand may be gathered or its output scattered over the axis.
+  struct WeightMatmul {
+    std::string name;
+    Phase phase = Phase::Forward;
+    std::uint64_t m = 0, k = 0, n = 0;
+    DType out = DType::BF16;
+    double epilogue_ops = 0;
+    std::uint32_t epilogue_bytes = 0;
+    bool quantize = true;  // as `quantized` says; false for a head's product by the token table
+    GradientOperand gradient = GradientOperand::None;
+  };
+  // The matmul alone, quantized as `quantize` says.
+  std::uint32_t weight_matmul(const WeightMatmul& mm, std::vector<std::uint32_t> deps) {
+    return split_piece(mm, kWholeProduct, mm.m, std::move(deps));
+  }
+  // Whether `mm`, split over the model axis, runs as XLA's windowed einsum (collective matmul).
+  bool windowed(const WeightMatmul& mm) const;
+  struct GatheredProduct {
+    std::uint32_t product;                     // the last piece, which finishes last
+    std::vector<std::uint32_t> operand_ready;  // what another user of the whole gathered operand waits for
+  };
+  // The matmul after its left operand (a replicated layer's output, or a gradient split by
+  // tokens) is all-gathered over the model axis (model_gathered). With collective matmul (XLA's
+  // windowed einsum) the gather is shards - 1 ring shifts of one share each, every share
+  // multiplied as it arrives, the core's own at once.
+  GatheredProduct gathered_matmul(const WeightMatmul& mm, std::vector<std::uint32_t> deps);
+  // The matmul whose [m, n] output holds this core's partial sums of a tensor split by rows over
+  // the model axis, reduce-scattered into each core's share (model_partial_sums, `sum_name`
+  // naming the collective). With collective matmul the product is computed one share of rows at
+  // a time, the shares bound for the other cores first: each is added to the running sum of its
+  // share that arrives from the neighbour and sent on, so every send runs under the next share's
+  // product; the core's own share comes last. Returns the add that completes it.
+  std::uint32_t scattered_matmul(const WeightMatmul& mm, const std::string& sum_name, std::vector<std::uint32_t> deps);
+
   // A bias gradient is the output gradient summed over rows. XLA computes it in the weight
   // gradient's fusion, which reads that gradient anyway (a multi-output fusion): vector work on
   // the way, no pass over HBM of its own. `sums`: the additions, one per output-gradient element.
@@ -130,6 +158,24 @@ class StepEmitter {
   bool grad_fused_elsewhere(std::size_t node) const { return grad_fused_elsewhere_.count(node) > 0; }
 
  private:
+  // A gradient's gather runs on a collective stream of its own, in flight beside the recomputed
+  // forward's collectives rather than queued behind them.
+  static constexpr std::uint32_t kGradientGatherStream = 1;
+  // `deps` split into the data a gradient's collective waits for and the recomputed activations
+  // beside them, which only its consumer waits for.
+  std::pair<std::vector<std::uint32_t>, std::vector<std::uint32_t>> split_recomputed(std::vector<std::uint32_t> deps) const;
+  static constexpr std::uint32_t kWholeProduct = ~0u;  // split_piece's index for the undivided product
+  // One step of a windowed einsum's loop: half of a share to each neighbour on the model axis's
+  // ring, half from each (XLA's bidirectional windowed einsum), so that the loop keeps both
+  // directions of the links busy as a bidirectional ring does.
+  CollectiveSpec window_shift_spec(DType dtype) const;
+  // The rows of share `index` of m split over the model axis.
+  std::uint64_t share_rows(std::uint64_t m, std::uint32_t index) const {
+    return m / model_size_ + (index < m % model_size_ ? 1 : 0);
+  }
+  // Piece `index` of a split matmul (`rows` of its m), or the whole product, quantized as asked.
+  std::uint32_t split_piece(const WeightMatmul& mm, std::uint32_t index, std::uint64_t rows, std::vector<std::uint32_t> deps);
+
   Program& program_;
   const ModelGraph& graph_;
   std::uint64_t batch_;

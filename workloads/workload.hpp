@@ -79,7 +79,7 @@ struct Workload {
   // The replicated layers between the split ones run on 1/model-axis of the tokens, all-gathers
   // and reduce-scatters in place of the all-reduces (Megatron-LM's sequence parallelism).
   bool sequence_parallel = false;
-  bool collective_matmul = false;  // those all-gathers decomposed into the matmuls that use them
+  bool collective_matmul = false;  // those gathers and scatters run inside the matmuls beside them
   bool remat = false;               // the backward pass recomputes each segment between residual adds
   std::uint32_t remat_adds_per_segment = 1;  // 2: one checkpoint per transformer block (MaxText's full remat)
   RematPolicy remat_policy = RematPolicy::Full;

@@ -2,6 +2,8 @@
 // QK^T and AV batched over heads with the softmax between them (dense: a causal mask saves no
 // compute without a flash kernel), and the output projection. With training.flash_attention the
 // scores stay in vector memory and a causal mask skips the blocks above the diagonal.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "workloads/kinds/common.hpp"
@@ -76,13 +78,12 @@ class Attention : public LayerKind {
     const std::string base = s.name + "/fwd";
     const AttentionGeometry a = geometry(em, node);
     const std::uint32_t bias = s.use_bias ? 1 : 0;
-    const std::uint32_t qkv = em.gathered_matmul(fused_name(base + "/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d,
-                                                 3 * a.local_d, em.act(), std::move(deps), bias);
-    const std::uint32_t av = core_forward(em, a, base, {qkv});
-    const std::uint32_t out = em.quantized(em.matmul(fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens,
-                                                     a.local_d, a.d, em.act(), {av}, bias));
-    if (s.model_shards == 1) return out;
-    return em.model_partial_sums(base + "/out", Phase::Forward, a.tokens * a.d, {out});
+    const StepEmitter::WeightMatmul qkv{fused_name(base + "/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d,
+                                        3 * a.local_d, em.act(), static_cast<double>(bias)};
+    const std::uint32_t av = core_forward(em, a, base, {em.gathered_matmul(qkv, std::move(deps)).product});
+    const StepEmitter::WeightMatmul out{fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens, a.local_d,
+                                        a.d, em.act(), static_cast<double>(bias)};
+    return s.model_shards == 1 ? em.weight_matmul(out, {av}) : em.scattered_matmul(out, base + "/out", {av});
   }
 
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
@@ -91,7 +92,18 @@ class Attention : public LayerKind {
     const std::string base = s.name + "/bwd";
     const AttentionGeometry a = geometry(em, node);
     const DType act = em.act();
-    if (s.model_shards > 1) dy = em.model_gathered(base + "/dY", Phase::Backward, a.tokens * a.d, std::move(dy));
+    const StepEmitter::WeightMatmul out_dx{base + "/out/dX", Phase::Backward, a.tokens, a.d, a.local_d, act, 0, 0, true,
+                                           StepEmitter::GradientOperand::Lhs};
+    // Split over a model axis, the output's gradient arrives split by tokens. With collective
+    // matmul the output projection's input gradient takes each share as it arrives.
+    const bool dy_windowed = s.model_shards > 1 && em.windowed(out_dx);
+    std::optional<StepEmitter::GatheredProduct> out_dx_product;
+    if (dy_windowed) {
+      out_dx_product = em.gathered_matmul(out_dx, std::move(dy));
+      dy = out_dx_product->operand_ready;
+    } else if (s.model_shards > 1) {
+      dy = em.model_gathered(base + "/dY", Phase::Backward, a.tokens * a.d, std::move(dy));
+    }
     // Split over a model axis, the input's gradient goes first so that its collective runs under
     // the weight gradients (as XLA's latency-hiding scheduler orders them).
     const bool dx_first = s.model_shards > 1 && ctx.needs_dx;
@@ -99,8 +111,7 @@ class Attention : public LayerKind {
       return em.quantized_weight_gradient(em.matmul(base + "/out/dW", Phase::Backward, a.local_d, a.tokens, a.d, DType::F32, dy));
     };
     std::uint32_t dw_out = dx_first ? 0 : out_weight_gradient(), dw_qkv = 0;
-    const std::uint32_t d_av =
-        em.quantized_input_gradient(em.matmul(base + "/out/dX", Phase::Backward, a.tokens, a.d, a.local_d, act, dy));
+    const std::uint32_t d_av = out_dx_product ? out_dx_product->product : em.weight_matmul(out_dx, dy);
     const std::vector<std::uint32_t> dqkv = em.flash_attention() ? flash_backward(em, a, base, d_av) : dense_backward(em, a, base, d_av);
     const auto qkv_weight_gradient = [&] {
       return em.quantized_weight_gradient(
@@ -110,10 +121,10 @@ class Attention : public LayerKind {
     Backward r;
     if (ctx.needs_dx) {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
-      r.dx = em.quantized_input_gradient(em.matmul(base + "/qkv/dX" + epi.name_suffix, Phase::Backward, a.tokens,
-                                                   3 * a.local_d, a.d, act, dqkv, epi.vpu_ops, epi.operand_bytes));
+      const StepEmitter::WeightMatmul dx{base + "/qkv/dX" + epi.name_suffix, Phase::Backward, a.tokens, 3 * a.local_d, a.d,
+                                         act, epi.vpu_ops, epi.operand_bytes, true, StepEmitter::GradientOperand::Lhs};
       // Each core's heads give a part of the input's gradient.
-      if (s.model_shards > 1) r.dx = em.model_partial_sums(base + "/qkv/dX", Phase::Backward, a.tokens * a.d, {r.dx});
+      r.dx = s.model_shards > 1 ? em.scattered_matmul(dx, base + "/qkv/dX", dqkv) : em.weight_matmul(dx, dqkv);
       r.has_dx = true;
     }
     if (dx_first) {

@@ -42,45 +42,50 @@ class Dense : public MatmulLayerKind {
     const std::uint64_t d = node.in.back();
     const double epilogue = (s.use_bias ? 1.0 : 0.0) + activation_vpu_ops(s.activation);
     const std::string name = fused_name(s.name + "/fwd/matmul", s.use_bias, s.activation);
-    const std::uint64_t rows = in_elements(em, node) / d;
-    std::uint32_t mm;
-    if (s.tensor_parallel == "column") {
-      mm = em.gathered_matmul(name, Phase::Forward, rows, d, s.units, em.act(), std::move(deps), epilogue);
-    } else {
-      mm = em.matmul(name, Phase::Forward, rows, d, s.units, em.act(), std::move(deps), epilogue);
-      if (!s.tied_weights) mm = em.quantized(mm);  // the head's matmul by the token table is not quantized
-    }
+    StepEmitter::WeightMatmul mm{name, Phase::Forward, in_elements(em, node) / d, d, s.units, em.act(), epilogue};
+    mm.quantize = !s.tied_weights;  // the head's matmul by the token table is not quantized
+    if (s.tensor_parallel == "column") return em.gathered_matmul(mm, std::move(deps)).product;
     // Split by rows over a model axis, each core holds a partial sum of the output.
-    if (s.tensor_parallel != "row") return mm;
-    return em.model_partial_sums(s.name + "/fwd", Phase::Forward, out_elements(em, node), {mm});
+    if (s.tensor_parallel == "row") return em.scattered_matmul(mm, s.name + "/fwd", std::move(deps));
+    return em.weight_matmul(mm, std::move(deps));
   }
 
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
                     const BackwardContext& ctx) const override {
     const LayerSpec& s = node.spec;
     const std::string base = s.name + "/bwd";
-    if (s.tensor_parallel == "row") dy = em.model_gathered(base + "/dY", Phase::Backward, out_elements(em, node), std::move(dy));
-    dy = own_activation_gradient(em, node, std::move(dy));
     const std::uint64_t d = node.in.back(), tokens = in_elements(em, node) / d;
-    Backward r;
-    // When a collective waits for the input's gradient, that gradient goes first so that the
-    // collective runs under the weight gradient (as XLA's latency-hiding scheduler orders them).
-    const bool dx_first = s.tensor_parallel == "column" && ctx.needs_dx;
-    const auto weight_gradient = [&] {
-      const std::uint32_t mm = em.matmul(base + "/dW", Phase::Backward, d, tokens, s.units, DType::F32, dy);
+    const InputGradEpilogue epi = ctx.needs_dx ? fused_input_gradient(em, ctx) : InputGradEpilogue{};
+    const StepEmitter::WeightMatmul dx{base + "/dX" + epi.name_suffix, Phase::Backward, tokens, s.units, d, em.act(),
+                                       epi.vpu_ops, epi.operand_bytes, !s.tied_weights, StepEmitter::GradientOperand::Lhs};
+    const auto weight_gradient = [&](std::vector<std::uint32_t> deps) {
+      const std::uint32_t mm = em.matmul(base + "/dW", Phase::Backward, d, tokens, s.units, DType::F32, std::move(deps));
       return s.tied_weights ? mm : em.quantized_weight_gradient(mm);
     };
-    std::uint32_t dw = dx_first ? 0 : weight_gradient();
-    if (ctx.needs_dx) {
-      const InputGradEpilogue epi = fused_input_gradient(em, ctx);
-      r.dx = em.matmul(base + "/dX" + epi.name_suffix, Phase::Backward, tokens, s.units, d, em.act(), dy, epi.vpu_ops,
-                       epi.operand_bytes);
-      if (!s.tied_weights) r.dx = em.quantized_input_gradient(r.dx);
-      // Split by columns, each core's columns give a part of the input's gradient.
-      if (s.tensor_parallel == "column") r.dx = em.model_partial_sums(base + "/dX", Phase::Backward, in_elements(em, node), {r.dx});
+    Backward r;
+    std::uint32_t dw;
+    const bool own_gradient_pass = s.activation != "linear" && !em.grad_fused_elsewhere(node.index);
+    if (s.tensor_parallel == "row" && ctx.needs_dx && !own_gradient_pass && em.windowed(dx)) {
+      // Split by rows, the output's gradient arrives split by tokens: the input's gradient takes
+      // each share as it arrives (collective matmul), the weight gradient the whole gathered one.
+      const StepEmitter::GatheredProduct dx_product = em.gathered_matmul(dx, std::move(dy));
+      r.dx = dx_product.product;
       r.has_dx = true;
+      dw = weight_gradient(dx_product.operand_ready);
+    } else {
+      if (s.tensor_parallel == "row") dy = em.model_gathered(base + "/dY", Phase::Backward, out_elements(em, node), std::move(dy));
+      dy = own_activation_gradient(em, node, std::move(dy));
+      // When a collective waits for the input's gradient, that gradient goes first so that the
+      // collective runs under the weight gradient (as XLA's latency-hiding scheduler orders them).
+      const bool dx_first = s.tensor_parallel == "column" && ctx.needs_dx;
+      if (!dx_first) dw = weight_gradient(dy);
+      if (ctx.needs_dx) {
+        // Split by columns, each core's columns give a part of the input's gradient.
+        r.dx = s.tensor_parallel == "column" ? em.scattered_matmul(dx, base + "/dX", dy) : em.weight_matmul(dx, dy);
+        r.has_dx = true;
+      }
+      if (dx_first) dw = weight_gradient(dy);
     }
-    if (dx_first) dw = weight_gradient();
     if (s.use_bias) em.fuse_bias_gradient(dw, out_elements(em, node));
     r.grads.push_back(dw);
     return r;
