@@ -674,6 +674,7 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.remat_policy = policy == "minimal" ? RematPolicy::Minimal
                    : policy == "save_dot_except_mlpwi" ? RematPolicy::SaveDotExceptMlpIn : RematPolicy::Full;
   w.flash_attention = get<bool>(d, "training.flash_attention");
+  w.matmul_output_fusion = get<bool>(d, "training.matmul_output_fusion");
   const std::string quantization = get<std::string>(d, "training.quantization");
   w.int8_matmuls = quantization != "none";
   w.int8_weight_gradients = quantization == "int8";

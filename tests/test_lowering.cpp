@@ -459,6 +459,52 @@ BOOST_AUTO_TEST_CASE(int8_quantizes_the_weight_matmuls) {
   });
 }
 
+// Without output fusion (MaxText's MLPerf GPT-3 on v5p sets --xla_jf_conv_output_fusion=false)
+// a matmul whose epilogue did work writes its raw result, int32 for an int8 product, and a vector
+// pass of its own applies the epilogue: it reads that result and any operand the epilogue read,
+// writes the activation, and is what the matmul's consumers wait for. Flash attention's score
+// products, whose results stay in vector memory, and the f32 weight gradients are unchanged, and
+// so are the model FLOPs.
+BOOST_AUTO_TEST_CASE(without_output_fusion_a_pass_applies_the_epilogue) {
+  const std::vector<std::string> sets = {"workload.training.quantization=int8", "workload.training.flash_attention=true"};
+  std::vector<std::string> unfused_sets = sets;
+  unfused_sets.push_back("workload.training.matmul_output_fusion=false");
+  const LoweredStep fused = gpt2_on_v5p(sets), unfused = gpt2_on_v5p(unfused_sets);
+  std::map<std::string, const Op*> fused_by_name;
+  for (const Op& op : fused.program.ops) fused_by_name[op.name] = &op;
+  std::size_t passes = 0;
+  for (const Op& op : unfused.program.ops) {
+    if (op.kind != OpKind::Matmul) continue;
+    const auto it = fused_by_name.find(op.name);
+    BOOST_REQUIRE_MESSAGE(it != fused_by_name.end(), op.name);
+    const MatmulWork& before = it->second->matmul;
+    const bool int8 = op.matmul.lhs == DType::Int8;
+    const bool keeps = before.out == DType::F32 || before.out_write_fraction == 0 ||
+                       (before.epilogue_vpu_ops_per_element == 0 && !int8);
+    if (keeps) {
+      BOOST_TEST(op.matmul.epilogue_vpu_ops_per_element == before.epilogue_vpu_ops_per_element, op.name);
+      continue;
+    }
+    ++passes;
+    BOOST_TEST(op.matmul.epilogue_vpu_ops_per_element == 0.0, op.name);
+    BOOST_TEST(dtype_bytes(op.matmul.out) == (int8 ? 4u : 2u), op.name);
+    const Op& pass = unfused.program.ops[op.id + 1];
+    BOOST_TEST(pass.name == op.name + "/epilogue");
+    BOOST_TEST(pass.deps == std::vector<std::uint32_t>{op.id});
+    const std::uint64_t elements = op.matmul.batch * op.matmul.m * op.matmul.n;
+    BOOST_TEST(pass.vector.vpu_ops_per_element == before.epilogue_vpu_ops_per_element, op.name);
+    BOOST_TEST(pass.vector.hbm_read_bytes == elements * (dtype_bytes(op.matmul.out) + before.epilogue_operand_bytes_per_element));
+    BOOST_TEST(pass.vector.hbm_write_bytes == elements * 2);
+    // No op waits for the raw result but its pass.
+    for (const Op& other : unfused.program.ops)
+      if (other.id != pass.id) BOOST_TEST(std::count(other.deps.begin(), other.deps.end(), op.id) == 0, other.name);
+  }
+  // QKV, out, MLP in and out, forward and input gradient; the head's logits and their softmax.
+  BOOST_TEST(passes == 12u * 4 * 2 + 1);
+  BOOST_TEST(unfused.program.ops.size() == fused.program.ops.size() + passes);
+  BOOST_TEST(unfused.model_flops_per_core == fused.model_flops_per_core, boost::test_tools::tolerance(1e-12));
+}
+
 // The summary counts each core's collectives by mesh axis, and "none" is no model axis (a
 // sweep's value beside the axes).
 BOOST_AUTO_TEST_CASE(the_summary_counts_collectives_by_mesh_axis) {

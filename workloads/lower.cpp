@@ -167,6 +167,48 @@ class WeightGathers {
   Emit emit_;
 };
 
+// Without XLA's output fusion (training.matmul_output_fusion false) a matmul's elementwise
+// consumers do not run in its epilogue: the matmul writes its raw result (an int8 product's
+// int32 sums; a bfloat16 product's f32 sums are rounded by the matmul itself) and a vector pass
+// of its own reads it back, applies them and writes the activation; consumers wait for the pass.
+// A Pallas kernel's products whose results never leave vector memory (flash attention's scores)
+// and the weight gradients' f32 results (their bias gradients reduce the operand, not the
+// result) keep theirs.
+void unfuse_matmul_epilogues(Program& program) {
+  std::vector<Op> ops;
+  ops.reserve(program.ops.size() * 2);
+  std::vector<std::uint32_t> output_of(program.ops.size());
+  for (Op& op : program.ops) {
+    const std::uint32_t id = op.id;
+    for (std::uint32_t& dep : op.deps) dep = output_of[dep];
+    op.id = static_cast<std::uint32_t>(ops.size());
+    const MatmulWork& mm = op.matmul;
+    const bool int8 = op.kind == OpKind::Matmul && mm.lhs == DType::Int8;
+    const bool unfused = op.kind == OpKind::Matmul && mm.out != DType::F32 && mm.out_write_fraction > 0 &&
+                         (mm.epilogue_vpu_ops_per_element > 0 || int8);
+    ops.push_back(std::move(op));
+    output_of[id] = ops.back().id;
+    if (!unfused) continue;
+    MatmulWork& product = ops.back().matmul;
+    const std::uint64_t elements = product.batch * product.m * product.n;
+    const std::uint32_t out_bytes = dtype_bytes(product.out), raw_bytes = int8 ? 4 : out_bytes;
+    Op pass;
+    pass.kind = OpKind::Vector;
+    pass.phase = ops.back().phase;
+    pass.name = ops.back().name + "/epilogue";
+    pass.vector = VectorWork{elements, product.epilogue_vpu_ops_per_element,
+                             elements * (raw_bytes + product.epilogue_operand_bytes_per_element), elements * out_bytes};
+    pass.deps = {ops.back().id};
+    pass.id = static_cast<std::uint32_t>(ops.size());
+    product.epilogue_vpu_ops_per_element = 0;
+    product.epilogue_operand_bytes_per_element = 0;
+    if (int8) product.out = DType::F32;  // int32 sums, four bytes each
+    ops.push_back(std::move(pass));
+    output_of[id] = ops.back().id;
+  }
+  program.ops = std::move(ops);
+}
+
 }  // namespace
 
 LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
@@ -680,6 +722,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     f32_collective(CollectiveKind::AllGather, Phase::Optimizer, params_name + "/all-gather", buckets[k].params, {update});
   }
 
+  if (!w.matmul_output_fusion) unfuse_matmul_epilogues(program);
   for (const Op& op : program.ops) out.model_flops_per_core += op.model_flops;
   std::vector<double> share;
   for (const Node& node : model.nodes) share.push_back(1.0 / token_shards(node));

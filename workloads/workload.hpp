@@ -84,6 +84,7 @@ struct Workload {
   std::uint32_t remat_adds_per_segment = 1;  // 2: one checkpoint per transformer block (MaxText's full remat)
   RematPolicy remat_policy = RematPolicy::Full;
   bool flash_attention = false;     // attention's scores stay in vector memory (a Pallas flash kernel)
+  bool matmul_output_fusion = true;  // a matmul's elementwise consumers run in its epilogue
   bool int8_weight_gradients = false;  // with int8_matmuls: their weight-gradient matmuls too (AQT's drhs)
   bool int8_matmuls = false;        // dense layers' forward and input-gradient matmuls in int8 (AQT)
   bool fsdp = false;                // parameters, gradients and optimizer state sharded; weights gathered per layer group
