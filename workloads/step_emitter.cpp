@@ -94,6 +94,7 @@ StepEmitter::GatheredProduct StepEmitter::gathered_matmul(const WeightMatmul& mm
     std::vector<std::uint32_t> gathered = model_gathered(mm.name + "/input", mm.phase, mm.m * mm.k, std::move(deps));
     return {weight_matmul(mm, gathered), gathered};
   }
+  auto [data, recomputed] = split_recomputed(deps);
   CollectiveSpec shift = window_shift_spec(act_);
   std::uint32_t piece = 0, arrived = 0;
   for (std::uint32_t i = 0; i < model_size_; ++i) {
@@ -102,14 +103,13 @@ StepEmitter::GatheredProduct StepEmitter::gathered_matmul(const WeightMatmul& mm
     if (i + 1 < model_size_) {  // the next share is on its way while this one is multiplied
       shift.bytes = rows * mm.k * act_bytes_;
       arrived = collective(fmt::format("{}/input/shift{}", mm.name, i + 1), mm.phase, shift,
-                           i == 0 ? split_recomputed(deps).first : std::vector<std::uint32_t>{arrived});
+                           i == 0 ? data : std::vector<std::uint32_t>{arrived});
       if (mm.phase == Phase::Backward) program_.ops[arrived].stream = kGradientGatherStream;
     }
     piece = split_piece(mm, i, rows, std::move(piece_deps));
   }
-  std::vector<std::uint32_t> gathered = split_recomputed(std::move(deps)).second;
-  gathered.push_back(arrived);
-  return {piece, gathered};
+  recomputed.push_back(arrived);  // the whole gathered operand, beside the recomputed activations
+  return {piece, recomputed};
 }
 
 std::uint32_t StepEmitter::scattered_matmul(const WeightMatmul& mm, const std::string& sum_name,

@@ -63,8 +63,10 @@ class MatmulLayerKind : public LayerKind {
   }
 };
 
-// The gradient of a matmul layer's own activation, unless something else applies it; returns
-// the ops the weight and input gradients wait for.
+// Whether a matmul layer's own activation needs a gradient pass of its own (it has one, and
+// nothing else applies its gradient).
+bool has_own_activation_gradient(const StepEmitter& em, const Node& node);
+// That pass, when there is one; returns the ops the weight and input gradients wait for.
 std::vector<std::uint32_t> own_activation_gradient(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy);
 
 }  // namespace tpusim::kinds

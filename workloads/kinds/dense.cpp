@@ -64,8 +64,7 @@ class Dense : public MatmulLayerKind {
     };
     Backward r;
     std::uint32_t dw;
-    const bool own_gradient_pass = s.activation != "linear" && !em.grad_fused_elsewhere(node.index);
-    if (s.tensor_parallel == "row" && ctx.needs_dx && !own_gradient_pass && em.windowed(dx)) {
+    if (s.tensor_parallel == "row" && ctx.needs_dx && !has_own_activation_gradient(em, node) && em.windowed(dx)) {
       // Split by rows, the output's gradient arrives split by tokens: the input's gradient takes
       // each share as it arrives (collective matmul), the weight gradient the whole gathered one.
       const StepEmitter::GatheredProduct dx_product = em.gathered_matmul(dx, std::move(dy));
