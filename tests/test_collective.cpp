@@ -112,6 +112,22 @@ BOOST_AUTO_TEST_CASE(a_permute_is_one_ring_step_of_the_whole_buffer) {
   }
 }
 
+// With bidir_ring a permute sends half its buffer to each neighbour (a windowed einsum's shift):
+// half the time on a ring of more than two chips, the same bytes on the links; two chips have one
+// link pair, and the whole buffer crosses it.
+BOOST_AUTO_TEST_CASE(a_bidirectional_permute_sends_half_each_way) {
+  for (const char* topology : {"2", "4", "8"}) {
+    const json c =
+        collective(std::string("--op permute --algorithm bidir_ring --bytes 67108864 --hw ") + kWrapped + " --topology " + topology);
+    const double per_link_bytes = std::string(topology) == "2" ? 67108864.0 : 33554432.0;
+    BOOST_TEST_CONTEXT(topology) {
+      BOOST_TEST(c["alpha_beta_s"].get<double>() == 1e-6 + per_link_bytes / 45e9, boost::test_tools::tolerance(1e-9));
+      BOOST_TEST(relative_gap(c) <= 0.01);
+      BOOST_TEST(c["ici_bytes"].get<std::uint64_t>() == 67108864ull * c["group_size"].get<std::uint64_t>());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(every_algorithm_matches_its_closed_form_when_nothing_contends) {
   for (const char* algorithm : {"ring", "bidir_ring", "torus", "torus_all_axes"})
     for (const char* topology : {"2", "5", "16", "64", "2x2", "4x4", "8x8"})
