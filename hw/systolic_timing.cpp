@@ -15,8 +15,18 @@ MatmulPlan plan_matmul(const SystolicArray& array, std::uint64_t m, std::uint64_
   plan.weight_tiles = plan.k_tiles * plan.n_tiles * passes;
   const std::uint64_t tiles = plan.weight_tiles;
   if (tiles >= mxus || m <= 8) {
-    const std::uint64_t used = std::min<std::uint64_t>(mxus, tiles);
-    for (std::uint64_t u = 0; u < used; ++u) plan.shares.push_back({m, tiles / used + (u < tiles % used ? 1 : 0)});
+    // Tiles that do not divide evenly over the arrays would leave some idle for the last round:
+    // the rows are split into groups too, when that shortens the busiest array's work (longer
+    // streams keep the next tile's load hidden, so a small m may stay whole).
+    std::uint64_t groups = 1, best = systolic_cycles(array, m, ceil_div<std::uint64_t>(tiles, mxus), 1.0);
+    for (std::uint64_t g = 2; g <= mxus && tiles % mxus != 0 && g <= ceil_div<std::uint64_t>(m, 8); ++g) {
+      const std::uint64_t cycles =
+          systolic_cycles(array, round_up<std::uint64_t>(ceil_div(m, g), 8), ceil_div<std::uint64_t>(tiles * g, mxus), 1.0);
+      if (cycles < best) best = cycles, groups = g;
+    }
+    const std::uint64_t rows = groups == 1 ? m : round_up<std::uint64_t>(ceil_div(m, groups), 8);
+    const std::uint64_t units = tiles * groups, used = std::min<std::uint64_t>(mxus, units);
+    for (std::uint64_t u = 0; u < used; ++u) plan.shares.push_back({rows, units / used + (u < units % used ? 1 : 0)});
   } else {
     const std::uint64_t row_groups = std::min<std::uint64_t>(mxus / tiles, ceil_div<std::uint64_t>(m, 8));
     const std::uint64_t rows_per_group = round_up<std::uint64_t>(ceil_div(m, row_groups), 8);

@@ -36,7 +36,11 @@ struct MatmulPlan {
 // Splits (m x k) @ (k x n) into R x C weight tiles (every dimension padded to the array) and
 // deals them round-robin to `mxus` arrays; every pass of a multi-pass product is its own tile.
 // With fewer tiles than arrays, the LHS rows are split too (in groups of 8, one vreg) and each
-// tile is loaded into several arrays, so that a small matmul still uses every MXU.
+// tile is loaded into several arrays, so that a small matmul still uses every MXU. With more
+// tiles than arrays but not a multiple of them (5 K tiles of a 3x3x64 convolution on 4 MXUs),
+// the rows are split into as many groups as balance the arrays best, so that no array idles
+// for the last round: shares then hold each group's rows, their weight_tiles the (tile, group)
+// pairs dealt to that array.
 MatmulPlan plan_matmul(const SystolicArray& array, std::uint64_t m, std::uint64_t k,
                        std::uint64_t n, std::uint32_t passes, std::uint32_t mxus);
 

@@ -126,6 +126,32 @@ BOOST_AUTO_TEST_CASE(few_tiles_split_the_rows_over_the_mxus) {
   BOOST_TEST(plan_matmul(array, 8, 128, 128, 1, 4).shares.size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(tiles_that_do_not_divide_over_the_mxus_split_the_rows_to_balance_them) {
+  const SystolicArray array{128, 128, true};
+  // A 3x3x64 -> 64 convolution's im2col product: K 576 is 5 tiles. Dealt whole to 4 MXUs, one
+  // would stream every row twice while three idle for the second round; in 4 row groups the 20
+  // (tile, group) pairs give each MXU 5 of a quarter of the rows.
+  const std::uint64_t m = 401408;
+  const MatmulPlan plan = plan_matmul(array, m, 576, 64, 1, 4);
+  BOOST_REQUIRE(plan.shares.size() == 4u);
+  for (const auto& s : plan.shares) {
+    BOOST_TEST(s.rows == m / 4);
+    BOOST_TEST(s.weight_tiles == 5u);
+  }
+  const std::uint64_t busiest = systolic_cycles(array, m / 4, plan.weight_tiles_per_mxu, 1.0);
+  BOOST_TEST(busiest < systolic_cycles(array, m, 2, 1.0) * 13 / 20);  // 5/8 of the unbalanced 2 rounds, and fill
+  // Work the arrays do is the product's whatever the split.
+  std::uint64_t streamed = 0;
+  for (const auto& s : plan.shares) streamed += s.rows * s.weight_tiles;
+  BOOST_TEST(streamed == m * plan.weight_tiles);
+  // Tiles that divide evenly are not split.
+  BOOST_TEST(plan_matmul(array, m, 512, 128, 1, 4).shares[0].rows == m);
+  // Two MXUs (v2, v3) with 5 tiles: 2 row groups, 5 tiles' worth of half the rows each.
+  const MatmulPlan v3 = plan_matmul(array, m, 576, 64, 1, 2);
+  BOOST_TEST(v3.shares[0].rows == m / 2);
+  BOOST_TEST(v3.weight_tiles_per_mxu == 5u);
+}
+
 BOOST_AUTO_TEST_CASE(vector_unit_works_in_whole_vregs) {
   const VectorUnitShape vpu{128, 8, 2};
   // 1025 elements occupy 2 vregs of 1024; 3 ops each over 2 ALUs: ceil(2 x 3 / 2) = 3 cycles
