@@ -662,6 +662,11 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.all_reduce_chunk_bytes = get<std::uint64_t>(d, "training.all_reduce.chunk_bytes");
   w.all_reduce_bucket_bytes = get<std::uint64_t>(d, "training.all_reduce.bucket_bytes");
   w.all_reduce_overlap = get<bool>(d, "training.all_reduce.overlap");
+  w.all_reduce_bf16 = get<std::string>(d, "training.all_reduce.dtype") == "bfloat16";
+  const auto clipping = get<std::string>(d, "training.gradient_clipping");
+  w.gradient_clipping = clipping == "before_all_reduce"  ? GradientClipping::BeforeAllReduce
+                        : clipping == "after_all_reduce" ? GradientClipping::AfterAllReduce
+                                                         : GradientClipping::None;
   w.weight_update_sharding = get<bool>(d, "training.weight_update_sharding");
   w.fsdp = get<bool>(d, "training.fsdp");
   w.remat = get<bool>(d, "training.remat");

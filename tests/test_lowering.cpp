@@ -103,6 +103,89 @@ BOOST_AUTO_TEST_CASE(weight_update_sharding_scatters_updates_a_share_and_gathers
   BOOST_TEST(sharded.memory.parameters == plain.memory.parameters);  // the weights stay replicated
 }
 
+// TF's BERT clips each replica's gradients by their global norm before summing them (in
+// bfloat16 on v4): one pass reads every gradient, each bucket is scaled (and cast) by a pass of
+// its own, and no all-reduce can start before the last gradient exists.
+BOOST_AUTO_TEST_CASE(clipping_before_the_all_reduce_waits_for_every_gradient) {
+  const std::vector<std::string> sets = {"workload.training.all_reduce.bucket_bytes=0",
+                                         "workload.training.gradient_clipping=before_all_reduce",
+                                         "workload.training.all_reduce.dtype=bfloat16"};
+  const Config c = example("tpu_v2", sets);
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  const auto& ops = step.program.ops;
+  const auto norm = std::find_if(ops.begin(), ops.end(), [](const Op& o) { return o.name == "grads/global_norm"; });
+  BOOST_REQUIRE(norm != ops.end());
+  BOOST_TEST(norm->vector.hbm_read_bytes == step.model.trainable() * 4);
+  std::uint64_t all_reduced = 0;
+  std::size_t collectives = 0;
+  for (const Op& op : ops) {
+    // Every gradient (a weight-gradient matmul) is computed before the norm.
+    if (op.kind == OpKind::Matmul && op.phase == Phase::Backward && op.name.find("/dW") != std::string::npos)
+      BOOST_TEST(op.id < norm->id);
+    if (op.kind != OpKind::Collective) continue;
+    ++collectives;
+    all_reduced += op.collective.bytes;
+    BOOST_TEST((op.collective.dtype == DType::BF16));
+    BOOST_REQUIRE(op.deps.size() == 1u);
+    const Op& clip = ops[op.deps[0]];
+    BOOST_TEST(clip.name.find("/clip") != std::string::npos, clip.name);
+    BOOST_TEST(clip.vector.hbm_write_bytes == op.collective.bytes);  // scaled and cast in one pass
+    BOOST_TEST(clip.deps == std::vector<std::uint32_t>{norm->id});
+  }
+  BOOST_TEST(collectives == 2u);
+  BOOST_TEST(all_reduced == step.model.trainable() * 2);
+  // Without clipping the same bfloat16 all-reduces start as each layer's gradient exists.
+  const Config plain = example("tpu_v2", {sets[0], sets[2]});
+  const LoweredStep unclipped = lower_training_step(plain.workload, plain.hw);
+  for (const Op& op : unclipped.program.ops) {
+    BOOST_TEST(op.name.find("global_norm") == std::string::npos);
+    if (op.kind == OpKind::Collective) BOOST_TEST((unclipped.program.ops[op.deps[0]].kind == OpKind::Matmul));
+  }
+}
+
+// optax's clip_by_global_norm in the optimizer: the norm of the reduced gradients (each
+// replica's share under weight-update sharding, whose norms are then added up), and every update
+// waits for it and scales as it reads.
+BOOST_AUTO_TEST_CASE(clipping_after_the_all_reduce_gates_every_update) {
+  for (bool sharded : {false, true}) {
+    BOOST_TEST_CONTEXT("weight_update_sharding " << sharded) {
+      std::vector<std::string> sets = {"workload.training.all_reduce.bucket_bytes=0"};
+      if (sharded) sets.push_back("workload.training.weight_update_sharding=true");
+      const Config plain_config = example("tpu_v2", sets);
+      sets.push_back("workload.training.gradient_clipping=after_all_reduce");
+      const Config clipped_config = example("tpu_v2", sets);
+      const LoweredStep plain = lower_training_step(plain_config.workload, plain_config.hw);
+      const LoweredStep clipped = lower_training_step(clipped_config.workload, clipped_config.hw);
+      const auto& ops = clipped.program.ops;
+      const auto norm = std::find_if(ops.begin(), ops.end(), [](const Op& o) { return o.name == "grads/global_norm"; });
+      BOOST_REQUIRE(norm != ops.end());
+      std::set<std::uint32_t> reductions(norm->deps.begin(), norm->deps.end());
+      std::size_t gradient_collectives = 0;
+      for (const Op& op : ops)
+        if (op.kind == OpKind::Collective && op.phase == Phase::Gradients) {
+          ++gradient_collectives;
+          BOOST_TEST(reductions.count(op.id) == 1u);
+        }
+      BOOST_TEST(reductions.size() == gradient_collectives);
+      const auto norm_sum = std::find_if(ops.begin(), ops.end(), [](const Op& o) { return o.name == "grads/global_norm/all-reduce"; });
+      BOOST_TEST((norm_sum != ops.end()) == sharded);
+      const std::uint32_t gate = sharded ? norm_sum->id : norm->id;
+      double plain_ops = 0, clipped_ops = 0;
+      std::uint64_t updated = 0;
+      for (const Op& op : plain.program.ops)
+        if (op.kind == OpKind::Vector && op.phase == Phase::Optimizer) plain_ops += op.vector.vpu_ops_per_element;
+      for (const Op& op : ops)
+        if (op.kind == OpKind::Vector && op.phase == Phase::Optimizer && op.name.find("_update") != std::string::npos) {
+          BOOST_TEST(op.deps == std::vector<std::uint32_t>{gate});
+          clipped_ops += op.vector.vpu_ops_per_element - 1;  // the scaling
+          updated += op.vector.elements;
+        }
+      BOOST_TEST(clipped_ops == plain_ops);
+      BOOST_TEST(norm->vector.elements == updated);  // the norm reads what the replica updates
+    }
+  }
+}
+
 // FSDP's textbook volumes: per step each layer's weights are all-gathered twice (before its
 // forward and before its backward) in the compute type and its gradients reduce-scattered once
 // in f32; each replica holds and updates 1/replicas of the state.

@@ -591,19 +591,30 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // axes, and the shards' gradients are then summed over the other data axes.
   const std::uint64_t fsdp_replicas = w.fsdp ? out.replicas / mesh.data_parallel_size : 1;
   const bool hybrid_fsdp = w.fsdp && mesh.data_parallel_size > 1;
+  // The gradients cross replicas in f32, or cast to bfloat16 for it (the casts ride in the passes
+  // either side).
+  const std::uint64_t grad_bytes = w.all_reduce_bf16 ? 2 : 4;
+  const DType grad_dtype = w.all_reduce_bf16 ? DType::BF16 : DType::F32;
+  const auto bucket_name = [](const Bucket& bk) {
+    return bk.first == bk.last ? fmt::format("{}/grad", bk.first) : fmt::format("grads[{}..{}]", bk.first, bk.last);
+  };
   auto issue_all_reduce = [&](Bucket& bk, const std::vector<std::uint32_t>& deps) {
-    const std::string grads = bk.first == bk.last ? fmt::format("{}/grad", bk.first) : fmt::format("grads[{}..{}]", bk.first, bk.last);
+    const std::string grads = bucket_name(bk);
     if (hybrid_fsdp) {
       const std::uint32_t scattered = collective_over(mesh.fsdp_axes, CollectiveKind::ReduceScatter, Phase::Gradients,
-                                                      grads + "/reduce-scatter", bk.params * 4, DType::F32, deps);
+                                                      grads + "/reduce-scatter", bk.params * grad_bytes, grad_dtype, deps);
       const std::uint64_t shard = (bk.params + fsdp_replicas - 1) / fsdp_replicas;
       bk.all_reduce = collective_over(mesh.data_axes & ~mesh.fsdp_axes, CollectiveKind::AllReduce, Phase::Gradients,
-                                      grads + "/shard/all-reduce", shard * 4, DType::F32, {scattered});
+                                      grads + "/shard/all-reduce", shard * grad_bytes, grad_dtype, {scattered});
       return;
     }
-    bk.all_reduce = f32_collective(sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, Phase::Gradients,
-                                   grads + (sharded_update ? "/reduce-scatter" : "/all-reduce"), bk.params, deps);
+    bk.all_reduce = data_collective(sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, Phase::Gradients,
+                                    grads + (sharded_update ? "/reduce-scatter" : "/all-reduce"), bk.params * grad_bytes,
+                                    grad_dtype, deps);
   };
+  // Clipping each replica's own gradients needs their global norm, so no bucket's all-reduce can
+  // start before the last gradient exists.
+  const bool overlap_all_reduce = w.all_reduce_overlap && w.gradient_clipping != GradientClipping::BeforeAllReduce;
   for (std::size_t i = n; i-- > 0;) {
     const Node& node = model.nodes[i];
     if (dy[i].empty()) continue;  // not on the loss's path
@@ -652,7 +663,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
         bk.last = chain.front()->spec.name;
         all_grads.push_back(op);
         if (bk.params * 4 >= w.all_reduce_bucket_bytes) {
-          if (w.all_reduce_overlap) issue_all_reduce(bk, bk.grads);
+          if (overlap_all_reduce) issue_all_reduce(bk, bk.grads);
           buckets.emplace_back();
         }
       }
@@ -690,17 +701,28 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       bk.last = node.spec.name;
       all_grads.insert(all_grads.end(), r.grads.begin(), r.grads.end());
       if (bk.params * 4 >= w.all_reduce_bucket_bytes) {
-        if (w.all_reduce_overlap) issue_all_reduce(bk, bk.grads);
+        if (overlap_all_reduce) issue_all_reduce(bk, bk.grads);
         buckets.emplace_back();
       }
     }
   }
   if (buckets.back().params == 0) buckets.pop_back();
-  for (auto& bk : buckets)
-    if (!w.all_reduce_overlap) issue_all_reduce(bk, all_grads);
-  if (w.all_reduce_overlap && !buckets.empty() && buckets.back().grads.size() > 0 &&
-      buckets.back().params * 4 < w.all_reduce_bucket_bytes)
+  std::uint64_t trainable_params = 0;
+  for (const auto& bk : buckets) trainable_params += bk.params;
+  if (w.gradient_clipping == GradientClipping::BeforeAllReduce && !buckets.empty()) {
+    // One pass reads every gradient for the norm; each bucket's scaling (and its cast, with
+    // bfloat16 all-reduces) is a pass of its own that its all-reduce takes.
+    const std::uint32_t norm = em.vector("grads/global_norm", Phase::Gradients, trainable_params, 2, trainable_params * 4, 0, all_grads);
+    for (auto& bk : buckets) {
+      const std::uint32_t clipped =
+          em.vector(bucket_name(bk) + "/clip", Phase::Gradients, bk.params, 1, bk.params * 4, bk.params * grad_bytes, {norm});
+      issue_all_reduce(bk, {clipped});
+    }
+  } else if (!overlap_all_reduce) {
+    for (auto& bk : buckets) issue_all_reduce(bk, all_grads);
+  } else if (!buckets.empty() && buckets.back().grads.size() > 0 && buckets.back().params * 4 < w.all_reduce_bucket_bytes) {
     issue_all_reduce(buckets.back(), buckets.back().grads);  // the last, partly filled bucket
+  }
 
   // The optimizer updates each bucket's weights once its gradients are reduced.
   std::vector<std::uint32_t> reduced;
@@ -708,14 +730,27 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // With weight-update sharding a replica updates only its share (rounded up: the last replica's
   // is no larger) and the updated f32 weights are all-gathered back into every replica.
   const std::uint64_t update_share = w.fsdp ? fsdp_replicas : sharded_update ? out.replicas : 1;
+  // Clipping the reduced gradients: a pass over each replica's gradients (its share, when the
+  // update is sharded, then the shares' norms added up over the replicas), and every update
+  // scales its gradients by it as it reads them.
+  double clip_ops_per_param = 0;
+  if (w.gradient_clipping == GradientClipping::AfterAllReduce && !buckets.empty()) {
+    std::uint64_t share = 0;
+    for (const auto& bk : buckets) share += (bk.params + update_share - 1) / update_share;
+    std::uint32_t norm = em.vector("grads/global_norm", Phase::Optimizer, share, 2, share * grad_bytes, 0, reduced);
+    if (update_share > 1)
+      norm = data_collective(CollectiveKind::AllReduce, Phase::Optimizer, "grads/global_norm/all-reduce", 4, DType::F32, {norm});
+    reduced.assign(buckets.size(), norm);
+    clip_ops_per_param = 1;
+  }
   for (std::size_t k = 0; k < buckets.size(); ++k) {
     const std::uint64_t p = (buckets[k].params + update_share - 1) / update_share;
     const std::string params_name = buckets[k].first == buckets[k].last
                                         ? buckets[k].first
                                         : fmt::format("params[{}..{}]", buckets[k].first, buckets[k].last);
     const std::uint32_t update =
-        em.vector(params_name + "/" + w.optimizer + "_update", Phase::Optimizer, p, opt.vpu_ops_per_param,
-                  p * (4 + 4 + 4ull * (opt.state_f32_per_param + opt.reread_f32_per_param)),
+        em.vector(params_name + "/" + w.optimizer + "_update", Phase::Optimizer, p, opt.vpu_ops_per_param + clip_ops_per_param,
+                  p * (4 + grad_bytes + 4ull * (opt.state_f32_per_param + opt.reread_f32_per_param)),
                   p * (4 + 4ull * opt.state_f32_per_param + (mixed ? 2 : 0)),
                   {reduced[k]});
     if (!w.weight_update_sharding) continue;

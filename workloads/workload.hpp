@@ -14,6 +14,7 @@ enum class Precision { Float32, MixedBfloat16 };
 // What rematerialization keeps of a segment besides its input (MaxText's remat_policy names):
 // nothing; every weight matmul's output; all of them but an MLP's first layer's.
 enum class RematPolicy { Full, Minimal, SaveDotExceptMlpIn };
+enum class GradientClipping { None, BeforeAllReduce, AfterAllReduce };
 
 // One layer as the workload file gives it; which fields apply depends on the type (see
 // docs/workload_format.md). Sizes are per sample.
@@ -70,6 +71,11 @@ struct Workload {
   std::uint64_t all_reduce_chunk_bytes = 0;
   std::uint64_t all_reduce_bucket_bytes = 32ull << 20;  // gradients of consecutive layers combined up to this
   bool all_reduce_overlap = true;  // start each bucket as soon as its gradients exist
+  bool all_reduce_bf16 = false;    // gradients cross replicas in bfloat16 (cast from f32 and back)
+  // Clipping by the global norm (tf.clip_by_global_norm): of each replica's own gradients before
+  // they are all-reduced (TF's BERT: no all-reduce can start before the last gradient, the norm
+  // and a scaling pass), or of the reduced gradients in the optimizer (optax, MaxText).
+  GradientClipping gradient_clipping = GradientClipping::None;
   // Reduce-scatter the gradients, update a 1/replicas share, all-gather the weights.
   bool weight_update_sharding = false;
   std::string mesh_model_axes;      // torus axes ("x", "yz") the model axis spans; the rest carry data
