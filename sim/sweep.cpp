@@ -524,12 +524,18 @@ int run_sweep(const SweepRequest& r) {
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     const fs::path summary = dir / "points" / p.id / "summary.json";
     const std::string log = (dir / "points" / (p.id + ".log")).string();
-    const bool stopped = code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP;
+    const auto interrupt = [](int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; };
+    const bool stopped = interrupt(code - 128);
     if ((code == 0 || stopped) && fs::exists(summary)) {
       std::ifstream in(summary);
       const ojson s = parse_bounded<ojson>(in, summary.string());
       const std::string status = s["status"].get<std::string>();
       finish(p, status, status == "ok" || s["warnings"].empty() ? "" : s["warnings"][0].get<std::string>(), s, secs);
+    } else if (passed_on && (stopped || (WIFSIGNALED(status) && interrupt(WTERMSIG(status))))) {
+      // The interrupt reached the point before it could close its outputs (still starting up,
+      // its handler not yet installed): interrupted like the others, not a failure, and run
+      // again by --resume.
+      finish(p, "interrupted", "interrupted before it wrote a summary", nullptr, secs);
     } else {
       std::string reason = last_line(log);
       for (const std::string prefix : {"tpusim: ", "error: ", "simulation error: "})

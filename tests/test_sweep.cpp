@@ -180,6 +180,24 @@ BOOST_AUTO_TEST_CASE(an_interrupted_sweep_keeps_its_finished_points) {
              std::string::npos);
 }
 
+// An interrupt that reaches a point while it is still starting (its log just opened, its own
+// handler perhaps not yet installed) leaves that point interrupted, not failed, however far
+// it got.
+BOOST_AUTO_TEST_CASE(a_point_interrupted_as_it_starts_is_interrupted) {
+  TempDir dir;
+  const std::string out = dir.path("sweep");
+  const CommandResult r = run_tpusim_interrupted_after(
+      "sweep '" + source_path("workloads/examples/bert_large_128.json") + "' --hw tpu_v5e --topology 8x8 " +
+          "--vary workload.training.steps=5,5 -j 1 --trace none -o '" + out + "'",
+      SIGTERM, out + "/points/000_steps=5.log", 0);
+  BOOST_TEST(r.exit_code == 143, r.err);
+  const json sweep = json::parse(read_file(out + "/sweep.json"));
+  BOOST_REQUIRE(sweep["rows"].size() == 1u);
+  BOOST_TEST(sweep["rows"][0]["status"] == "interrupted");
+  BOOST_TEST(sweep["finished"].get<int>() == 0);
+  BOOST_TEST(sweep["interrupted"].get<int>() == 1);
+}
+
 // Issue 17: a sweep over hardware answers "what to pick": every finished point is ranked by
 // samples per USD and by time to train, in sweep.csv, sweep.json and the report's table.
 BOOST_AUTO_TEST_CASE(points_are_ranked_by_samples_per_usd_and_time_to_train) {
