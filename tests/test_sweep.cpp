@@ -20,6 +20,15 @@ namespace {
 
 CommandResult sweep(const std::string& args) { return run_tpusim("sweep '" + example_workload() + "' " + args); }
 
+// A sweep of BERT-large points on 64 v5e chips, one at a time, into OUT, that gets SIGTERM
+// `delay_ms` after the file READY (under OUT) appears.
+CommandResult interrupted_bert_sweep(const std::string& out, const std::string& steps, const std::string& ready, int delay_ms) {
+  return run_tpusim_interrupted_after("sweep '" + source_path("workloads/examples/bert_large_128.json") +
+                                          "' --hw tpu_v5e --topology 8x8 --vary workload.training.steps=" + steps +
+                                          " -j 1 --trace none -o '" + out + "'",
+                                      SIGTERM, out + "/" + ready, delay_ms);
+}
+
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);
@@ -162,10 +171,7 @@ BOOST_AUTO_TEST_CASE(an_interrupted_sweep_keeps_its_finished_points) {
   // moments under a sanitizer build, and interrupt nothing.)
   TempDir dir;
   const std::string out = dir.path("sweep");
-  const CommandResult r = run_tpusim_interrupted_after(
-      "sweep '" + source_path("workloads/examples/bert_large_128.json") + "' --hw tpu_v5e --topology 8x8 " +
-          "--vary workload.training.steps=1,20,20 -j 1 --trace none -o '" + out + "'",
-      SIGTERM, out + "/points/000_steps=1/summary.json", 1000);
+  const CommandResult r = interrupted_bert_sweep(out, "1,20,20", "points/000_steps=1/summary.json", 1000);
   BOOST_TEST(r.exit_code == 143, r.err);
   const json sweep = json::parse(read_file(out + "/sweep.json"));
   std::map<std::string, int> statuses;
@@ -186,10 +192,7 @@ BOOST_AUTO_TEST_CASE(an_interrupted_sweep_keeps_its_finished_points) {
 BOOST_AUTO_TEST_CASE(a_point_interrupted_as_it_starts_is_interrupted) {
   TempDir dir;
   const std::string out = dir.path("sweep");
-  const CommandResult r = run_tpusim_interrupted_after(
-      "sweep '" + source_path("workloads/examples/bert_large_128.json") + "' --hw tpu_v5e --topology 8x8 " +
-          "--vary workload.training.steps=5,5 -j 1 --trace none -o '" + out + "'",
-      SIGTERM, out + "/points/000_steps=5.log", 0);
+  const CommandResult r = interrupted_bert_sweep(out, "5,5", "points/000_steps=5.log", 0);
   BOOST_TEST(r.exit_code == 143, r.err);
   const json sweep = json::parse(read_file(out + "/sweep.json"));
   BOOST_REQUIRE(sweep["rows"].size() == 1u);

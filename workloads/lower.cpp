@@ -582,11 +582,6 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // Each replica updates a share of the weights (weight-update sharding, FSDP): gradients are
   // reduce-scattered. Under FSDP the weights stay sharded: the next step's gathers bring them.
   const bool sharded_update = w.weight_update_sharding || w.fsdp;
-  // Gradients and weights cross replicas as f32, with the workload's algorithm and chunking.
-  auto f32_collective = [&](CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t params,
-                            const std::vector<std::uint32_t>& deps) {
-    return data_collective(kind, phase, name, params * 4, DType::F32, deps);
-  };
   // FSDP over some of the data axes: each replica updates a share among the replicas across those
   // axes, and the shards' gradients are then summed over the other data axes.
   const std::uint64_t fsdp_replicas = w.fsdp ? out.replicas / mesh.data_parallel_size : 1;
@@ -707,11 +702,11 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     }
   }
   if (buckets.back().params == 0) buckets.pop_back();
-  std::uint64_t trainable_params = 0;
-  for (const auto& bk : buckets) trainable_params += bk.params;
   if (w.gradient_clipping == GradientClipping::BeforeAllReduce && !buckets.empty()) {
     // One pass reads every gradient for the norm; each bucket's scaling (and its cast, with
     // bfloat16 all-reduces) is a pass of its own that its all-reduce takes.
+    std::uint64_t trainable_params = 0;
+    for (const auto& bk : buckets) trainable_params += bk.params;
     const std::uint32_t norm = em.vector("grads/global_norm", Phase::Gradients, trainable_params, 2, trainable_params * 4, 0, all_grads);
     for (auto& bk : buckets) {
       const std::uint32_t clipped =
@@ -730,13 +725,14 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // With weight-update sharding a replica updates only its share (rounded up: the last replica's
   // is no larger) and the updated f32 weights are all-gathered back into every replica.
   const std::uint64_t update_share = w.fsdp ? fsdp_replicas : sharded_update ? out.replicas : 1;
+  const auto updated_params = [&](const Bucket& bk) { return (bk.params + update_share - 1) / update_share; };
   // Clipping the reduced gradients: a pass over each replica's gradients (its share, when the
   // update is sharded, then the shares' norms added up over the replicas), and every update
   // scales its gradients by it as it reads them.
   double clip_ops_per_param = 0;
   if (w.gradient_clipping == GradientClipping::AfterAllReduce && !buckets.empty()) {
     std::uint64_t share = 0;
-    for (const auto& bk : buckets) share += (bk.params + update_share - 1) / update_share;
+    for (const auto& bk : buckets) share += updated_params(bk);
     std::uint32_t norm = em.vector("grads/global_norm", Phase::Optimizer, share, 2, share * grad_bytes, 0, reduced);
     if (update_share > 1)
       norm = data_collective(CollectiveKind::AllReduce, Phase::Optimizer, "grads/global_norm/all-reduce", 4, DType::F32, {norm});
@@ -744,7 +740,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     clip_ops_per_param = 1;
   }
   for (std::size_t k = 0; k < buckets.size(); ++k) {
-    const std::uint64_t p = (buckets[k].params + update_share - 1) / update_share;
+    const std::uint64_t p = updated_params(buckets[k]);
     const std::string params_name = buckets[k].first == buckets[k].last
                                         ? buckets[k].first
                                         : fmt::format("params[{}..{}]", buckets[k].first, buckets[k].last);
@@ -754,7 +750,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
                   p * (4 + 4ull * opt.state_f32_per_param + (mixed ? 2 : 0)),
                   {reduced[k]});
     if (!w.weight_update_sharding) continue;
-    f32_collective(CollectiveKind::AllGather, Phase::Optimizer, params_name + "/all-gather", buckets[k].params, {update});
+    data_collective(CollectiveKind::AllGather, Phase::Optimizer, params_name + "/all-gather", buckets[k].params * 4, DType::F32,
+                    {update});
   }
 
   if (!w.matmul_output_fusion) unfuse_matmul_epilogues(program);
