@@ -705,12 +705,14 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   if (w.gradient_clipping == GradientClipping::BeforeAllReduce && !buckets.empty()) {
     // One pass reads every gradient for the norm; each bucket's scaling (and its cast, with
     // bfloat16 all-reduces) is a pass of its own that its all-reduce takes.
+    // A megacore chip's cores each take their share of the passes.
+    const auto core_share = [&](std::uint64_t params) { return (params + cores_per_replica - 1) / cores_per_replica; };
     std::uint64_t trainable_params = 0;
-    for (const auto& bk : buckets) trainable_params += bk.params;
+    for (const auto& bk : buckets) trainable_params += core_share(bk.params);
     const std::uint32_t norm = em.vector("grads/global_norm", Phase::Gradients, trainable_params, 2, trainable_params * 4, 0, all_grads);
     for (auto& bk : buckets) {
-      const std::uint32_t clipped =
-          em.vector(bucket_name(bk) + "/clip", Phase::Gradients, bk.params, 1, bk.params * 4, bk.params * grad_bytes, {norm});
+      const std::uint64_t p = core_share(bk.params);
+      const std::uint32_t clipped = em.vector(bucket_name(bk) + "/clip", Phase::Gradients, p, 1, p * 4, p * grad_bytes, {norm});
       issue_all_reduce(bk, {clipped});
     }
   } else if (!overlap_all_reduce) {
@@ -724,17 +726,20 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   for (const auto& bk : buckets) reduced.push_back(bk.all_reduce);
   // With weight-update sharding a replica updates only its share (rounded up: the last replica's
   // is no larger) and the updated f32 weights are all-gathered back into every replica.
+  // A megacore chip's cores split their replica's update between them, as XLA splits every other
+  // op of the one device.
   const std::uint64_t update_share = w.fsdp ? fsdp_replicas : sharded_update ? out.replicas : 1;
-  const auto updated_params = [&](const Bucket& bk) { return (bk.params + update_share - 1) / update_share; };
-  // Clipping the reduced gradients: a pass over each replica's gradients (its share, when the
-  // update is sharded, then the shares' norms added up over the replicas), and every update
-  // scales its gradients by it as it reads them.
+  const std::uint64_t updaters = update_share * cores_per_replica;
+  const auto updated_params = [&](const Bucket& bk) { return (bk.params + updaters - 1) / updaters; };
+  // Clipping the reduced gradients: a pass over each core's share of the gradients it updates,
+  // the shares' norms then added up (over the replicas, and the cores of a megacore chip), and
+  // every update scales its gradients by it as it reads them.
   double clip_ops_per_param = 0;
   if (w.gradient_clipping == GradientClipping::AfterAllReduce && !buckets.empty()) {
     std::uint64_t share = 0;
     for (const auto& bk : buckets) share += updated_params(bk);
     std::uint32_t norm = em.vector("grads/global_norm", Phase::Optimizer, share, 2, share * grad_bytes, 0, reduced);
-    if (update_share > 1)
+    if (updaters > 1)
       norm = data_collective(CollectiveKind::AllReduce, Phase::Optimizer, "grads/global_norm/all-reduce", 4, DType::F32, {norm});
     reduced.assign(buckets.size(), norm);
     clip_ops_per_param = 1;

@@ -156,8 +156,10 @@ class Attention : public LayerKind {
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
     const AttentionGeometry a = geometry(em, node);
     // Q, K and V; the probabilities, or a flash kernel's log-sum-exp per query (f32). The heads'
-    // output (the output projection's input) is not counted: with it MLPerf's BERT-large at 24
-    // sequences of 512 per v4 core, which ran, would not fit (the estimate is high elsewhere).
+    // output (the output projection's input) is left out to offset an estimate that is high
+    // elsewhere (XLA can rematerialize cheap values such as GELU's output to fit): MLPerf v0.7's
+    // BERT-large ran 24 sequences of 512 on each v4 core beside the core's own weights and LAMB
+    // state, where tpusim's footprint, even without it, is 18.7 GiB of the core's 16.
     const std::uint64_t q_k_v = 3 * a.tokens * a.local_d * em.act_bytes();
     return q_k_v + (em.flash_attention() ? a.heads_total * a.seq * 4 : a.score_elements * em.act_bytes());
   }
