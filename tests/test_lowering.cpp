@@ -737,37 +737,48 @@ BOOST_AUTO_TEST_CASE(megacore_chips_are_one_replica) {
   BOOST_TEST(step.per_core_batch == 128u);
 }
 
-// The chip is one device: its cores split the replica's optimizer update and clipping passes
-// rather than each streaming all of them through the chip's one HBM. Run as one replica per core
-// (TensorFlow's MLPerf BERT on v4), each core updates its own copy of every weight.
-BOOST_AUTO_TEST_CASE(megacore_cores_split_the_update_and_the_clipping) {
-  for (const bool megacore : {true, false}) {
-    BOOST_TEST_CONTEXT("megacore " << megacore) {
-      const Config c = example("tpu_v4", {"workload.training.all_reduce.bucket_bytes=0",
-                                          "workload.training.gradient_clipping=before_all_reduce",
-                                          megacore ? "hw.chip.megacore=true" : "hw.chip.megacore=false"});
-      const LoweredStep step = lower_training_step(c.workload, c.hw);
-      const std::uint64_t trainable = step.model.trainable(), sharers = megacore ? 2 : 1;
-      std::uint64_t updated = 0, clipped = 0, layers = 0, normed = 0;
-      for (const Op& op : step.program.ops) {
-        if (op.kind != OpKind::Vector) continue;
-        if (op.name.find("_update") != std::string::npos) {
-          updated += op.vector.elements;
-          ++layers;
+// The chip is one device: its cores split the replica's optimizer update (and, clipping after
+// the all-reduce, the norm of what they update) rather than each streaming all of it through the
+// chip's one HBM; the halves' norms are added up on the chip, or with the other replicas' shares
+// when the update is sharded. Run as a replica per core (TensorFlow's MLPerf BERT on v4), each
+// core updates its own copy of every weight.
+BOOST_AUTO_TEST_CASE(megacore_cores_split_the_update) {
+  std::set<double> read_bytes_per_element;
+  for (const bool megacore : {true, false})
+    for (const bool sharded : {false, true}) {
+      BOOST_TEST_CONTEXT("megacore " << megacore << ", weight_update_sharding " << sharded) {
+        const Config c = example("tpu_v4", {"workload.training.all_reduce.bucket_bytes=0",
+                                            "workload.training.gradient_clipping=after_all_reduce",
+                                            megacore ? "hw.chip.megacore=true" : "hw.chip.megacore=false",
+                                            sharded ? "workload.training.weight_update_sharding=true"
+                                                    : "workload.training.weight_update_sharding=false"});
+        const LoweredStep step = lower_training_step(c.workload, c.hw);
+        const std::uint64_t trainable = step.model.trainable();
+        const std::uint64_t sharers = (megacore ? 2 : 1) * (sharded ? step.replicas : 1);
+        std::uint64_t updated = 0, layers = 0, normed = 0;
+        const Op* norm_sum = nullptr;
+        for (const Op& op : step.program.ops) {
+          if (op.kind == OpKind::Vector && op.name.find("_update") != std::string::npos) {
+            updated += op.vector.elements;
+            ++layers;
+            read_bytes_per_element.insert(static_cast<double>(op.vector.hbm_read_bytes) / op.vector.elements);
+          }
+          if (op.name == "grads/global_norm") normed = op.vector.elements;
+          if (op.name == "grads/global_norm/all-reduce") norm_sum = &op;
         }
-        if (op.name.find("/clip") != std::string::npos) clipped += op.vector.elements;
-        if (op.name == "grads/global_norm") normed = op.vector.elements;
+        BOOST_REQUIRE(layers > 0u);
+        // Each layer's share rounds up: at most one parameter more per layer and sharer.
+        BOOST_TEST(updated * sharers >= trainable);
+        BOOST_TEST(updated * sharers <= trainable + sharers * layers);
+        BOOST_TEST(normed == updated);
+        BOOST_TEST((norm_sum != nullptr) == (sharers > 1));
+        if (norm_sum) BOOST_TEST(norm_sum->collective.group_axes == (sharded ? step.mesh.data_axes : 0u));
+        // A megacore chip holds the replica's state once for both cores.
+        BOOST_TEST(step.memory.optimizer_state == trainable * 4 * 2 / sharers);
       }
-      BOOST_REQUIRE(layers > 0u);
-      // Each layer's half rounds up: at most one parameter more per layer.
-      for (const std::uint64_t elements : {updated, clipped, normed}) {
-        BOOST_TEST(elements * sharers >= trainable);
-        BOOST_TEST(elements * sharers <= trainable + sharers * layers);
-      }
-      // A megacore chip holds the replica's state once for both cores.
-      BOOST_TEST(step.memory.gradients == trainable * 4 / sharers);
     }
-  }
+  // The bytes of an update shrink with its elements.
+  BOOST_TEST(read_bytes_per_element.size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(batch_that_does_not_divide_is_an_error_naming_the_key) {

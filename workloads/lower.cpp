@@ -704,15 +704,15 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   if (buckets.back().params == 0) buckets.pop_back();
   if (w.gradient_clipping == GradientClipping::BeforeAllReduce && !buckets.empty()) {
     // One pass reads every gradient for the norm; each bucket's scaling (and its cast, with
-    // bfloat16 all-reduces) is a pass of its own that its all-reduce takes.
-    // A megacore chip's cores each take their share of the passes.
-    const auto core_share = [&](std::uint64_t params) { return (params + cores_per_replica - 1) / cores_per_replica; };
+    // bfloat16 all-reduces) is a pass of its own that its all-reduce takes. A megacore chip's
+    // cores each hold a whole gradient of their half of the batch until the all-reduce adds them
+    // up on the chip, so each core's passes read all of its own.
     std::uint64_t trainable_params = 0;
-    for (const auto& bk : buckets) trainable_params += core_share(bk.params);
+    for (const auto& bk : buckets) trainable_params += bk.params;
     const std::uint32_t norm = em.vector("grads/global_norm", Phase::Gradients, trainable_params, 2, trainable_params * 4, 0, all_grads);
     for (auto& bk : buckets) {
-      const std::uint64_t p = core_share(bk.params);
-      const std::uint32_t clipped = em.vector(bucket_name(bk) + "/clip", Phase::Gradients, p, 1, p * 4, p * grad_bytes, {norm});
+      const std::uint32_t clipped =
+          em.vector(bucket_name(bk) + "/clip", Phase::Gradients, bk.params, 1, bk.params * 4, bk.params * grad_bytes, {norm});
       issue_all_reduce(bk, {clipped});
     }
   } else if (!overlap_all_reduce) {
@@ -732,15 +732,19 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   const std::uint64_t updaters = update_share * cores_per_replica;
   const auto updated_params = [&](const Bucket& bk) { return (bk.params + updaters - 1) / updaters; };
   // Clipping the reduced gradients: a pass over each core's share of the gradients it updates,
-  // the shares' norms then added up (over the replicas, and the cores of a megacore chip), and
-  // every update scales its gradients by it as it reads them.
+  // the shares' norms then added up over the replicas that updated them (the chips across the
+  // FSDP axes, or every replica with weight-update sharding) and, on the chip, over a megacore
+  // chip's cores; every update scales its gradients by it as it reads them.
   double clip_ops_per_param = 0;
   if (w.gradient_clipping == GradientClipping::AfterAllReduce && !buckets.empty()) {
     std::uint64_t share = 0;
     for (const auto& bk : buckets) share += updated_params(bk);
     std::uint32_t norm = em.vector("grads/global_norm", Phase::Optimizer, share, 2, share * grad_bytes, 0, reduced);
-    if (updaters > 1)
-      norm = data_collective(CollectiveKind::AllReduce, Phase::Optimizer, "grads/global_norm/all-reduce", 4, DType::F32, {norm});
+    if (updaters > 1) {
+      const std::uint32_t sharing_axes = w.fsdp ? mesh.fsdp_axes : update_share > 1 ? mesh.data_axes : 0;
+      norm = collective_over(sharing_axes, CollectiveKind::AllReduce, Phase::Optimizer, "grads/global_norm/all-reduce", 4, DType::F32,
+                             {norm});
+    }
     reduced.assign(buckets.size(), norm);
     clip_ops_per_param = 1;
   }
