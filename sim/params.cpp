@@ -33,7 +33,7 @@ std::vector<ParamSpec> build() {
       // ---- hardware ------------------------------------------------------------------------
       hw("name", T::String, "", "Name of the hardware description"),
       hw("chip.cores", T::Int, "cores", "TensorCores per chip", 1, 8),
-      hw("chip.megacore", T::Bool, "", "The chip's cores act as one device (one replica per chip, work split between its cores)"),
+      hw("chip.megacore", T::Bool, "", "The chip's cores act as one device (one replica per chip, its batch and optimizer update split between its cores, as JAX and XLA's megacore run v4 and v5p); false makes each core a replica with its own copy of the weights, as TensorFlow's MLPerf BERT on v4 ran (num_tpu_cores the TensorCore count)"),
       hw("chip.hbm_per_core", T::Bool, "", "Each core has its own share of the HBM (capacity, channels and bandwidth divided by chip.cores); false: the cores share all of it"),
       hw("chip.documented_peak_bf16_tflops", T::Float, "TFLOP/s", "Published dense bf16 peak per chip (reported beside the modelled peak)", 0, 1e6),
       hw("chip.max_chips", T::Int, "chips", "Largest slice the generation can form", 1, 65536),
