@@ -25,6 +25,10 @@ struct VpuConfig {
   std::uint32_t lanes = 128;
   std::uint32_t sublanes = 8;
   std::uint32_t alus_per_element = 1;  // fp32 ALUs per (lane, sublane)
+  // Extra passes over its input that each reduction along the last (lane) axis of a vector op
+  // costs, as XLA runs it on this generation (a softmax's max and sum, a layer norm's
+  // statistics); 0: the reduction rides in the op's own pass.
+  double lane_reduction_extra_passes = 0;
 };
 
 struct DmaConfig {

@@ -75,6 +75,11 @@ struct VectorWork {
   // A gather or scatter: the contiguous pieces' length (0: one contiguous tensor).
   std::uint64_t hbm_read_run_bytes = 0;
   std::uint64_t hbm_write_run_bytes = 0;
+  // Reductions along the last (lane) axis the pass makes one after another (a softmax's max,
+  // then its sum), and the HBM bytes of what each reduces: a generation whose compiler runs such
+  // a reduction as passes of its own reads them again (hw.core.vpu.lane_reduction_extra_passes).
+  std::uint32_t lane_reductions = 0;
+  std::uint64_t lane_reduced_bytes = 0;
 };
 
 // Permute: each chip sends its whole buffer to the next chip of its group's ring and receives the

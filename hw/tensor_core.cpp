@@ -447,13 +447,14 @@ void TensorCore::run_matmul(const Op& op) {
 void TensorCore::run_vector(const Op& op) {
   const VectorWork& v = op.vector;
   const std::uint64_t count = vector_blocks(v, hw_);
+  const std::uint64_t read_bytes = vector_read_bytes(v, hw_);
   std::vector<Block> blocks(count);
   auto share = [count](std::uint64_t total, std::uint64_t b) {
     return total / count + (b < total % count ? 1 : 0);
   };
   std::uint64_t largest = 0;
   for (std::uint64_t b = 0; b < count; ++b) {
-    blocks[b].load_bytes = {share(v.hbm_read_bytes, b), 0};
+    blocks[b].load_bytes = {share(read_bytes, b), 0};
     blocks[b].store_bytes = share(v.hbm_write_bytes, b);
     blocks[b].load_run_bytes = v.hbm_read_run_bytes;
     blocks[b].store_run_bytes = v.hbm_write_run_bytes;

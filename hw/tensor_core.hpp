@@ -110,8 +110,14 @@ class TensorCore : public sc_core::sc_module {
   // Blocks a vector op streams in: double-buffered in and out, within the vector engine's quarter
   // of vector memory.
   static std::uint64_t vector_blocks(const VectorWork& v, const HwConfig& hw) {
-    return std::max<std::uint64_t>(1, ceil_div<std::uint64_t>(2 * (v.hbm_read_bytes + v.hbm_write_bytes),
+    return std::max<std::uint64_t>(1, ceil_div<std::uint64_t>(2 * (vector_read_bytes(v, hw) + v.hbm_write_bytes),
                                                               hw.core.vmem_bytes / 4));
+  }
+  // HBM bytes a vector op reads on this hardware: its inputs, and its lane reductions' inputs
+  // again for each extra pass the generation's compiler makes of them.
+  static std::uint64_t vector_read_bytes(const VectorWork& v, const HwConfig& hw) {
+    const double again = hw.core.vpu.lane_reduction_extra_passes * v.lane_reductions * static_cast<double>(v.lane_reduced_bytes);
+    return v.hbm_read_bytes + static_cast<std::uint64_t>(again + 0.5);
   }
 
   bool finished() const { return finished_; }

@@ -387,6 +387,7 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   c.vpu.lanes = get<std::uint32_t>(d, "core.vpu.lanes");
   c.vpu.sublanes = get<std::uint32_t>(d, "core.vpu.sublanes");
   c.vpu.alus_per_element = get<std::uint32_t>(d, "core.vpu.alus_per_element");
+  c.vpu.lane_reduction_extra_passes = get<double>(d, "core.vpu.lane_reduction_extra_passes");
   c.vmem_bytes = get<std::uint64_t>(d, "core.vmem_bytes");
   c.op_overhead_cycles = get<std::uint32_t>(d, "core.op_overhead_cycles");
   c.dma.engines = get<std::uint32_t>(d, "core.dma.engines");

@@ -45,7 +45,7 @@ bool close(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max({1.0,
 std::uint64_t program_dma_bytes(const Program& program, const HwConfig& hw) {
   std::uint64_t bytes = 0;
   for (const Op& op : program.ops) {
-    if (op.kind == OpKind::Vector) bytes += op.vector.hbm_read_bytes + op.vector.hbm_write_bytes;
+    if (op.kind == OpKind::Vector) bytes += TensorCore::vector_read_bytes(op.vector, hw) + op.vector.hbm_write_bytes;
     if (op.kind != OpKind::Matmul) continue;
     for (const MatmulBlock& b :
          tile_matmul(op.matmul, hw.core.mxu, TensorCore::matmul_vmem_budget_bytes(hw)).blocks)

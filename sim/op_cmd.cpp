@@ -18,14 +18,15 @@ using ojson = nlohmann::ordered_json;
 struct VectorCost {
   double vpu_ops_per_element;
   std::uint64_t inputs_read;  // tensors of the input's size read from HBM
+  std::uint32_t lane_reductions = 0;  // of the input, along its last axis, one after another
 };
 
 VectorCost cost_of(const std::string& kind) {
   if (kind == "copy") return {0, 1};  // what jnp's copy() lowers to: a read and a write, no arithmetic
   if (kind == "add" || kind == "mul") return {1, 2};
-  if (kind == "layer_norm") return {kNormVpuOps, 1};  // row statistics stay in vector memory
-  if (kind == "batch_norm") return {kNormVpuOps, 2};  // batch statistics need the whole tensor first
-  return {activation_vpu_ops(kind), 1};
+  if (kind == "layer_norm") return {kNormVpuOps, 1, 1};  // row statistics stay in vector memory
+  if (kind == "batch_norm") return {kNormVpuOps, 2};     // batch statistics need the whole tensor first
+  return {activation_vpu_ops(kind), 1, activation_lane_reductions(kind, false)};
 }
 
 }  // namespace
@@ -60,6 +61,8 @@ ojson run_vector_op(const HwConfig& hw_in, const VectorOpRequest& r) {
   op.vector.vpu_ops_per_element = cost.vpu_ops_per_element;
   op.vector.hbm_read_bytes = cost.inputs_read * bytes;
   op.vector.hbm_write_bytes = bytes;
+  op.vector.lane_reductions = cost.lane_reductions;
+  op.vector.lane_reduced_bytes = bytes;
   const SingleOpTiming t = simulate_single_op(hw, op, r.max_memory_bytes, "simulating the op");
   const double time_s = ps_to_s(t.op_ps);
 

@@ -78,7 +78,7 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
       const double blocks = static_cast<double>(TensorCore::vector_blocks(op.vector, hw));
       intervals += blocks;
       transfers += 2 * blocks;
-      dma_bytes += static_cast<double>(op.vector.hbm_read_bytes + op.vector.hbm_write_bytes);
+      dma_bytes += static_cast<double>(TensorCore::vector_read_bytes(op.vector, hw) + op.vector.hbm_write_bytes);
     } else if (op.kind == OpKind::Collective) {
       // Every reduced piece that arrives is an addition on core 0's vector unit.
       const CollectiveSchedule schedule = plan_collective(torus, 0, op.collective);

@@ -142,3 +142,31 @@ BOOST_AUTO_TEST_CASE(one_vector_op_is_charged_as_a_training_step_charges_it) {
                           "op add --shape 4 --cores 2 --hw tpu_v5e", "op add --shape 99999999,99999999"})
     BOOST_TEST(run_tpusim(bad).exit_code == 2, bad);
 }
+
+BOOST_AUTO_TEST_CASE(a_generation_that_reduces_along_lanes_in_passes_of_their_own_reads_the_input_again) {
+  const auto op = [](const std::string& args) {
+    const CommandResult r = run_tpusim("op " + args + " --json");
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return json::parse(r.out);
+  };
+  const std::uint64_t tensor = 4096ull * 8192 * 4;  // f32
+  const auto bytes = [&](const std::string& kind, double passes) {
+    return op(kind + " --shape 4096,8192 --dtype fp32 --hw tpu_v3 --set hw.core.vpu.lane_reduction_extra_passes=" +
+              std::to_string(passes))["hbm_bytes"]
+        .get<std::uint64_t>();
+  };
+  // None: one read and one write. A softmax reduces twice along its rows (max, then sum), a layer
+  // norm once (its mean and mean square together); each reduction reads the input again per pass.
+  BOOST_TEST(bytes("softmax", 0) == 2 * tensor);
+  BOOST_TEST(bytes("softmax", 1.5) == 2 * tensor + 3 * tensor);
+  BOOST_TEST(bytes("layer_norm", 2) == 2 * tensor + 2 * tensor);
+  // Elementwise ops and a batch norm (statistics over the rows, not along them) are unaffected.
+  BOOST_TEST(bytes("gelu", 2) == 2 * tensor);
+  BOOST_TEST(bytes("batch_norm", 2) == bytes("batch_norm", 0));
+  // v3's preset sets it (fitted on a measured f32 softmax); the more it reads, the longer it takes.
+  const json v3 = op("softmax --shape 4096,8192 --dtype fp32 --hw tpu_v3");
+  const json none = op("softmax --shape 4096,8192 --dtype fp32 --hw tpu_v3 --set hw.core.vpu.lane_reduction_extra_passes=0");
+  BOOST_TEST(v3["hbm_bytes"].get<std::uint64_t>() > none["hbm_bytes"].get<std::uint64_t>());
+  BOOST_TEST(v3["time_s"].get<double>() > 3 * none["time_s"].get<double>());
+  BOOST_TEST(run_tpusim("op softmax --shape 4 --hw tpu_v3 --set hw.core.vpu.lane_reduction_extra_passes=-1").exit_code == 2);
+}

@@ -9,6 +9,7 @@
 
 #include "sim/config.hpp"
 #include "sim/params.hpp"
+#include "hw/tensor_core.hpp"
 #include "workloads/layer_kind.hpp"
 #include "workloads/lower.hpp"
 #include "run_helpers.hpp"
@@ -370,12 +371,26 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_layers_do_a_quarter_of_the_work_and_all_red
 
 namespace {
 
-LoweredStep gpt2_on_v5p(std::vector<std::string> sets) {
+Config gpt2_on_v5p_config(std::vector<std::string> sets = {}) {
   ConfigRequest request;
   request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
   request.hw = "tpu_v5p";
   request.topology = "2x2x4";
   request.sets = std::move(sets);
+  return load_config(request);
+}
+
+LoweredStep gpt2_on_v5p(std::vector<std::string> sets) {
+  const Config c = gpt2_on_v5p_config(std::move(sets));
+  return lower_training_step(c.workload, c.hw);
+}
+
+// The zoo's Keras ResNet-50 at 8 images per replica.
+LoweredStep resnet50_at_8(const std::string& hw) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/resnet50.json");
+  request.hw = hw;
+  request.sets = {"workload.training.per_replica_batch=8"};
   const Config c = load_config(request);
   return lower_training_step(c.workload, c.hw);
 }
@@ -930,12 +945,7 @@ BOOST_AUTO_TEST_CASE(concat_multiply_and_kept_pooled_axes_infer_and_lower) {
 // either way; its statistics come from its convolution's epilogue, and the fused backward writes
 // both branches' input gradients.
 BOOST_AUTO_TEST_CASE(a_shortcut_batch_norm_fuses_into_the_blocks_add) {
-  ConfigRequest request;
-  request.workload_path = tpusim::test::source_path("workloads/examples/resnet50.json");
-  request.hw = "tpu_v5e";
-  request.sets = {"workload.training.per_replica_batch=8"};
-  const Config c = load_config(request);
-  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  const LoweredStep step = resnet50_at_8("tpu_v5e");
   const auto& ops = step.program.ops;
   auto named = [&](const std::string& part, const std::string& suffix) -> const Op* {
     for (const Op& o : ops)
@@ -1001,4 +1011,62 @@ BOOST_AUTO_TEST_CASE(a_batch_norm_and_relu_between_convolutions_ride_into_the_ne
   const LoweredStep unfused = lower("false");
   BOOST_TEST(find(unfused, "conv2_block1_2_conv/fwd/conv")->matmul.prologue_vpu_ops_per_lhs_element == 0.0);
   BOOST_TEST(fused.memory.activations < unfused.memory.activations);
+}
+
+// Reductions along the last axis are marked where the step makes them: attention's softmax (max
+// then sum) and its gradient (one sum), every layer norm's pass forward and backward, alone or in
+// a chain, and the loss's log-softmax; a batch norm reduces over the rows and carries none. What
+// each one reduces is bytes the pass reads. The marks cost nothing on a generation that does not
+// reduce in passes of their own (v5p: 0) and add those bytes again per pass where it does.
+BOOST_AUTO_TEST_CASE(lane_reductions_are_marked_where_the_step_reduces_along_rows) {
+  const LoweredStep gpt2 = gpt2_on_v5p({});
+  std::size_t softmax = 0, softmax_grad = 0, norms = 0, loss = 0;
+  for (const Op& op : gpt2.program.ops) {
+    if (op.kind != OpKind::Vector) continue;
+    const VectorWork& v = op.vector;
+    const auto ends_with = [&](const std::string& s) {
+      return op.name.size() >= s.size() && op.name.compare(op.name.size() - s.size(), s.size(), s) == 0;
+    };
+    if (ends_with("/softmax")) {
+      ++softmax;
+      BOOST_TEST(v.lane_reductions == 2u, op.name);
+      BOOST_TEST(v.lane_reduced_bytes == v.hbm_read_bytes, op.name);
+    } else if (ends_with("/softmax_grad")) {
+      ++softmax_grad;
+      BOOST_TEST(v.lane_reductions == 1u, op.name);
+      BOOST_TEST(v.lane_reduced_bytes == v.hbm_read_bytes, op.name);  // dP and P
+    } else if (op.name.find("ln") != std::string::npos && v.lane_reductions > 0) {
+      ++norms;
+      BOOST_TEST(v.lane_reductions == 1u, op.name);
+      BOOST_TEST(v.lane_reduced_bytes > 0u, op.name);
+      BOOST_TEST(v.lane_reduced_bytes <= v.hbm_read_bytes, op.name);
+    } else if (op.name.find("crossentropy") != std::string::npos) {
+      ++loss;
+      BOOST_TEST(v.lane_reductions == 2u, op.name);
+    }
+  }
+  BOOST_TEST(softmax == 12u);
+  BOOST_TEST(softmax_grad == 12u);
+  BOOST_TEST(norms == 2u * (2 * 12 + 1));  // two per block and the final one, forward and backward
+  BOOST_TEST(loss == 1u);
+
+  for (const Op& op : resnet50_at_8("tpu_v3").program.ops)
+    if (op.kind == OpKind::Vector && op.name.find("crossentropy") == std::string::npos)
+      BOOST_TEST(op.vector.lane_reductions == 0u, op.name);
+
+  // The bytes a core's DMA moves: as lowered where reductions ride in their pass, and each marked
+  // reduction's bytes again per extra pass where they do not.
+  const Config v5p = gpt2_on_v5p_config();
+  HwConfig passes = v5p.hw;
+  passes.core.vpu.lane_reduction_extra_passes = 2;
+  std::uint64_t lowered = 0, reduced = 0;
+  for (const Op& op : gpt2.program.ops) {
+    if (op.kind != OpKind::Vector) continue;
+    BOOST_TEST(TensorCore::vector_read_bytes(op.vector, v5p.hw) == op.vector.hbm_read_bytes);
+    lowered += op.vector.hbm_read_bytes;
+    reduced += op.vector.lane_reductions * op.vector.lane_reduced_bytes;
+    BOOST_TEST(TensorCore::vector_read_bytes(op.vector, passes) ==
+               op.vector.hbm_read_bytes + 2 * op.vector.lane_reductions * op.vector.lane_reduced_bytes);
+  }
+  BOOST_TEST(reduced > lowered / 10);  // attention's scores dominate a GPT-2 step's vector reads
 }

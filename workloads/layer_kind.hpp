@@ -62,6 +62,7 @@ struct FusedShare {
   double vpu_ops = 0;
   std::uint64_t read_elements = 0, write_elements = 0;
   std::uint64_t read_bytes = 0;
+  std::uint32_t lane_reductions = 0;  // over the last axis, of what the chain's pass reads
 };
 
 class LayerKind {

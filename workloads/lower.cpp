@@ -62,16 +62,23 @@ std::uint32_t fused_forward(StepEmitter& em, const std::vector<const Node*>& cha
   const std::uint64_t e = em.rows(elements(chain.back()->out));
   double ops = 0;
   std::uint64_t reads = e, writes = e;
+  std::uint32_t lane_reductions = 0;
   for (std::size_t i = 0; i < chain.size(); ++i) {
     const Node& node = *chain[i];
     const FusedShare share = node.kind->fused_forward(node, e, stats_from_producer.count(&node) > 0);
     ops += share.vpu_ops;
     reads += share.read_elements;
     writes += share.write_elements;
+    lane_reductions += share.lane_reductions;
     if (i + 1 < chain.size() && kept_for_backward(em, node)) writes += e;  // an intermediate the backward pass needs
   }
-  return em.vector(chain_name(chain) + "/fwd", Phase::Forward, e, ops, reads * em.act_bytes(), writes * em.act_bytes(),
-                   std::move(deps));
+  const std::uint32_t op = em.vector(chain_name(chain) + "/fwd", Phase::Forward, e, ops, reads * em.act_bytes(),
+                                     writes * em.act_bytes(), std::move(deps));
+  // A reduction inside the chain reduces what the chain computes from its inputs: a pass of its
+  // own reads them all again.
+  em.op(op).vector.lane_reductions = lane_reductions;
+  em.op(op).vector.lane_reduced_bytes = reads * em.act_bytes();
+  return op;
 }
 
 // The backward of such a chain as one pass: reads the gradient and what the layers kept, writes
@@ -88,14 +95,19 @@ std::uint32_t fused_backward(StepEmitter& em, const std::vector<const Node*>& ch
   const std::uint64_t gradient_parts = std::max<std::size_t>(1, dy.size());
   double ops = static_cast<double>(gradient_parts - 1);
   std::uint64_t reads = gradient_parts * e * em.act_bytes();
+  std::uint32_t lane_reductions = 0;
   for (const Node* member : chain) {
     const FusedShare share = member->kind->fused_backward(*member, e, em.act_bytes());
     ops += share.vpu_ops;
     reads += share.read_bytes;
+    lane_reductions += share.lane_reductions;
   }
   dy.insert(dy.end(), after.begin(), after.end());
-  return em.vector(chain_name(chain) + "/bwd", Phase::Backward, e, ops, reads, input_gradients * e * em.act_bytes(),
-                   std::move(dy));
+  const std::uint32_t op = em.vector(chain_name(chain) + "/bwd", Phase::Backward, e, ops, reads,
+                                     input_gradients * e * em.act_bytes(), std::move(dy));
+  em.op(op).vector.lane_reductions = lane_reductions;
+  em.op(op).vector.lane_reduced_bytes = reads;
+  return op;
 }
 
 // Fully sharded data parallelism: the weights of each group of consecutive layers are
@@ -503,6 +515,11 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   const std::uint32_t loss = em.vector(head.spec.activation + "+" + w.loss, Phase::Backward, logits,
                                        activation_vpu_ops(head.spec.activation) + loss_vpu_ops(w.loss),
                                        logits * act_bytes + labels * 4, logits * act_bytes, {fwd.back()});
+  // A softmax head's reductions are the cross-entropy's own (one log-softmax); before another loss
+  // they are the head's.
+  em.op(loss).vector.lane_reductions =
+      std::max(loss_lane_reductions(w.loss), activation_lane_reductions(head.spec.activation, false));
+  em.op(loss).vector.lane_reduced_bytes = logits * act_bytes;
   // The head's own activation is part of the loss, as Keras fuses softmax into cross-entropy.
   em.fuse_grad_into_consumer(head.index);
 

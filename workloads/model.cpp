@@ -169,6 +169,15 @@ double activation_grad_vpu_ops(const std::string& activation) {
   return kOps.at(activation);
 }
 
+std::uint32_t activation_lane_reductions(const std::string& activation, bool gradient) {
+  if (activation != "softmax") return 0;
+  return gradient ? 1 : 2;
+}
+
+std::uint32_t loss_lane_reductions(const std::string& loss) {
+  return loss == "mse" ? 0 : 2;  // cross-entropy's log-softmax: the max, then the sum
+}
+
 double loss_vpu_ops(const std::string& loss) {
   // Softmax (max, subtract, exp, sum, divide) plus the gradient (p - y), one fused pass.
   static const std::map<std::string, double> kOps = {

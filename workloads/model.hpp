@@ -62,6 +62,10 @@ constexpr double kNormGradVpuOps = 12;
 double activation_vpu_ops(const std::string& activation);
 double activation_grad_vpu_ops(const std::string& activation);
 double loss_vpu_ops(const std::string& loss);  // forward and its gradient, fused, per logit
+// Reductions along the last axis, one after another, of an activation (its gradient) and of a
+// loss with its gradient: a softmax's max, then its sum; its gradient's sum of dy * y.
+std::uint32_t activation_lane_reductions(const std::string& activation, bool gradient);
+std::uint32_t loss_lane_reductions(const std::string& loss);
 struct OptimizerCost {
   double vpu_ops_per_param = 0;
   std::uint32_t state_f32_per_param = 0;  // optimizer slots, fp32 each

@@ -15,28 +15,36 @@ class Activation : public LayerKind {
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const std::string& f = node.spec.activation;
     const std::uint64_t e_in = in_elements(em, node);
-    return em.vector(node.spec.name + "/fwd/" + f, Phase::Forward, e_in, activation_vpu_ops(f), e_in * em.act_bytes(),
-                     out_elements(em, node) * em.act_bytes(), std::move(deps));
+    const std::uint32_t op = em.vector(node.spec.name + "/fwd/" + f, Phase::Forward, e_in, activation_vpu_ops(f),
+                                       e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(), std::move(deps));
+    em.op(op).vector.lane_reductions = activation_lane_reductions(f, false);
+    em.op(op).vector.lane_reduced_bytes = e_in * em.act_bytes();
+    return op;
   }
 
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
     if (em.grad_fused_elsewhere(node.index)) return pass_through(dy.front());
     const std::string& f = node.spec.activation;
     const std::uint64_t e_in = in_elements(em, node);
-    return pass_through(em.vector(node.spec.name + "/bwd/" + f + "_grad", Phase::Backward, e_in, activation_grad_vpu_ops(f),
-                                  2 * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy)));
+    const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + f + "_grad", Phase::Backward, e_in,
+                                       activation_grad_vpu_ops(f), 2 * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
+    em.op(op).vector.lane_reductions = activation_lane_reductions(f, true);
+    em.op(op).vector.lane_reduced_bytes = 2 * e_in * em.act_bytes();
+    return pass_through(op);
   }
 
   bool elementwise() const override { return true; }
   FusedShare fused_forward(const Node& node, std::uint64_t, bool) const override {
     FusedShare share;
     share.vpu_ops = activation_vpu_ops(node.spec.activation);
+    share.lane_reductions = activation_lane_reductions(node.spec.activation, false);
     return share;
   }
   FusedShare fused_backward(const Node& node, std::uint64_t e, std::uint32_t act_bytes) const override {
     FusedShare share;
     share.vpu_ops = activation_grad_vpu_ops(node.spec.activation);
     share.read_bytes = relu(node) ? e / 8 : e * act_bytes;  // relu's gradient needs only the sign
+    share.lane_reductions = activation_lane_reductions(node.spec.activation, true);
     return share;
   }
   bool pointwise_in_chain(bool) const override { return true; }

@@ -33,8 +33,12 @@ std::vector<std::uint32_t> own_activation_gradient(StepEmitter& em, const Node& 
   if (!has_own_activation_gradient(em, node)) return dy;
   const std::string& activation = node.spec.activation;
   const std::uint64_t e_out = out_elements(em, node);
-  return {em.vector(node.spec.name + "/bwd/" + activation + "_grad", Phase::Backward, e_out,
-                    activation_grad_vpu_ops(activation), 2 * e_out * em.act_bytes(), e_out * em.act_bytes(), std::move(dy))};
+  const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + activation + "_grad", Phase::Backward, e_out,
+                                     activation_grad_vpu_ops(activation), 2 * e_out * em.act_bytes(), e_out * em.act_bytes(),
+                                     std::move(dy));
+  em.op(op).vector.lane_reductions = activation_lane_reductions(activation, true);
+  em.op(op).vector.lane_reduced_bytes = 2 * e_out * em.act_bytes();
+  return {op};
 }
 
 }  // namespace tpusim::kinds

@@ -13,8 +13,13 @@ class Mean : public LayerKind {
 
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const std::uint64_t e_in = in_elements(em, node);
-    return em.vector(node.spec.name + "/fwd/mean", Phase::Forward, e_in, 1, e_in * em.act_bytes(),
-                     out_elements(em, node) * em.act_bytes(), std::move(deps));
+    const std::uint32_t op = em.vector(node.spec.name + "/fwd/mean", Phase::Forward, e_in, 1, e_in * em.act_bytes(),
+                                       out_elements(em, node) * em.act_bytes(), std::move(deps));
+    if (over_last_axis()) {
+      em.op(op).vector.lane_reductions = 1;
+      em.op(op).vector.lane_reduced_bytes = e_in * em.act_bytes();
+    }
+    return op;
   }
 
   // The output gradient spread back over the input, divided by the count.
@@ -23,6 +28,10 @@ class Mean : public LayerKind {
     return pass_through(em.vector(node.spec.name + "/bwd/mean", Phase::Backward, e_in, 1, out_elements(em, node) * em.act_bytes(),
                                   e_in * em.act_bytes(), std::move(dy)));
   }
+
+ protected:
+  // A mean along the last axis reduces across lanes; a pool's over height and width does not.
+  virtual bool over_last_axis() const { return false; }
 };
 
 class GlobalAvgPool : public Mean {
@@ -37,6 +46,7 @@ class GlobalAvgPool : public Mean {
 class ReduceMean : public Mean {
  public:
   ReduceMean() : Mean("reduce_mean") {}
+  bool over_last_axis() const override { return true; }
   void infer(Node& node, const InferContext& ctx) const override {
     if (node.in.empty()) ctx.fail("", "a mean over the last axis needs an input with one");
     node.out = node.in;

@@ -21,14 +21,19 @@ class Normalization : public LayerKind {
   // Statistics then normalization: two reads.
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const std::uint64_t e_in = in_elements(em, node);
-    return em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_in, kNormVpuOps, 2 * e_in * em.act_bytes(),
-                     out_elements(em, node) * em.act_bytes(), std::move(deps));
+    const std::uint32_t op = em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_in, kNormVpuOps,
+                                       2 * e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(), std::move(deps));
+    em.op(op).vector.lane_reductions = lane_reductions();
+    em.op(op).vector.lane_reduced_bytes = e_in * em.act_bytes();
+    return op;
   }
 
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
     const std::uint64_t e_in = in_elements(em, node);
     const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, kNormGradVpuOps,
                                        3 * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
+    em.op(op).vector.lane_reductions = lane_reductions();
+    em.op(op).vector.lane_reduced_bytes = 2 * e_in * em.act_bytes();  // the sums of dy and of dy * x
     Backward r;
     r.grads.push_back(op);
     return pass_through(op, r);
@@ -40,12 +45,14 @@ class Normalization : public LayerKind {
     share.vpu_ops = kNormVpuOps;
     // Batch statistics need the whole tensor first; row statistics (layer norm) stay in VMEM.
     if (over_batch_ && !stats_from_producer) share.read_elements = e;
+    share.lane_reductions = lane_reductions();
     return share;
   }
   FusedShare fused_backward(const Node&, std::uint64_t e, std::uint32_t act_bytes) const override {
     FusedShare share;
     share.vpu_ops = kNormGradVpuOps;
     share.read_bytes = e * act_bytes;  // the normalized input
+    share.lane_reductions = lane_reductions();
     return share;
   }
   bool pointwise_in_chain(bool stats_from_producer) const override { return over_batch_ && stats_from_producer; }
@@ -55,6 +62,10 @@ class Normalization : public LayerKind {
   double producer_epilogue_vpu_ops() const override { return over_batch_ ? 3 : 0; }
 
  private:
+  // A layer norm's statistics (the mean and the mean square in one reduction, their gradients'
+  // two sums in another) run along each row, the last axis; a batch norm's over the rows.
+  std::uint32_t lane_reductions() const { return over_batch_ ? 0 : 1; }
+
   bool over_batch_;
 };
 
