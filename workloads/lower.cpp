@@ -76,8 +76,7 @@ std::uint32_t fused_forward(StepEmitter& em, const std::vector<const Node*>& cha
                                      writes * em.act_bytes(), std::move(deps));
   // A reduction inside the chain reduces what the chain computes from its inputs: a pass of its
   // own reads them all again.
-  em.op(op).vector.lane_reductions = lane_reductions;
-  em.op(op).vector.lane_reduced_bytes = reads * em.act_bytes();
+  em.reduces_along_lanes(op, lane_reductions, reads * em.act_bytes());
   return op;
 }
 
@@ -105,8 +104,7 @@ std::uint32_t fused_backward(StepEmitter& em, const std::vector<const Node*>& ch
   dy.insert(dy.end(), after.begin(), after.end());
   const std::uint32_t op = em.vector(chain_name(chain) + "/bwd", Phase::Backward, e, ops, reads,
                                      input_gradients * e * em.act_bytes(), std::move(dy));
-  em.op(op).vector.lane_reductions = lane_reductions;
-  em.op(op).vector.lane_reduced_bytes = reads;
+  em.reduces_along_lanes(op, lane_reductions, reads);
   return op;
 }
 
@@ -517,9 +515,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
                                        logits * act_bytes + labels * 4, logits * act_bytes, {fwd.back()});
   // A softmax head's reductions are the cross-entropy's own (one log-softmax); before another loss
   // they are the head's.
-  em.op(loss).vector.lane_reductions =
-      std::max(loss_lane_reductions(w.loss), activation_lane_reductions(head.spec.activation, false));
-  em.op(loss).vector.lane_reduced_bytes = logits * act_bytes;
+  em.reduces_along_lanes(loss, std::max(loss_lane_reductions(w.loss), activation_lane_reductions(head.spec.activation, false)),
+                         logits * act_bytes);
   // The head's own activation is part of the loss, as Keras fuses softmax into cross-entropy.
   em.fuse_grad_into_consumer(head.index);
 

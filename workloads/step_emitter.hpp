@@ -32,6 +32,12 @@ class StepEmitter {
 
   std::uint32_t add(Op op, std::vector<std::uint32_t> deps);
   Op& op(std::uint32_t id) { return program_.ops[id]; }
+  // Marks vector op `id` as making `reductions` reductions along the last axis, one after another,
+  // each over `bytes` of what it reads (VectorWork::lane_reductions).
+  void reduces_along_lanes(std::uint32_t id, std::uint32_t reductions, std::uint64_t bytes) {
+    program_.ops[id].vector.lane_reductions = reductions;
+    program_.ops[id].vector.lane_reduced_bytes = bytes;
+  }
 
   // A matmul of [m, k] x [k, n] (`batch` of them), inputs in the activation type. The epilogue
   // takes `epilogue_ops` VPU ops and reads `epilogue_bytes` per output element; `lhs_fraction`

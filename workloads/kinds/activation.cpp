@@ -17,8 +17,7 @@ class Activation : public LayerKind {
     const std::uint64_t e_in = in_elements(em, node);
     const std::uint32_t op = em.vector(node.spec.name + "/fwd/" + f, Phase::Forward, e_in, activation_vpu_ops(f),
                                        e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(), std::move(deps));
-    em.op(op).vector.lane_reductions = activation_lane_reductions(f, false);
-    em.op(op).vector.lane_reduced_bytes = e_in * em.act_bytes();
+    em.reduces_along_lanes(op, activation_lane_reductions(f, false), e_in * em.act_bytes());
     return op;
   }
 
@@ -28,8 +27,7 @@ class Activation : public LayerKind {
     const std::uint64_t e_in = in_elements(em, node);
     const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + f + "_grad", Phase::Backward, e_in,
                                        activation_grad_vpu_ops(f), 2 * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
-    em.op(op).vector.lane_reductions = activation_lane_reductions(f, true);
-    em.op(op).vector.lane_reduced_bytes = 2 * e_in * em.act_bytes();
+    em.reduces_along_lanes(op, activation_lane_reductions(f, true), 2 * e_in * em.act_bytes());
     return pass_through(op);
   }
 

@@ -176,8 +176,7 @@ class Attention : public LayerKind {
     const std::uint32_t scores = em.matmul(base + "/qk", Phase::Forward, a.seq, a.dh, a.seq, em.act(), std::move(qkv), 1, 0, a.heads_total);
     const std::uint32_t softmax = em.vector(base + "/softmax", Phase::Forward, a.score_elements, activation_vpu_ops("softmax"),
                                             a.score_elements * em.act_bytes(), a.score_elements * em.act_bytes(), {scores});
-    em.op(softmax).vector.lane_reductions = activation_lane_reductions("softmax", false);
-    em.op(softmax).vector.lane_reduced_bytes = a.score_elements * em.act_bytes();
+    em.reduces_along_lanes(softmax, activation_lane_reductions("softmax", false), a.score_elements * em.act_bytes());
     return em.matmul(base + "/av", Phase::Forward, a.seq, a.seq, a.dh, em.act(), {softmax}, 0, 0, a.heads_total);
   }
   static std::vector<std::uint32_t> dense_backward(StepEmitter& em, const AttentionGeometry& a, const std::string& base,
@@ -187,8 +186,8 @@ class Attention : public LayerKind {
     const std::uint32_t dp = em.matmul(base + "/dP", Phase::Backward, a.seq, a.dh, a.seq, act, {d_av}, 0, 0, a.heads_total);
     const std::uint32_t ds = em.vector(base + "/softmax_grad", Phase::Backward, a.score_elements, activation_grad_vpu_ops("softmax"),
                                        2 * a.score_elements * em.act_bytes(), a.score_elements * em.act_bytes(), {dp});
-    em.op(ds).vector.lane_reductions = activation_lane_reductions("softmax", true);
-    em.op(ds).vector.lane_reduced_bytes = 2 * a.score_elements * em.act_bytes();  // the sum of dP * P
+    // The sum of dP * P.
+    em.reduces_along_lanes(ds, activation_lane_reductions("softmax", true), 2 * a.score_elements * em.act_bytes());
     const std::uint32_t dq = em.matmul(base + "/dQ", Phase::Backward, a.seq, a.seq, a.dh, act, {ds}, 0, 0, a.heads_total);
     const std::uint32_t dk = em.matmul(base + "/dK", Phase::Backward, a.seq, a.seq, a.dh, act, {ds}, 0, 0, a.heads_total);
     return {dq, dk, dv};
@@ -224,8 +223,7 @@ class Attention : public LayerKind {
     const std::uint64_t heads_out = a.tokens * a.local_d;
     const std::uint32_t delta = em.vector(base + "/flash/rowsum(dO*O)", Phase::Backward, heads_out, 2,
                                           2 * heads_out * em.act_bytes(), a.heads_total * a.seq * 4, {d_av});
-    em.op(delta).vector.lane_reductions = 1;  // along each head's features, outside the kernel
-    em.op(delta).vector.lane_reduced_bytes = 2 * heads_out * em.act_bytes();
+    em.reduces_along_lanes(delta, 1, 2 * heads_out * em.act_bytes());  // along each head's features, outside the kernel
     const std::uint32_t p = score_matmul(em, a, base + "/flash/recompute/qk+softmax", Phase::Backward, true, {delta},
                                          1 + activation_vpu_ops("softmax"), true);
     const std::uint32_t dv = score_matmul(em, a, base + "/flash/dV", Phase::Backward, false, {p}, 0, false);

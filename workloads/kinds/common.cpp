@@ -36,8 +36,7 @@ std::vector<std::uint32_t> own_activation_gradient(StepEmitter& em, const Node& 
   const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + activation + "_grad", Phase::Backward, e_out,
                                      activation_grad_vpu_ops(activation), 2 * e_out * em.act_bytes(), e_out * em.act_bytes(),
                                      std::move(dy));
-  em.op(op).vector.lane_reductions = activation_lane_reductions(activation, true);
-  em.op(op).vector.lane_reduced_bytes = 2 * e_out * em.act_bytes();
+  em.reduces_along_lanes(op, activation_lane_reductions(activation, true), 2 * e_out * em.act_bytes());
   return {op};
 }
 

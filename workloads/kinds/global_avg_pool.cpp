@@ -15,10 +15,7 @@ class Mean : public LayerKind {
     const std::uint64_t e_in = in_elements(em, node);
     const std::uint32_t op = em.vector(node.spec.name + "/fwd/mean", Phase::Forward, e_in, 1, e_in * em.act_bytes(),
                                        out_elements(em, node) * em.act_bytes(), std::move(deps));
-    if (over_last_axis()) {
-      em.op(op).vector.lane_reductions = 1;
-      em.op(op).vector.lane_reduced_bytes = e_in * em.act_bytes();
-    }
+    if (over_last_axis()) em.reduces_along_lanes(op, 1, e_in * em.act_bytes());
     return op;
   }
 

@@ -23,8 +23,7 @@ class Normalization : public LayerKind {
     const std::uint64_t e_in = in_elements(em, node);
     const std::uint32_t op = em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_in, kNormVpuOps,
                                        2 * e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(), std::move(deps));
-    em.op(op).vector.lane_reductions = lane_reductions();
-    em.op(op).vector.lane_reduced_bytes = e_in * em.act_bytes();
+    em.reduces_along_lanes(op, lane_reductions(), e_in * em.act_bytes());
     return op;
   }
 
@@ -32,8 +31,7 @@ class Normalization : public LayerKind {
     const std::uint64_t e_in = in_elements(em, node);
     const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, kNormGradVpuOps,
                                        3 * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
-    em.op(op).vector.lane_reductions = lane_reductions();
-    em.op(op).vector.lane_reduced_bytes = 2 * e_in * em.act_bytes();  // the sums of dy and of dy * x
+    em.reduces_along_lanes(op, lane_reductions(), 2 * e_in * em.act_bytes());  // the sums of dy and of dy * x
     Backward r;
     r.grads.push_back(op);
     return pass_through(op, r);
