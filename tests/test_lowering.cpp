@@ -1018,6 +1018,27 @@ BOOST_AUTO_TEST_CASE(a_batch_norm_and_relu_between_convolutions_ride_into_the_ne
 // a chain, and the loss's log-softmax; a batch norm reduces over the rows and carries none. What
 // each one reduces is bytes the pass reads. The marks cost nothing on a generation that does not
 // reduce in passes of their own (v5p: 0) and add those bytes again per pass where it does.
+// A row fits in vector memory between its statistics and its normalization: a layer norm that
+// stands alone (GPT-2's pre-norms, whose input also feeds the residual) reads its input once
+// forward, and dy and its input once each backward, as a chained one does.
+BOOST_AUTO_TEST_CASE(a_layer_norm_on_its_own_reads_each_input_once) {
+  std::size_t forward = 0, backward = 0;
+  for (const Op& op : gpt2_on_v5p({}).program.ops) {
+    if (op.kind != OpKind::Vector) continue;
+    const VectorWork& v = op.vector;
+    if (op.name.find("/fwd/layer_norm") != std::string::npos) {
+      ++forward;
+      BOOST_TEST(v.hbm_read_bytes == v.hbm_write_bytes, op.name);
+      BOOST_TEST(v.lane_reduced_bytes == v.hbm_read_bytes, op.name);
+    } else if (op.name.find("/bwd/layer_norm") != std::string::npos) {
+      ++backward;
+      BOOST_TEST(v.hbm_read_bytes == 2 * v.hbm_write_bytes, op.name);
+    }
+  }
+  BOOST_TEST(forward > 0u);
+  BOOST_TEST(backward == forward);
+}
+
 BOOST_AUTO_TEST_CASE(lane_reductions_are_marked_where_the_step_reduces_along_rows) {
   const LoweredStep gpt2 = gpt2_on_v5p({});
   std::size_t softmax = 0, softmax_grad = 0, norms = 0, loss = 0;

@@ -18,19 +18,23 @@ class Normalization : public LayerKind {
     node.params = over_batch_ ? 4 * node.in.back() : node.trainable;
   }
 
-  // Statistics then normalization: two reads.
+  // Statistics then normalization. A batch norm's statistics need the whole tensor before the
+  // first element can be normalized: two reads. A layer norm's row stays in vector memory between
+  // its statistics and its normalization: one read, as `tpusim op layer_norm` and a chained layer
+  // norm charge.
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const std::uint64_t e_in = in_elements(em, node);
     const std::uint32_t op = em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_in, kNormVpuOps,
-                                       2 * e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(), std::move(deps));
+                                       input_passes() * e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(), std::move(deps));
     em.reduces_along_lanes(op, lane_reductions(), e_in * em.act_bytes());
     return op;
   }
 
+  // dy and the input; a batch norm reads dy again once its two sums over the batch are known.
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
     const std::uint64_t e_in = in_elements(em, node);
     const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, kNormGradVpuOps,
-                                       3 * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
+                                       (input_passes() + 1) * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
     em.reduces_along_lanes(op, lane_reductions(), 2 * e_in * em.act_bytes());  // the sums of dy and of dy * x
     Backward r;
     r.grads.push_back(op);
@@ -63,6 +67,8 @@ class Normalization : public LayerKind {
   // A layer norm's statistics (the mean and the mean square in one reduction, their gradients'
   // two sums in another) run along each row, the last axis; a batch norm's over the rows.
   std::uint32_t lane_reductions() const { return over_batch_ ? 0 : 1; }
+  // Forward reads of the input: a batch norm's statistics are known only after a whole pass.
+  std::uint64_t input_passes() const { return over_batch_ ? 2 : 1; }
 
   bool over_batch_;
 };
