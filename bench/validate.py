@@ -11,6 +11,10 @@ category, over every point and over the points no constant was fitted on (held o
   python3 bench/validate.py --record             write the figures into the data file
   python3 bench/validate.py --only matmul,vector only these categories (or point ids)
 
+The evaluation's host time (workload.training.eval.host_overhead_s) adds to a block's time and
+nothing else, so its least-squares value and every point's leave-one-out error follow from the
+same runs: the script prints them below the tables.
+
 Errors are (tpusim - measured) / measured. A time below the measurement, or a throughput above
 it, is optimistic.
 """
@@ -30,8 +34,12 @@ TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 TOLERANCE_POINTS = 1.0  # how far a category's mean may grow over the recorded figure
 
 
+EVAL_HOST = "workload.training.eval.host_overhead_s"
+
+
 def run_point(tpusim, point):
-    """tpusim's figure for `point`, in the unit of its measurement."""
+    """tpusim's figure for `point`, in the unit of its measurement, and the run's summary.json
+    (None for a single-op command)."""
     command = point["tpusim"]
     metric = point["metric"]
     with tempfile.TemporaryDirectory(prefix="tpusim-validate-") as scratch:
@@ -43,12 +51,14 @@ def run_point(tpusim, point):
                 raise RuntimeError(f"{' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
             with open(os.path.join(out_dir, "summary.json")) as f:
                 result = json.load(f)
+            summary = result
         else:
             args = [tpusim] + command + ["--json"]
             done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
             if done.returncode != 0:
                 raise RuntimeError(f"{' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
             result = json.loads(done.stdout)
+            summary = None
     value = result
     for key in metric.split("."):
         value = value[key]
@@ -56,8 +66,8 @@ def run_point(tpusim, point):
     if unit in TIME_UNITS:
         if not metric.endswith("_s"):
             raise ValueError(f"{point['id']}: metric {metric} is not a time in seconds")
-        return value / TIME_UNITS[unit]
-    return value
+        return value / TIME_UNITS[unit], summary
+    return value, summary
 
 
 def optimistic(point, error):
@@ -89,6 +99,79 @@ def summarize(points, results):
     return table
 
 
+def set_value(point, key):
+    """The value `point`'s command sets `key` to, or None."""
+    prefix = key + "="
+    values = [a[len(prefix):] for a in point["tpusim"] if a.startswith(prefix)]
+    return float(values[-1]) if values else None
+
+
+def eval_host_fit(points, figures, summaries):
+    """The evaluation's host time by least squares over the points fitted on it, and each of those
+    points' error with the time fitted on the others (leave-one-out).
+
+    A block with evaluation lasts base + h (base: its training steps and the evaluation's forward
+    passes, h the host time); the measurement gives the block's length K, so the block's relative
+    error is 1 - (base + h) / K, linear in h, and its least-squares h is the mean of K - base
+    weighted by 1 / K^2: the short blocks of large slices, where the host time matters, weigh most.
+    The throughput's error at h is K / (base + h) - 1."""
+    blocks = []
+    for p in points:
+        if EVAL_HOST not in p.get("fitted_for", []):
+            continue
+        s = summaries[p["id"]]
+        h_run = set_value(p, EVAL_HOST)
+        if s is None or "eval" not in s or h_run is None:
+            raise ValueError(f"{p['id']}: fitted for {EVAL_HOST} but its run sets no evaluation host time")
+        base = s["eval"]["every_steps"] * s["step_time_s"] + s["eval"]["device_time_s"]
+        measured_block = figures[p["id"]] * (base + h_run) / p["measured"]["value"]
+        blocks.append((p["id"], base, measured_block, h_run))
+    if not blocks:
+        return None
+
+    def least_squares(chosen):
+        weights = [1.0 / k ** 2 for _, _, k, _ in chosen]
+        return sum(w * (k - base) for w, (_, base, k, _) in zip(weights, chosen)) / sum(weights)
+
+    rows = []
+    for b in blocks:
+        h_others = least_squares([o for o in blocks if o is not b]) if len(blocks) > 1 else None
+        _, base, k, h_run = b
+        rows.append({"id": b[0], "implied_s": k - base, "error_pct": 100.0 * (k / (base + h_run) - 1),
+                     "leave_one_out_s": h_others,
+                     "leave_one_out_error_pct": None if h_others is None else 100.0 * (k / (base + h_others) - 1)})
+    return {"value_s": least_squares(blocks), "run_with_s": sorted({b[3] for b in blocks}), "points": rows}
+
+
+def others(row, key, pattern, alone):
+    """`row`'s leave-one-out figure `key` in `pattern`, or `alone` when no other point was fitted."""
+    return alone if row[key] is None else pattern.format(row[key])
+
+
+def print_eval_host_fit(fit, markdown):
+    run_with = ", ".join(f"{h:g} s" for h in fit["run_with_s"])
+    loo = [r["leave_one_out_error_pct"] for r in fit["points"] if r["leave_one_out_error_pct"] is not None]
+    print()
+    print(f"{EVAL_HOST}: {fit['value_s']:.3f} s by least squares over the {len(fit['points'])} points fitted on it "
+          f"(their commands set {run_with})")
+    if markdown:
+        print()
+        print("| point | host time its block implies | error | fitted on the others | error with that |")
+        print("|---|---:|---:|---:|---:|")
+        for r in fit["points"]:
+            print(f"| {r['id']} | {r['implied_s']:.2f} s | {r['error_pct']:+.1f}% | {others(r, 'leave_one_out_s', '{:.2f} s', '-')} | "
+                  f"{others(r, 'leave_one_out_error_pct', '{:+.1f}%', '-')} |")
+        print()
+    else:
+        for r in fit["points"]:
+            fitted_on_others = others(r, "leave_one_out_s", "{:.2f} s: ", "none")
+            error_with_that = others(r, "leave_one_out_error_pct", "{:+6.1f}%", "")
+            print(f"  {r['id']:<34} implies {r['implied_s']:6.2f} s  error {r['error_pct']:+6.1f}%  "
+                  f"fitted on the others {fitted_on_others}{error_with_that}")
+    if loo:
+        print(f"leave-one-out: mean |error| {mean_abs(loo):.1f}%, max {max(abs(e) for e in loo):.1f}%")
+
+
 def fmt_value(v):
     return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
 
@@ -114,11 +197,11 @@ def main():
     if len(set(ids)) != len(ids):
         sys.exit("validate: two points share an id")
 
-    figures = {}
+    figures, summaries = {}, {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {p["id"]: pool.submit(run_point, args.tpusim, p) for p in points}
         for p in points:
-            figures[p["id"]] = futures[p["id"]].result()
+            figures[p["id"]], summaries[p["id"]] = futures[p["id"]].result()
     errors = {p["id"]: 100.0 * (figures[p["id"]] - p["measured"]["value"]) / p["measured"]["value"] for p in points}
     table = summarize(points, errors)
 
@@ -150,6 +233,10 @@ def main():
             held = "-" if t["held_out_mean_abs_error_pct"] is None else f"{t['held_out_mean_abs_error_pct']:.1f}%"
             print(f"{c:<11} {t['points']:>3} points  mean |error| {t['mean_abs_error_pct']:5.1f}%  max {t['max_abs_error_pct']:5.1f}%"
                   f"  held out: {t['held_out_points']} points, {held}")
+
+    fit = eval_host_fit(points, figures, summaries)
+    if fit:
+        print_eval_host_fit(fit, args.markdown)
 
     if args.record:
         if args.only:
