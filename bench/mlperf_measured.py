@@ -371,7 +371,7 @@ def recompute(point, repos):
 
     name = derivation_for(round_name, benchmark)
     derivation = DERIVATIONS[name]
-    script, flags = run_flags(repo, revision, benchmark, platform)
+    _, flags = run_flags(repo, revision, benchmark, platform)
     if derivation.get("needs_flags") and flags is None:
         raise ValueError(f"no single run_and_time.sh for {platform} under Google/benchmarks/{benchmark}")
     context = {"chips": chips_of(platform), "flags": flags, "fields": {"runs": len(files)}}
