@@ -231,7 +231,7 @@ def resnet_value(runs, context):
     """The samples a block trains over its seconds, per chip; median over a run's blocks, then over
     the runs. Where the log brackets the evaluation, the block counts up to its eval_start: the TF2
     runner logs eval_stop once it has dispatched the evaluation's steps and block_stop after their
-    result (about 2.6 s later on 16 chips), so eval_stop does not end the evaluation."""
+    result (a median 2.34 s later on 16 chips), so eval_stop does not end the evaluation."""
     per_run, steps = [], set()
     for events, blocks in runs:
         batch = logged(events, "global_batch_size")

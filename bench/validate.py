@@ -35,6 +35,7 @@ TOLERANCE_POINTS = 1.0  # how far a category's mean may grow over the recorded f
 
 
 EVAL_HOST = "workload.training.eval.host_overhead_s"
+FIT_ROUNDING_S = 0.005  # the points set the fitted host time rounded to 0.01 s
 
 
 def run_point(tpusim, point):
@@ -170,6 +171,10 @@ def print_eval_host_fit(fit, markdown):
                   f"fitted on the others {fitted_on_others}{error_with_that}")
     if loo:
         print(f"leave-one-out: mean |error| {mean_abs(loo):.1f}%, max {max(abs(e) for e in loo):.1f}%")
+    stale = [h for h in fit["run_with_s"] if abs(h - fit["value_s"]) > FIT_ROUNDING_S]
+    if stale:
+        print(f"note: the commands set {', '.join(f'{h:g} s' for h in stale)}, more than {FIT_ROUNDING_S:g} s from "
+              f"the fit: set {EVAL_HOST}={fit['value_s']:.2f} in the points fitted on it and run again")
 
 
 def fmt_value(v):
