@@ -186,15 +186,16 @@ def training_seconds_to_eval_start(block):
 
 def run_flags(repo, revision, benchmark, platform):
     """The flags of the submission's run_and_time.sh for this system (Google/benchmarks/<benchmark>/
-    [implementations/]<platform>/run_and_time.sh): flag -> list of values, in order."""
+    [implementations/]<platform>/run_and_time.sh): flag -> list of values, in order; None without
+    exactly one such script."""
     scripts = [p for p in repo.list_files(revision, f"Google/benchmarks/{benchmark}")
                if p.endswith(f"/{platform}/run_and_time.sh")]
     if len(scripts) != 1:
-        return None, None
+        return None
     flags = {}
     for name, value in re.findall(r"--([A-Za-z0-9_]+)=(\S+)", repo.read(revision, scripts[0])):
         flags.setdefault(name, []).append(value)
-    return scripts[0], flags
+    return flags
 
 
 def chips_of(platform):
@@ -371,7 +372,7 @@ def recompute(point, repos):
 
     name = derivation_for(round_name, benchmark)
     derivation = DERIVATIONS[name]
-    _, flags = run_flags(repo, revision, benchmark, platform)
+    flags = run_flags(repo, revision, benchmark, platform)
     if derivation.get("needs_flags") and flags is None:
         raise ValueError(f"no single run_and_time.sh for {platform} under Google/benchmarks/{benchmark}")
     context = {"chips": chips_of(platform), "flags": flags, "fields": {"runs": len(files)}}
