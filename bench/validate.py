@@ -52,14 +52,13 @@ def run_point(tpusim, point):
                 raise RuntimeError(f"{' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
             with open(os.path.join(out_dir, "summary.json")) as f:
                 result = json.load(f)
-            summary = result
         else:
             args = [tpusim] + command + ["--json"]
             done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
             if done.returncode != 0:
                 raise RuntimeError(f"{' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
             result = json.loads(done.stdout)
-            summary = None
+    summary = result if command[0] == "run" else None
     value = result
     for key in metric.split("."):
         value = value[key]
