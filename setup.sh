@@ -6,6 +6,8 @@
 #                          the validation test (bench/validate.py --check); builds the tests too
 #   ./setup.sh --verbose   show the package manager's and the compiler's output (by default it
 #                          goes to build/setup.log, and only its end is shown if a step fails)
+# The long steps (installing, building) show their percentage: one updating line on a terminal,
+# otherwise a line at each tenth and at least every 45 seconds, so that a log shows it is alive.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -21,16 +23,60 @@ done
 mkdir -p build
 log=build/setup.log
 : > "$log"
+if [ -t 2 ]; then terminal=1; else terminal=0; fi
+
+fail() {
+  [ "$terminal" -eq 1 ] && printf '\n' >&2
+  echo "setup: failed: $1; the last lines of $log:" >&2
+  tail -n 30 "$log" >&2
+  exit 1
+}
+
 # Runs a step quietly unless --verbose; on failure shows the end of its output.
 step() {
   local what="$1"; shift
   echo "setup: $what" >&2
   if [ "$verbose" -eq 1 ]; then "$@" >&2; return; fi
-  if ! "$@" >>"$log" 2>&1; then
-    echo "setup: failed: $what; the last lines of $log:" >&2
-    tail -n 30 "$log" >&2
-    exit 1
-  fi
+  "$@" >>"$log" 2>&1 || fail "$what"
+}
+
+minutes() { local s=$1; if [ "$s" -ge 60 ]; then echo "$((s / 60)) min $((s % 60)) s"; else echo "$s s"; fi; }
+
+# Reads a step's output and shows its percentage. `kind` says where the percentage is: make's
+# "[ 45%]" lines, or apt's status lines ("dlstatus:...:45.2:..." while downloading, then
+# "pmstatus:..." while unpacking and configuring, shown as the first and second half).
+show_progress() {
+  local what="$1" kind="$2" start=$SECONDS shown_at=$SECONDS percent=0 shown=-1 line status
+  while :; do
+    status=0
+    IFS= read -r -t 15 line || status=$?
+    if [ "$status" -le 128 ]; then  # a line, or the end (perhaps after a last line without its newline)
+      if [ "$kind" = make ] && [[ $line =~ ^\[\ *([0-9]+)%\] ]]; then
+        percent=${BASH_REMATCH[1]}
+      elif [ "$kind" = apt ] && [[ $line =~ ^(dl|pm)status:[^:]*:([0-9]+) ]]; then
+        percent=$(( BASH_REMATCH[2] / 2 ))
+        [ "${BASH_REMATCH[1]}" = pm ] && percent=$(( 50 + percent ))
+      fi
+      [ "$status" -eq 0 ] || break
+    fi
+    local elapsed=$(( SECONDS - start ))
+    if [ "$terminal" -eq 1 ]; then
+      printf '\r\033[Ksetup: %s: %d%% (%s)' "$what" "$percent" "$(minutes "$elapsed")" >&2
+    elif [ $(( percent / 10 )) -gt $(( shown / 10 )) ] || [ $(( SECONDS - shown_at )) -ge 45 ]; then
+      echo "setup: $what: $percent% ($(minutes "$elapsed"))" >&2
+      shown=$percent shown_at=$SECONDS
+    fi
+  done
+  [ "$terminal" -eq 1 ] && printf '\r\033[Ksetup: %s: done (%s)\n' "$what" "$(minutes $(( SECONDS - start )))" >&2
+  return 0
+}
+
+# A long step: its output to the log and its percentage to the screen.
+long_step() {
+  local what="$1" kind="$2"; shift 2
+  if [ "$verbose" -eq 1 ]; then echo "setup: $what" >&2; "$@" >&2; return; fi
+  [ "$terminal" -eq 1 ] || echo "setup: $what" >&2
+  "$@" 2>&1 | tee -a "$log" | show_progress "$what" "$kind" || fail "$what"
 }
 
 packages=(g++ cmake make pkg-config libsystemc-dev libfmt-dev nlohmann-json3-dev libboost-test-dev libcli11-dev zlib1g-dev
@@ -43,12 +89,13 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   step "updating the package lists" $sudo apt-get update -qq
-  step "installing ${missing[*]}" $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  long_step "installing ${missing[*]}" apt $sudo env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends -o APT::Status-Fd=1 "${missing[@]}"
 fi
 
 step "configuring build/" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 if [ "$tests" -eq 1 ]; then
-  step "building build/tpusim and the tests" cmake --build build -j"$(nproc)"
+  long_step "building build/tpusim and the tests" make cmake --build build -j"$(nproc)"
 else
-  step "building build/tpusim" cmake --build build -j"$(nproc)" --target tpusim
+  long_step "building build/tpusim" make cmake --build build -j"$(nproc)" --target tpusim
 fi
