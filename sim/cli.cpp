@@ -1,6 +1,8 @@
 // The tpusim command line.
 #include "sim/cli.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,7 @@
 #include <iostream>
 #include <system_error>
 #include <limits>
+#include <regex>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -60,12 +63,33 @@ CLI::Validator byte_size() {
       "BYTES");
 }
 
+std::string joined(const std::vector<std::string>& items, const std::string& separator = ", ") {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+// "--hw"'s help, the same wherever it is taken: every form load_config accepts.
+std::string hw_help(const std::string& more = "") {
+  return "Hardware: a preset (" + joined(preset_names()) +
+         "), a Cloud TPU accelerator type, which also sets the slice (v4-32, v5p-128, v5e-256, v5litepod-16, v6e-64; "
+         "see docs/hardware_format.md), or a hardware JSON file" + more;
+}
+
+// One of `choices`, with a suggestion when the text is nearly one of them (CLI::IsMember says
+// only that the check failed).
+CLI::Validator one_of(std::vector<std::string> choices) {
+  const std::string shown = "{" + joined(choices, ",") + "}";
+  return CLI::Validator(
+      [choices = std::move(choices)](std::string& text) {
+        if (std::find(choices.begin(), choices.end(), text) != choices.end()) return std::string();
+        return fmt::format("expected one of {}, got \"{}\"{}", joined(choices), text, did_you_mean(text, choices));
+      },
+      shown);
+}
+
 void add_config_options(CLI::App& cmd, ConfigRequest& request) {
-  cmd.add_option("--hw", request.hw, "Hardware preset (" + [] {
-    std::string names;
-    for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
-    return names;
-  }() + ") or a hardware JSON file")->capture_default_str();
+  cmd.add_option("--hw", request.hw, hw_help())->capture_default_str();
   cmd.add_option("--topology", request.topology, "Slice shape in chips, e.g. 2x2, 4x4, 4x4x4 (default: the preset's)");
   cmd.add_option("--set", request.sets, "Override a key: hw.<path>=VALUE or workload.<path>=VALUE (repeatable; see list-params)")
       ->allow_extra_args(false);
@@ -97,18 +121,40 @@ int list_params(const std::string& hw_name, bool as_json) {
   }
   std::cout << fmt::format("Keys of the hardware (defaults of --hw {}) and workload documents.\n"
                            "Override any with --set KEY=VALUE.\n\n", hw_name);
-  for (const auto& r : rows) {
+  // Each column as wide as its longest entry, the description last and unbounded.
+  const auto default_text = [](const nlohmann::ordered_json& r) {
     std::string def = r["required"].get<bool>() ? "(required)" : r["default"].dump();
-    if (def.size() > 40) def = def.substr(0, 37) + "...";
-    std::cout << fmt::format("{:<44} {:<10} {:<18} {}\n", r["key"].get<std::string>(), r["unit"].get<std::string>(),
-                             def, r["description"].get<std::string>());
-    if (r.contains("choices")) {
-      std::string c;
-      for (const auto& x : r["choices"]) c += (c.empty() ? "" : ", ") + x.get<std::string>();
-      std::cout << fmt::format("{:<74} one of: {}\n", "", c);
-    }
+    return def.size() > 40 ? def.substr(0, 37) + "..." : def;
+  };
+  std::size_t key_width = 0, unit_width = 0, default_width = 0;
+  for (const auto& r : rows) {
+    key_width = std::max(key_width, r["key"].get<std::string>().size());
+    unit_width = std::max(unit_width, r["unit"].get<std::string>().size());
+    default_width = std::max(default_width, default_text(r).size());
+  }
+  for (const auto& r : rows) {
+    std::cout << fmt::format("{:<{}} {:<{}} {:<{}} {}\n", r["key"].get<std::string>(), key_width, r["unit"].get<std::string>(),
+                             unit_width, default_text(r), default_width, r["description"].get<std::string>());
+    if (r.contains("choices"))
+      std::cout << fmt::format("{:<{}} one of: {}\n", "", key_width + unit_width + default_width + 3,
+                               joined(r["choices"].get<std::vector<std::string>>()));
   }
   return 0;
+}
+
+// What a run left in its output directory, every file but the hidden marker, the main results
+// first.
+std::vector<std::string> files_written(const std::string& dir) {
+  const std::vector<std::string> order = {"summary.json", "summary.csv", "effective_config.json", "report.html",
+                                          "timeline.json", "trace.json", "trace.json.gz", "command.txt"};
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().filename().string()[0] != '.') names.push_back(entry.path().filename().string());
+  const auto rank = [&](const std::string& name) { return std::find(order.begin(), order.end(), name) - order.begin(); };
+  std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    return std::make_pair(rank(a), a) < std::make_pair(rank(b), b);
+  });
+  return names;
 }
 
 // "--trace-chips": "all", or chips and inclusive ranges ("0-3,8"), each inside the slice.
@@ -182,6 +228,66 @@ std::string command_line(int argc, char** argv) {
   return line;
 }
 
+// The subcommand called `name`, or nullptr.
+const CLI::App* find_command(const CLI::App& app, const std::string& name) {
+  const auto found = app.get_subcommands([&](const CLI::App* sub) { return sub->get_name() == name; });
+  return found.empty() ? nullptr : found.front();
+}
+
+// The names an option of `command` answers to, as typed: "--topology", "-o".
+std::vector<std::string> option_names(const CLI::App& command) {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : command.get_options()) {
+    for (const auto& name : option->get_lnames()) names.push_back("--" + name);
+    for (const auto& name : option->get_snames()) names.push_back("-" + name);
+  }
+  return names;
+}
+
+// The first option of `args` that `command` does not have, named with the one it probably
+// meant ("unknown option --topolgy (did you mean --topology?)"); "" when it has them all.
+std::string unknown_option(const CLI::App& command, const std::vector<std::string>& args) {
+  const std::vector<std::string> known = option_names(command);
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-' || std::isdigit(static_cast<unsigned char>(arg[1]))) continue;
+    // "--name=value", and "-ovalue" for a one-letter option
+    const std::string name = arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      return fmt::format("unknown option {}{}", name, did_you_mean(name, known));
+  }
+  return "";
+}
+
+// A command-line error in tpusim's own words, as every other error: one line, lower case, the
+// subcommand named, a suggestion where a name is nearly right, and where its help is.
+std::string command_line_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
+  const CLI::App* command = &app;
+  std::string who = "tpusim";
+  if (argc > 1 && argv[1][0] != '-' && find_command(app, argv[1])) {
+    command = find_command(app, argv[1]);
+    who += " " + command->get_name();
+  }
+  std::string what = error.what();
+  static const std::regex missing_value(R"(^(\S+): (\d+) required \S+ missing$)");
+  std::smatch match;
+  if (const std::string unknown = unknown_option(*command, {argv + (command == &app ? 1 : 2), argv + argc}); !unknown.empty()) {
+    what = unknown;  // whatever else went wrong, probably because of this
+  } else if (dynamic_cast<const CLI::ExtrasError*>(&error)) {
+    std::vector<std::string> extras = command->remaining();
+    for (auto& extra : extras) extra = "\"" + extra + "\"";
+    what = fmt::format("unexpected argument{} {}", extras.size() == 1 ? "" : "s", joined(extras, " "));
+  } else if (dynamic_cast<const CLI::RequiredError*>(&error) && command == &app) {
+    what = "a command is required";
+  } else if (std::regex_match(what, match, missing_value)) {
+    what = fmt::format("{} needs {}", match[1].str(), match[2] == "1" ? "a value" : match[2].str() + " values");
+  } else if (what.size() > 1 && std::isupper(static_cast<unsigned char>(what[0])) &&
+             std::islower(static_cast<unsigned char>(what[1]))) {  // a sentence, not a name such as "K"
+    what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));
+  }
+  return fmt::format("{}: error: {}; see {} --help", who, one_line(what), who);
+}
+
 int parse_and_run(int argc, char** argv) {
   CLI::App app{"tpusim: a cycle-approximate simulator of data-parallel training on TPU slices"};
   app.require_subcommand(1);
@@ -196,7 +302,7 @@ int parse_and_run(int argc, char** argv) {
   run->add_option("-o,--out", run_options.out_dir, "Output directory (default: out/<workload name>)");
   run->add_flag("--force", run_options.force, "Replace the output directory if it exists");
   run->add_option("--trace", trace_level, "Trace detail: none, steps (a slice per step), ops (+ op engines, collectives, links) or tiles (+ every MXU, VPU and DMA transaction)")
-      ->check(CLI::IsMember({"none", "steps", "ops", "tiles"}))
+      ->check(one_of({"none", "steps", "ops", "tiles"}))
       ->capture_default_str();
   std::string trace_units, trace_window, trace_chips;
   run->add_option("--trace-chips", trace_chips,
@@ -216,7 +322,7 @@ int parse_and_run(int argc, char** argv) {
   std::string params_hw = "tpu_v2";
   bool params_json = false;
   auto* params = app.add_subcommand("list-params", "List every configuration key with unit, default and description");
-  params->add_option("--hw", params_hw, "Preset whose values are shown as hardware defaults")->capture_default_str();
+  params->add_option("--hw", params_hw, hw_help(": its values are shown as the hardware defaults"))->capture_default_str();
   params->add_flag("--json", params_json, "Print JSON");
 
   ConfigRequest dump_request;
@@ -234,11 +340,11 @@ int parse_and_run(int argc, char** argv) {
   gemm_cmd->add_option("M", gemm.m, "Rows of the result (streamed through the MXU)")->required()->check(whole_number);
   gemm_cmd->add_option("N", gemm.n, "Columns of the result")->required()->check(whole_number);
   gemm_cmd->add_option("K", gemm.k, "Contracted dimension")->required()->check(whole_number);
-  gemm_cmd->add_option("--hw", gemm_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  gemm_cmd->add_option("--hw", gemm_request.hw, hw_help(" (one core of it runs the matmul)"))->capture_default_str();
   gemm_cmd->add_option("--set", gemm_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
-  gemm_cmd->add_option("--dtype", gemm_dtype, "Operand type")->check(CLI::IsMember({"bf16", "fp32", "int8", "fp8"}))->capture_default_str();
+  gemm_cmd->add_option("--dtype", gemm_dtype, "Operand type")->check(one_of({"bf16", "fp32", "int8", "fp8"}))->capture_default_str();
   gemm_cmd->add_option("--precision", gemm_precision, "fp32 only: bf16 passes, default 1, high 3, highest 6")
-      ->check(CLI::IsMember({"default", "high", "highest"}))->capture_default_str();
+      ->check(one_of({"default", "high", "highest"}))->capture_default_str();
   gemm_cmd->add_option("--array", gemm_array, "Override the MXU shape, e.g. 128x128");
   std::string gemm_block;
   gemm_cmd->add_option("--block", gemm_block, "Force the vector-memory block BMxBKxBN (default: the largest that fits)");
@@ -256,11 +362,11 @@ int parse_and_run(int argc, char** argv) {
   std::string op_shape, op_dtype = "bf16", op_max_memory;
   bool op_json = false;
   auto* op_cmd = app.add_subcommand("op", "One TensorCore runs one vector op (elementwise, activation, softmax, normalization) on a tensor in HBM");
-  op_cmd->add_option("KIND", vector_op.kind, "The op")->required()->check(CLI::IsMember(vector_op_kinds()));
+  op_cmd->add_option("KIND", vector_op.kind, "The op")->required()->check(one_of(vector_op_kinds()));
   op_cmd->add_option("--shape", op_shape, "The input tensor's dimensions, e.g. 8192,4096 (each input's, for add and mul)")->required();
   op_cmd->add_option("--dtype", op_dtype, "Element type in HBM (the vector unit computes in fp32)")
-      ->check(CLI::IsMember({"bf16", "fp32"}))->capture_default_str();
-  op_cmd->add_option("--hw", op_request.hw, "Hardware preset or JSON file")->capture_default_str();
+      ->check(one_of({"bf16", "fp32"}))->capture_default_str();
+  op_cmd->add_option("--hw", op_request.hw, hw_help(" (one core of it runs the op)"))->capture_default_str();
   op_cmd->add_option("--set", op_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
   op_cmd->add_option("--cores", vector_op.cores, "TensorCores of the chip running the same op at once, sharing its HBM")->check(whole_number_of(""))
       ->capture_default_str();
@@ -272,10 +378,10 @@ int parse_and_run(int argc, char** argv) {
   std::string mem_pattern = "stream-read";
   bool mem_json = false;
   auto* mem_cmd = app.add_subcommand("membench", "Requesters read or write one chip's HBM; achieved bandwidth, latency, row hits");
-  mem_cmd->add_option("--hw", mem_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  mem_cmd->add_option("--hw", mem_request.hw, hw_help(" (one chip's HBM is measured)"))->capture_default_str();
   mem_cmd->add_option("--set", mem_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
   mem_cmd->add_option("--pattern", mem_pattern, "stream-read, stream-write, copy (1 read : 1 write), triad (2 reads : 1 write), random (reads) or random-write")
-      ->check(CLI::IsMember({"stream-read", "stream-write", "copy", "triad", "random", "random-write"}))->capture_default_str();
+      ->check(one_of({"stream-read", "stream-write", "copy", "triad", "random", "random-write"}))->capture_default_str();
   mem_cmd->add_option("--bytes", mem.bytes, "Bytes moved in all, reads plus writes")->transform(byte_size())->capture_default_str();
   mem_cmd->add_option("--request-bytes", mem.request_bytes, "Size of each request")->transform(byte_size())->capture_default_str();
   mem_cmd->add_option("--requesters", mem.requesters, "Independent requesters (each its own stream)")->check(whole_number_of(""))->capture_default_str();
@@ -289,19 +395,19 @@ int parse_and_run(int argc, char** argv) {
   std::string coll_op = "all-reduce", coll_algorithm = "torus_all_axes", coll_group = "all", coll_dtype = "f32";
   bool coll_json = false;
   auto* coll_cmd = app.add_subcommand("collective", "Simulate one collective over the chips of a slice (one rank per chip)");
-  coll_cmd->add_option("--op", coll_op, "Collective")->check(CLI::IsMember({"all-reduce", "reduce-scatter", "all-gather", "permute"}))
+  coll_cmd->add_option("--op", coll_op, "Collective")->check(one_of({"all-reduce", "reduce-scatter", "all-gather", "permute"}))
       ->capture_default_str();
   coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out)")->transform(byte_size())
       ->required();
-  coll_cmd->add_option("--hw", coll_request.hw, "Hardware preset or JSON file")->capture_default_str();
+  coll_cmd->add_option("--hw", coll_request.hw, hw_help())->capture_default_str();
   coll_cmd->add_option("--topology", coll_request.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
   coll_cmd->add_option("--set", coll_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
   coll_cmd->add_option("--algorithm", coll_algorithm, "ring, bidir_ring, torus (axis by axis) or torus_all_axes")
-      ->check(CLI::IsMember({"ring", "bidir_ring", "torus", "torus_all_axes"}))->capture_default_str();
+      ->check(one_of({"ring", "bidir_ring", "torus", "torus_all_axes"}))->capture_default_str();
   coll_cmd->add_option("--group", coll_group, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")
       ->capture_default_str();
   coll_cmd->add_option("--chunk-bytes", coll.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)")->transform(byte_size());
-  coll_cmd->add_option("--dtype", coll_dtype, "Element type of the reduction")->check(CLI::IsMember({"f32", "bf16"}))
+  coll_cmd->add_option("--dtype", coll_dtype, "Element type of the reduction")->check(one_of({"f32", "bf16"}))
       ->capture_default_str();
   coll_cmd->add_option("--concurrent", coll.concurrent, "Identical collectives in flight at once, sharing the links")->check(whole_number_of(""))
       ->capture_default_str();
@@ -316,7 +422,7 @@ int parse_and_run(int argc, char** argv) {
   auto* sweep_cmd = app.add_subcommand("sweep", "Run a workload over the product of varied keys, in parallel, into one table and report");
   sweep_cmd->add_option("workload", sweep.workload_path, "Workload JSON file")->required();
   sweep_cmd->add_option("--vary", sweep_varies, "KEY=V1,V2,...: a workload.* or hw.* key and its values (repeatable; the first varies slowest)");
-  sweep_cmd->add_option("--hw", sweep_hw, "Hardware preset or file; several, comma-separated, vary it")->capture_default_str();
+  sweep_cmd->add_option("--hw", sweep_hw, hw_help("; several, comma-separated, vary it"))->capture_default_str();
   sweep_cmd->add_option("--topology", sweep_topology, "Slice shape; several, comma-separated, vary it");
   sweep_cmd->add_option("--set", sweep.sets, "Fixed override for every point (repeatable)");
   sweep_cmd->add_option("-o,--out", sweep.out_dir, "Output directory (default: out/sweep_<workload file name>)");
@@ -334,7 +440,7 @@ int parse_and_run(int argc, char** argv) {
   merge_cmd->add_option("dirs", merge_dirs, "Output directories of `tpusim sweep --shard K/N`")->required();
   merge_cmd->add_option("-o,--out", merge_out, "Output directory of the joined sweep")->required();
   merge_cmd->add_flag("--force", merge_force, "Replace the output directory");
-  sweep_cmd->add_option("--trace", sweep.trace, "Trace of each point: none, steps, ops or tiles")->check(CLI::IsMember({"none", "steps", "ops", "tiles"}))
+  sweep_cmd->add_option("--trace", sweep.trace, "Trace of each point: none, steps, ops or tiles")->check(one_of({"none", "steps", "ops", "tiles"}))
       ->capture_default_str();
 
   std::string trace_file;
@@ -353,18 +459,12 @@ int parse_and_run(int argc, char** argv) {
       ->check(whole_number_of("samples"))->capture_default_str();
   import_cmd->add_flag("--force", import_request.force, "Replace the output file if an earlier tpusim import wrote it");
 
-  if (argc > 1 && argv[1][0] != '-') {
-    std::string known;
-    bool found = false;
-    for (const CLI::App* sub : app.get_subcommands({})) {
-      known += (known.empty() ? "" : ", ") + sub->get_name();
-      found = found || sub->get_name() == argv[1];
-    }
-    if (!found) {
-      std::cerr << fmt::format("tpusim: error: unknown command \"{}\" (expected one of: {}; see tpusim --help)\n",
-                               one_line(argv[1]), known);
-      return 2;
-    }
+  if (argc > 1 && argv[1][0] != '-' && !find_command(app, argv[1])) {
+    std::vector<std::string> known;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) known.push_back(sub->get_name());
+    std::cerr << fmt::format("tpusim: error: unknown command \"{}\"{}; the commands are {}; see tpusim --help\n",
+                             one_line(argv[1]), did_you_mean(argv[1], known), joined(known));
+    return 2;
   }
   try {
     app.parse(argc, argv);
@@ -375,7 +475,7 @@ int parse_and_run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "tpusim: error: " << e.what() << " (see tpusim --help)\n";
+    std::cerr << command_line_error(app, e, argc, argv) << "\n";
     return 2;
   }
 
@@ -541,16 +641,21 @@ int parse_and_run(int argc, char** argv) {
                               : trace_level == "tiles" ? TraceLevel::Tiles
                                                        : TraceLevel::Ops;
     std::stringstream kinds(trace_units);
+    const auto traced_kinds = {UnitKind::Sequencer, UnitKind::Mxu, UnitKind::Vpu, UnitKind::Dma, UnitKind::IciLink,
+                               UnitKind::Pcie, UnitKind::Host, UnitKind::Collective, UnitKind::Steps};
+    std::vector<std::string> kind_names;
+    for (auto kind : traced_kinds) kind_names.push_back(unit_kind_name(kind));
     for (std::string k; std::getline(kinds, k, ',');) {
       if (k.empty()) continue;
       bool known = false;
-      for (auto kind : {UnitKind::Sequencer, UnitKind::Mxu, UnitKind::Vpu, UnitKind::Dma, UnitKind::IciLink, UnitKind::Pcie,
-                        UnitKind::Host, UnitKind::Collective, UnitKind::Steps})
+      for (auto kind : traced_kinds)
         if (k == unit_kind_name(kind)) {
           run_options.trace.kinds.push_back(kind);
           known = true;
         }
-      if (!known) throw InputError(fmt::format("--trace-units {}: unknown kind \"{}\" (op, collective, mxu, vpu, dma, ici, pcie, host, steps)", trace_units, k));
+      if (!known)
+        throw InputError(fmt::format("--trace-units {}: unknown kind \"{}\"{} (one of {})", trace_units, k,
+                                     did_you_mean(k, kind_names), joined(kind_names)));
     }
     if (!trace_window.empty()) {
       double from = 0, to = 0;
@@ -571,17 +676,13 @@ int parse_and_run(int argc, char** argv) {
     const auto summary = run_simulation(config, run_options);
     std::cout << format_summary(summary);
     const std::string trace_name = run_options.trace_gzip ? "trace.json.gz" : "trace.json";
-    auto if_written = [&](const std::string& name) {
-      return std::filesystem::exists(run_options.out_dir + "/" + name) ? ", " + name : std::string();
-    };
-    std::cout << fmt::format("  outputs        {}/ (summary.json, summary.csv, effective_config.json, report.html{}{})\n",
-                             run_options.out_dir, if_written("timeline.json"), if_written(trace_name));
+    std::cout << fmt::format("  outputs        {}/ ({})\n", run_options.out_dir, joined(files_written(run_options.out_dir)));
     const nlohmann::ordered_json& simulation = summary.value("simulation", nlohmann::ordered_json::object());
     if (simulation.value("mode", "") == "representatives")
       std::cout << fmt::format("  simulated      {} of {} chips, each standing for {} symmetric ones (--all-chips for every chip)\n",
                                simulation["chips_simulated"].get<std::uint64_t>(), chip_count,
                                simulation["each_stands_for"].get<std::uint64_t>());
-    else if (!run_options.trace.chips.empty() && !if_written(trace_name).empty())
+    else if (!run_options.trace.chips.empty() && std::filesystem::exists(run_options.out_dir + "/" + trace_name))
       std::cout << fmt::format("  trace          chips {} of {} (--trace-chips all for every chip)\n",
                                chip_list_string(run_options.trace.chips), chip_count);
     // A signal that came after the last step interrupted nothing: the outputs are complete and

@@ -576,6 +576,7 @@ void expand_imported_model(json& workload, const std::string& workload_path, con
   ImportedModel imported;
   try {
     const std::string path = file.lexically_normal().string();
+    if (onnx) check_input_file(path, 0);  // a missing file is named with what lies beside it
     imported = onnx ? read_onnx_model_file(path) : import_keras_model(read_json_file(path), path);
   } catch (const std::exception& e) {  // the file's own error (InputError) or the importer's
     throw InputError(fmt::format("{} (workload.model.{} in {})", e.what(), key, origin));

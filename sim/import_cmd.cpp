@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 ImportedModel import_file(const std::string& file) {
+  check_input_file(file, 0);  // a missing file is named with what lies beside it
   try {
     return fs::path(file).extension() == ".onnx" ? read_onnx_model_file(file) : import_keras_model(read_json_file(file), file);
   } catch (const std::invalid_argument& e) {

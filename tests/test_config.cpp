@@ -10,6 +10,7 @@
 #include "sim/errors.hpp"
 #include "sim/params.hpp"
 #include "sim/names.hpp"
+#include "sim/progress.hpp"
 #include "hw/topology.hpp"
 #include "run_helpers.hpp"
 
@@ -285,4 +286,38 @@ BOOST_AUTO_TEST_CASE(byte_counts_take_units) {
   BOOST_TEST(load_config(file).hw.hbm.capacity_bytes == 64ull << 30);
   file.hw = dir.write("bad.json", R"({"base": "tpu_v4", "name": "big", "hbm": {"capacity_bytes": "lots"}})");
   BOOST_TEST(contains(load_error(file), "hw.hbm.capacity_bytes: expected a whole number of bytes"), load_error(file));
+}
+
+// Issue 43: list-params printed its unit column 10 wide, and "USD/chip-hour" pushed its row's
+// default and description out of line. Every column is now as wide as its longest entry.
+BOOST_AUTO_TEST_CASE(list_params_columns_hold_their_longest_entry) {
+  const auto text = tpusim::test::run_tpusim("list-params --hw tpu_v5p");
+  const auto rows = nlohmann::json::parse(tpusim::test::run_tpusim("list-params --hw tpu_v5p --json").out);
+  BOOST_REQUIRE(text.exit_code == 0);
+  std::size_t described = 0;
+  std::stringstream lines(text.out);
+  std::size_t description_column = 0;
+  for (std::string line; std::getline(lines, line);) {
+    for (const auto& row : rows) {
+      const std::string key = row["key"].get<std::string>(), description = row["description"].get<std::string>();
+      if (line.rfind(key + " ", 0) != 0 || line.size() < description.size()) continue;
+      const std::size_t column = line.size() - description.size();
+      BOOST_TEST(line.substr(column) == description, line);
+      if (description_column == 0) description_column = column;
+      BOOST_TEST(column == description_column, line);  // every row's description starts in one column
+      ++described;
+    }
+  }
+  BOOST_TEST(described == rows.size());
+  BOOST_TEST(contains(text.out, "USD/chip-hour "));
+}
+
+BOOST_AUTO_TEST_CASE(durations_and_time_left_read_as_a_person_says_them) {
+  BOOST_TEST(duration_text(0.4) == "0 s");
+  BOOST_TEST(duration_text(59.4) == "59 s");
+  BOOST_TEST(duration_text(190) == "3 min 10 s");
+  BOOST_TEST(duration_text(7500) == "2 h 5 min");
+  BOOST_TEST(time_left_text(30, 1, 4) == "about 1 min 30 s left");  // three more at 30 s each
+  BOOST_TEST(time_left_text(30, 0, 4) == "");                        // no pace yet
+  BOOST_TEST(time_left_text(30, 4, 4) == "");                        // done
 }
