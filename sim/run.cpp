@@ -28,6 +28,7 @@
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
 #include "sim/invariants.hpp"
+#include "sim/progress.hpp"
 #include "sim/output_dir.hpp"
 #include "sim/resources.hpp"
 #include "sim/stats.hpp"
@@ -449,17 +450,12 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   Recorder recorder(config.workload.steps, trace.get());
 
   System& system = elaborate(hw, step.program, step.infeed, &recorder, simulated);
-  // Progress on stderr for long runs only, at most every two seconds.
-  const auto wall_start = std::chrono::steady_clock::now();
-  auto last_report = wall_start;
-  system.chips()[0].cores[0].on_step_end([&](std::uint32_t s) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_report < std::chrono::seconds(2)) return;
-    last_report = now;
-    std::cerr << fmt::format("tpusim: step {} of {} simulated on chip0.core0 ({:.0f} s)\n", s + 1, config.workload.steps,
-                             std::chrono::duration<double>(now - wall_start).count());
-  });
-  const bool completed = simulate(system, "simulation");
+  ProgressLine progress("tpusim: simulating " + config.workload.name);
+  const std::uint64_t steps = config.workload.steps;
+  system.chips()[0].cores[0].on_step_end([&](std::uint32_t s) { progress.set(s + 1, steps, " steps"); });
+  progress.set(0, steps, " steps");
+  const bool completed = simulate(system, "simulation", [&] { progress.tick(); });
+  progress.finish();
   auto close_trace = [&] {
     if (trace)
       trace->close({{"tpusim_version", kVersion},

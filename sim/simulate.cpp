@@ -51,7 +51,7 @@ nlohmann::ordered_json simulation_json(const SimulatedSlice& s) {
   return out;
 }
 
-bool simulate(System& system, const std::string& what) {
+bool simulate(System& system, const std::string& what, const std::function<void()>& each_slice) {
   // In slices of simulated time, so that a signal is noticed within about a tenth of a second
   // of wall time. A slice grows while slices run fast and shrinks while they run slow, so the
   // slicing differs from run to run; results do not depend on it (the kernel resumes where it
@@ -72,6 +72,7 @@ bool simulate(System& system, const std::string& what) {
       const auto wall = std::chrono::steady_clock::now() - wall_start;
       if (wall < std::chrono::milliseconds(10) && slice_ps < (Picos{1} << 50)) slice_ps *= 2;
       if (wall > std::chrono::milliseconds(100) && slice_ps > 1000) slice_ps /= 2;
+      if (each_slice) each_slice();
     }
   } catch (const std::exception& e) {
     throw SimError(fmt::format("{} failed: {}", what, first_line_of_report(e.what())));

@@ -6,6 +6,9 @@
 #include "hw/program.hpp"
 #include "hw/system.hpp"
 
+#include <functional>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 namespace tpusim {
@@ -23,6 +26,7 @@ nlohmann::ordered_json simulation_json(const SimulatedSlice& simulated);
 
 // Runs to the end, or until SIGINT or SIGTERM (then returns false, the slice part-way through
 // a step); throws SimError naming `what` when a process failed or a core is stuck.
-bool simulate(System& system, const std::string& what);
+// `each_slice` is called between slices of simulated time, about ten times a wall-clock second.
+bool simulate(System& system, const std::string& what, const std::function<void()>& each_slice = {});
 
 }  // namespace tpusim

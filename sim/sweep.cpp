@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "sim/json_input.hpp"
 #include "sim/output_dir.hpp"
 #include "sim/params.hpp"
+#include "sim/progress.hpp"
 #include "traces/report.hpp"
 
 namespace tpusim {
@@ -253,22 +255,37 @@ namespace {
 constexpr const char* kSweepLock = ".tpusim-lock";
 
 // Holds an exclusive lock on DIR/.tpusim-lock while a sweep writes into DIR, so that a second
-// sweep (or merge) into the same directory is refused instead of interleaving with it.
+// sweep (or merge) into the same directory is refused instead of interleaving with it. The file
+// goes with the lock: a finished sweep leaves none behind.
 class DirectoryLock {
  public:
-  DirectoryLock(const fs::path& dir, const std::string& shown) {
-    fd_ = ::open((dir / kSweepLock).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw InputError(fmt::format("-o {}: cannot create the output directory ({})", shown, std::strerror(errno)));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  DirectoryLock(const fs::path& dir, const std::string& shown) : path_(dir / kSweepLock) {
+    for (int attempt = 0;; ++attempt) {
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ < 0) throw InputError(fmt::format("-o {}: cannot create the output directory ({})", shown, std::strerror(errno)));
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd_);
+        throw InputError(fmt::format("-o {}: another tpusim sweep or merge is writing into this directory", shown));
+      }
+      // The sweep that held the lock removes the file as it lets go: a lock on a file it had
+      // just removed would keep no one out, so the lock counts only on the file at the path.
+      struct stat held {}, named {};
+      if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+          held.st_ino == named.st_ino)
+        return;
       ::close(fd_);
-      throw InputError(fmt::format("-o {}: another tpusim sweep or merge is writing into this directory", shown));
+      if (attempt == 100) throw InputError(fmt::format("-o {}: cannot lock the directory", shown));
     }
   }
-  ~DirectoryLock() { ::close(fd_); }
+  ~DirectoryLock() {
+    ::unlink(path_.c_str());
+    ::close(fd_);
+  }
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
 
  private:
+  fs::path path_;
   int fd_ = -1;
 };
 
@@ -417,7 +434,7 @@ int run_sweep(const SweepRequest& r) {
 
   std::vector<ojson> rows(points.size());
   std::vector<bool> finished(points.size(), false);
-  std::size_t done = 0, failed = 0;
+  std::size_t done = 0, failed = 0, simulated = 0;
   const auto start = std::chrono::steady_clock::now();
   auto publish = [&] {
     std::vector<ojson> ready;
@@ -437,7 +454,12 @@ int run_sweep(const SweepRequest& r) {
     std::string what = status;
     if (status == "ok") what = fmt::format("ok, step {:.3f} ms", summary["step_time_s"].get<double>() * 1e3);
     else if (!reason.empty()) what += ": " + reason;
-    std::cerr << fmt::format("tpusim sweep: [{}/{}] {}: {} ({:.1f} s)\n", done, shard_points, p.id, what, secs);
+    // The time left from the points simulated so far: resumed and refused ones took none.
+    if (secs > 0) ++simulated;
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string left = simulated == 0 ? "" : time_left_text(elapsed_s, simulated, simulated + (shard_points - done));
+    std::cerr << fmt::format("tpusim sweep: [{}/{}] {}: {} ({:.1f} s{})\n", done, shard_points, p.id, what, secs,
+                             left.empty() ? "" : "; " + left);
   };
 
   // Resumed points and points whose configuration the model refuses need no process.

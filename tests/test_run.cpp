@@ -76,6 +76,19 @@ BOOST_AUTO_TEST_CASE(default_example_writes_every_output_with_the_summary_fields
   BOOST_TEST(run->result.out.find("step time") != std::string::npos);
   for (const char* f : {"summary.json", "summary.csv", "trace.json", "effective_config.json"})
     BOOST_TEST(fs::exists(run->out() + "/" + f), f);
+  // Issue 43: the outputs line named six files of the seven (not command.txt). It names exactly
+  // the files in the directory now, every one but the hidden marker.
+  const std::string& out = run->result.out;
+  const auto line_at = out.find("  outputs        ");
+  BOOST_REQUIRE(line_at != std::string::npos);
+  const std::string line = out.substr(line_at, out.find('\n', line_at) - line_at);
+  std::set<std::string> listed, present;
+  std::stringstream names(line.substr(line.find('(') + 1, line.rfind(')') - line.find('(') - 1));
+  for (std::string name; std::getline(names >> std::ws, name, ',');) listed.insert(name);
+  for (const auto& entry : fs::directory_iterator(run->out()))
+    if (entry.path().filename().string()[0] != '.') present.insert(entry.path().filename().string());
+  BOOST_TEST(listed == present, line);
+  BOOST_TEST(present.count("command.txt") == 1u);
   const json& s = run->summary;
   const double step = s["step_time_s"].get<double>();
   BOOST_TEST(step > 0);

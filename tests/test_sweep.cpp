@@ -106,6 +106,10 @@ BOOST_AUTO_TEST_CASE(resume_keeps_finished_points_and_runs_the_rest) {
   BOOST_TEST(fs::exists(out + "/points/001_global_batch=1024/summary.json"));
   BOOST_TEST(lines(read_file(out + "/sweep.csv")).size() == 4u);
   BOOST_TEST(sweep(args).exit_code == 2);  // neither --resume nor --force: the directory is kept
+  // Issue 43: the lock goes with the sweep that held it; the progress lines count the points and,
+  // once one was simulated, estimate the time left (the resumed points took none).
+  BOOST_TEST(!fs::exists(out + "/.tpusim-lock"));
+  BOOST_TEST(again.err.find("tpusim sweep: [3/3] ") != std::string::npos, again.err);
 }
 
 BOOST_AUTO_TEST_CASE(a_mistyped_key_stops_the_sweep_before_anything_runs) {
