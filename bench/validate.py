@@ -9,7 +9,13 @@ category, over every point and over the points no constant was fitted on (held o
   python3 bench/validate.py --check              exit 1 when a category's mean absolute error is
                                                  more than one point above the recorded figure
   python3 bench/validate.py --record             write the figures into the data file
-  python3 bench/validate.py --only matmul,vector only these categories (or point ids)
+  python3 bench/validate.py --only matmul,vector only these categories (or point ids, or a
+                                                 category of one generation: training:tpu_v4)
+  python3 bench/validate.py --only X --save-runs DIR
+                                                 run the points and keep each one's figure in DIR
+  python3 bench/validate.py --from-runs DIR      the table from the figures kept in DIR, running
+                                                 nothing (CTest runs the points in groups, in
+                                                 parallel, then checks them all this way)
 
 The evaluation's host time (workload.training.eval.host_overhead_s) adds to a block's time and
 nothing else, so its least-squares value and every point's leave-one-out error follow from the
@@ -25,6 +31,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data", "validation", "public_set.json")
@@ -36,6 +43,38 @@ TOLERANCE_POINTS = 1.0  # how far a category's mean may grow over the recorded f
 
 EVAL_HOST = "workload.training.eval.host_overhead_s"
 FIT_ROUNDING_S = 0.005  # the points set the fitted host time rounded to 0.01 s
+
+
+def kept_run_path(runs_dir, point):
+    return os.path.join(runs_dir, point["id"] + ".json")
+
+
+def save_run(runs_dir, point, figure, summary, seconds):
+    """Keeps `point`'s figure, and what the evaluation's fit reads of its summary, in runs_dir."""
+    kept = {"id": point["id"], "tpusim": point["tpusim"], "figure": figure, "seconds": round(seconds, 1),
+            "summary": None if summary is None else {k: summary[k] for k in ("step_time_s", "eval") if k in summary}}
+    os.makedirs(runs_dir, exist_ok=True)
+    path = kept_run_path(runs_dir, point)
+    with open(path + ".tmp", "w") as f:
+        json.dump(kept, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def load_run(runs_dir, point):
+    """`point`'s figure and summary as save_run kept them; exits naming the point when there is
+    none, or when it was run with another command than the data file now gives."""
+    try:
+        with open(kept_run_path(runs_dir, point)) as f:
+            kept = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"validate: {point['id']}: no kept run in {runs_dir} ({e}); its group failed or did not run")
+    if kept.get("tpusim") != point["tpusim"]:
+        sys.exit(f"validate: {point['id']}: the run kept in {runs_dir} used another command than the data file gives")
+    return kept["figure"], kept["summary"]
+
+
+def selected(point, wanted):
+    return point["category"] in wanted or point["id"] in wanted or f"{point['category']}:{point['generation']}" in wanted
 
 
 def run_point(tpusim, point):
@@ -189,6 +228,8 @@ def main():
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--record", action="store_true")
+    parser.add_argument("--save-runs", metavar="DIR", help="keep each point's figure in DIR")
+    parser.add_argument("--from-runs", metavar="DIR", help="read the figures kept in DIR instead of running")
     args = parser.parse_args()
 
     with open(args.data) as f:
@@ -196,16 +237,29 @@ def main():
     points = data["points"]
     if args.only:
         wanted = set(args.only.split(","))
-        points = [p for p in points if p["category"] in wanted or p["id"] in wanted]
+        points = [p for p in points if selected(p, wanted)]
+        if not points:
+            sys.exit(f"validate: --only {args.only}: no point is of these categories or has these ids")
     ids = [p["id"] for p in points]
     if len(set(ids)) != len(ids):
         sys.exit("validate: two points share an id")
 
     figures, summaries = {}, {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = {p["id"]: pool.submit(run_point, args.tpusim, p) for p in points}
+    if args.from_runs:
         for p in points:
-            figures[p["id"]], summaries[p["id"]] = futures[p["id"]].result()
+            figures[p["id"]], summaries[p["id"]] = load_run(args.from_runs, p)
+    else:
+        def timed_run(p):
+            start = time.monotonic()
+            figure, summary = run_point(args.tpusim, p)
+            if args.save_runs:
+                save_run(args.save_runs, p, figure, summary, time.monotonic() - start)
+            return figure, summary
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futures = {p["id"]: pool.submit(timed_run, p) for p in points}
+            for p in points:
+                figures[p["id"]], summaries[p["id"]] = futures[p["id"]].result()
     errors = {p["id"]: 100.0 * (figures[p["id"]] - p["measured"]["value"]) / p["measured"]["value"] for p in points}
     table = summarize(points, errors)
 

@@ -15,8 +15,9 @@ namespace {
 
 struct Setup {
   TempDir dir;
-  // `missing`: what dpkg-query reports as not installed; `cmake_fails`: the build step fails.
-  Setup(bool missing, bool cmake_fails) {
+  // `missing`: what dpkg-query reports as not installed; `cmake_fails`: the build step fails;
+  // `percentages`: apt and cmake report their progress as the real ones do.
+  Setup(bool missing, bool cmake_fails, bool percentages = false) {
     fs::create_directories(dir.path("repo"));
     fs::create_directories(dir.path("bin"));
     fs::copy_file(source_path("setup.sh"), dir.path("repo/setup.sh"));
@@ -26,9 +27,11 @@ struct Setup {
       fs::permissions(dir.path("bin/" + name), fs::perms::owner_all);
     };
     stub("dpkg-query", missing ? "exit 1" : "echo 'install ok installed'");
+    const std::string apt_status = percentages ? "echo 'dlstatus:1:40.0:Retrieving file 1'; echo 'pmstatus:g++:80.5:Installing g++'; " : "";
     for (const char* name : {"apt-get", "sudo"})
-      stub(name, std::string(name) == "sudo" ? "exec \"$@\"" : "i=0; while [ $i -lt 400 ]; do echo apt line $i; i=$((i+1)); done");
-    stub("cmake", cmake_fails ? "echo 'error: it broke'; exit 1" : "echo compiler line; echo another compiler line");
+      stub(name, std::string(name) == "sudo" ? "exec \"$@\"" : apt_status + "i=0; while [ $i -lt 400 ]; do echo apt line $i; i=$((i+1)); done");
+    const std::string make_percent = percentages ? "echo '[ 12%] Building CXX object a.o'; echo '[ 57%] Building CXX object b.o'; " : "";
+    stub("cmake", cmake_fails ? "echo 'error: it broke'; exit 1" : make_percent + "echo compiler line; echo another compiler line");
   }
   CommandResult run(const std::string& args) const {
     TempDir capture;
@@ -77,4 +80,46 @@ BOOST_AUTO_TEST_CASE(a_failing_step_shows_the_end_of_its_output) {
   BOOST_TEST(r.err.find("error: it broke") != std::string::npos, r.err);
   BOOST_TEST(setup.calls().find("apt-get") == std::string::npos);  // nothing was missing
   BOOST_TEST(setup.run("--bogus").exit_code == 2);
+}
+
+// Issue 43: the build printed "setup: building build/tpusim" and then nothing for 13 minutes. Off
+// a terminal (a log, CI) it now prints the percentage make and apt report, a line per tenth.
+BOOST_AUTO_TEST_CASE(long_steps_report_their_percentage) {
+  const Setup setup(/*missing=*/true, /*cmake_fails=*/false, /*percentages=*/true);
+  const CommandResult r = setup.run("");
+  BOOST_TEST(r.exit_code == 0, r.err);
+  BOOST_TEST(r.err.find("setup: building build/tpusim: 12% (") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("setup: building build/tpusim: 57% (") != std::string::npos, r.err);
+  // apt's download is the first half of installing, unpacking and configuring the second
+  BOOST_TEST(r.err.find(": 20% (") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find(": 90% (") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("apt line") == std::string::npos);  // the rest still goes to the log only
+  BOOST_TEST(r.err.find("\r") == std::string::npos);       // no terminal, no line rewritten in place
+}
+
+// tests/run.sh, the README's test command: CTest prints nothing while a test runs, and the slowest
+// validation points run for minutes. The script names what is still running after each silence
+// and passes CTest's exit code on.
+BOOST_AUTO_TEST_CASE(the_test_runner_names_what_is_still_running_and_keeps_the_exit_code) {
+  TempDir dir;
+  fs::create_directories(dir.path("repo/tests"));
+  fs::create_directories(dir.path("bin"));
+  fs::copy_file(source_path("tests/run.sh"), dir.path("repo/tests/run.sh"));
+  dir.write("bin/ctest",
+            "#!/bin/sh\necho \"ctest $*\" > '" + dir.path("args") +
+                "'\necho '      Start  1: slow_one'\nsleep 3\necho '1/1 Test  #1: slow_one .......   Failed    3.00 sec'\nexit 8\n");
+  fs::permissions(dir.path("bin/ctest"), fs::perms::owner_all);
+  const std::string command = "PATH='" + dir.path("bin") + ":/usr/bin:/bin' TPUSIM_TESTS_HEARTBEAT_S=1 '" +
+                              dir.path("repo/tests/run.sh") + "' -R slow >'" + dir.path("out") + "' 2>&1";
+  const int status = std::system(command.c_str());
+  const std::string out = read_file(dir.path("out"));
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 8, out);
+  // (the seconds shown depend on when the machine got to each line)
+  const auto heartbeat = out.find("tests: still running after 0 min ");
+  BOOST_TEST(heartbeat != std::string::npos, out);
+  BOOST_TEST(out.find(": slow_one (", heartbeat) != std::string::npos, out);
+  BOOST_TEST(out.find("Failed    3.00 sec") != std::string::npos, out);
+  BOOST_TEST(read_file(dir.path("args")).find("--output-on-failure -j") != std::string::npos);
+  BOOST_TEST(read_file(dir.path("args")).find("-R slow") != std::string::npos);
 }
