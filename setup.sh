@@ -42,20 +42,31 @@ step() {
 
 minutes() { local s=$1; if [ "$s" -ge 60 ]; then echo "$((s / 60)) min $((s % 60)) s"; else echo "$s s"; fi; }
 
-# Reads a step's output and shows its percentage. `kind` says where the percentage is: make's
-# "[ 45%]" lines, or apt's status lines ("dlstatus:...:45.2:..." while downloading, then
-# "pmstatus:..." while unpacking and configuring, shown as the first and second half).
+# Reads a step's output and shows its percentage. `kind` says where it comes from: make's
+# "[ 45%]" lines, or apt's own lines counted against the packages it announces ("Get:" 40%,
+# "Unpacking" 30%, "Setting up" 30%). (apt's status file descriptor would say it directly,
+# but apt makes that descriptor non-blocking, and a package script writing to the same pipe
+# then fails: fontconfig's did.)
 show_progress() {
   local what="$1" kind="$2" start=$SECONDS shown_at=$SECONDS percent=0 shown=-1 line status
+  local packages=0 fetched=0 unpacked=0 set_up=0
   while :; do
     status=0
     IFS= read -r -t 15 line || status=$?
     if [ "$status" -le 128 ]; then  # a line, or the end (perhaps after a last line without its newline)
       if [ "$kind" = make ] && [[ $line =~ ^\[\ *([0-9]+)%\] ]]; then
         percent=${BASH_REMATCH[1]}
-      elif [ "$kind" = apt ] && [[ $line =~ ^(dl|pm)status:[^:]*:([0-9]+) ]]; then
-        percent=$(( BASH_REMATCH[2] / 2 ))
-        [ "${BASH_REMATCH[1]}" = pm ] && percent=$(( 50 + percent ))
+      elif [ "$kind" = apt ]; then
+        if [[ $line =~ ^([0-9]+)\ upgraded,\ ([0-9]+)\ newly\ installed ]]; then
+          packages=$(( BASH_REMATCH[1] + BASH_REMATCH[2] ))
+        elif [[ $line =~ ^Get:[0-9]+\  ]]; then fetched=$(( fetched + 1 ))
+        elif [[ $line =~ ^Unpacking\  ]]; then unpacked=$(( unpacked + 1 ))
+        elif [[ $line =~ ^Setting\ up\  ]]; then set_up=$(( set_up + 1 ))
+        fi
+        if [ "$packages" -gt 0 ]; then
+          percent=$(( (40 * fetched + 30 * unpacked + 30 * set_up) / packages ))
+          [ "$percent" -le 100 ] || percent=100
+        fi
       fi
       [ "$status" -eq 0 ] || break
     fi
@@ -71,12 +82,13 @@ show_progress() {
   return 0
 }
 
-# A long step: its output to the log and its percentage to the screen.
+# A long step: its output to the log and its percentage to the screen, the progress lines
+# under `label` (the step's first line, `what`, may be long: the packages it installs).
 long_step() {
-  local what="$1" kind="$2"; shift 2
-  if [ "$verbose" -eq 1 ]; then echo "setup: $what" >&2; "$@" >&2; return; fi
-  [ "$terminal" -eq 1 ] || echo "setup: $what" >&2
-  "$@" 2>&1 | tee -a "$log" | show_progress "$what" "$kind" || fail "$what"
+  local what="$1" label="$2" kind="$3"; shift 3
+  echo "setup: $what" >&2
+  if [ "$verbose" -eq 1 ]; then "$@" >&2; return; fi
+  "$@" 2>&1 | tee -a "$log" | show_progress "$label" "$kind" || fail "$what"
 }
 
 packages=(g++ cmake make pkg-config libsystemc-dev libfmt-dev nlohmann-json3-dev libboost-test-dev libcli11-dev zlib1g-dev
@@ -89,13 +101,13 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   step "updating the package lists" $sudo apt-get update -qq
-  long_step "installing ${missing[*]}" apt $sudo env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends -o APT::Status-Fd=1 "${missing[@]}"
+  long_step "installing ${missing[*]}" "installing ${#missing[@]} packages" apt $sudo env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 step "configuring build/" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 if [ "$tests" -eq 1 ]; then
-  long_step "building build/tpusim and the tests" make cmake --build build -j"$(nproc)"
+  long_step "building build/tpusim and the tests" "building" make cmake --build build -j"$(nproc)"
 else
-  long_step "building build/tpusim" make cmake --build build -j"$(nproc)" --target tpusim
+  long_step "building build/tpusim" "building" make cmake --build build -j"$(nproc)" --target tpusim
 fi
