@@ -38,6 +38,18 @@ void expect_input_error(const std::string& workload_text, const std::string& ext
   }
 }
 
+// Each command line (arguments, the text its one-line error holds) exits 2 with that line alone.
+void expect_one_line_errors(const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [args, expected] : cases) {
+    const CommandResult r = run_tpusim(args);
+    BOOST_TEST_CONTEXT(args << "\nstderr: " << r.err) {
+      BOOST_TEST(r.exit_code == 2);
+      BOOST_TEST(r.err.find(expected) != std::string::npos);
+      BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(malformed_json) {
@@ -224,7 +236,7 @@ BOOST_AUTO_TEST_CASE(adversarial_inputs_get_one_clear_line) {
   const std::string hw9 = dir.write("hw9.json", R"({"base": "tpu_v9", "name": "x"})");
   const std::string dup = dir.write("dup.json", "{\"training\": {\"steps\": 2}, " + kValid.substr(kValid.find('{') + 1));
   const std::string workload = "'" + example_workload() + "'";
-  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+  expect_one_line_errors({
            {"run " + workload + " --topology '2x2\n' -o '" + dir.path("o") + "'", "got \"2x2\\n\""},
            {"gemm -8 128 128", "expected a whole number of elements, got -8"},
            {"gemm 128 128 128 --block 100000x100000x100000", "gemm --block: a 100000x100000x100000 matmul block needs"},
@@ -239,6 +251,8 @@ BOOST_AUTO_TEST_CASE(adversarial_inputs_get_one_clear_line) {
            {"trace-summary '" + example_workload() + "' --top -1", "--top: expected a whole number, got -1"},
            {"collective --bytes 1024 --group ''", "--group: expected all, or torus axes such as x, y, xy, xyz, got nothing"},
            {"collective --bytes 1024 --group xyz", "--group: a 2x2 slice has no z axis"},
+           // Issue 41: a quoted list item kept its quotes as part of the name.
+           {"dump-config --set 'hw.slice.shapes=\"2x2\"'", "expected a list of names like 2x2,4x4 or [\"2x2\", \"4x4\"]"},
            {"run " + workload + " --set workload.model.layers[0].type=patch_embedding --set workload.model.input_shape=[32,32,3] "
             "--set workload.model.layers[0].kernel=16 --set workload.model.layers[0].dim=8 --set workload.model.layers[0].positions=2 -o '" +
                 dir.path("o") + "'",
@@ -246,14 +260,7 @@ BOOST_AUTO_TEST_CASE(adversarial_inputs_get_one_clear_line) {
            {"sweep " + workload + " -o '" + dir.path("o") + "' --vary workload.training.steps=1,2 --vary workload.training.steps=1",
             "sweep: workload.training.steps varies twice"},
            {"sweep " + workload + " -o '" + dir.path("o") + "' --vary hw.slice.topology=2x2 --topology 2x2,4x4",
-            "sweep: topology varies twice (--topology and --vary hw.slice.topology)"}}) {
-    const CommandResult r = run_tpusim(args);
-    BOOST_TEST_CONTEXT(args << "\nstderr: " << r.err) {
-      BOOST_TEST(r.exit_code == 2);
-      BOOST_TEST(r.err.find(expected) != std::string::npos);
-      BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    }
-  }
+            "sweep: topology varies twice (--topology and --vary hw.slice.topology)"}});
   BOOST_TEST(!fs::exists(dir.path("o")));
 }
 
@@ -357,7 +364,7 @@ BOOST_AUTO_TEST_CASE(command_line_mistakes_get_one_line_with_a_suggestion) {
   const std::string workload = "'" + example_workload() + "' -o '" + dir.path("o") + "'";
   const std::string near_miss = example_workload().substr(0, example_workload().size() - std::string("mnist.json").size()) +
                                 "minst.json";  // mlp_minst.json beside mlp_mnist.json
-  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+  expect_one_line_errors({
            {"run " + workload + " --topolgy 4x4", "tpusim run: error: unknown option --topolgy (did you mean --topology?); see tpusim run --help"},
            {"run " + workload + " --topolgy=4x4", "unknown option --topolgy (did you mean --topology?)"},
            {"rnu " + workload, "tpusim: error: unknown command \"rnu\" (did you mean run?)"},
@@ -367,13 +374,6 @@ BOOST_AUTO_TEST_CASE(command_line_mistakes_get_one_line_with_a_suggestion) {
            {"run " + workload + " --topology", "tpusim run: error: --topology needs a value; see tpusim run --help"},
            {"run " + workload + " surplus", "tpusim run: error: unexpected argument \"surplus\"; see tpusim run --help"},
            {"--verison", "tpusim: error: unknown option --verison (did you mean --version?); see tpusim --help"},
-           {"", "tpusim: error: a command is required; see tpusim --help"}}) {
-    const CommandResult r = run_tpusim(args);
-    BOOST_TEST_CONTEXT(args << "\nstderr: " << r.err) {
-      BOOST_TEST(r.exit_code == 2);
-      BOOST_TEST(r.err.find(expected) != std::string::npos);
-      BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    }
-  }
+           {"", "tpusim: error: a command is required; see tpusim --help"}});
   BOOST_TEST(!fs::exists(dir.path("o")));
 }
