@@ -92,8 +92,10 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
                         : spec.kind == CollectiveKind::AllReduce ? 2.0 * (p - 1) / p
                         : spec.kind == CollectiveKind::Permute   ? 1.0
                                                                  : static_cast<double>(p - 1) / p;
-  out["algbw_gbps"] = algbw;
-  out["busbw_gbps"] = algbw * factor;
+  // A chip alone in its group moves nothing and takes no time: it has no bandwidth (infinite
+  // and NaN figures are not numbers a reader can use).
+  out["algbw_gbps"] = time_s > 0 ? ojson(algbw) : ojson(nullptr);
+  out["busbw_gbps"] = time_s > 0 ? ojson(algbw * factor) : ojson(nullptr);
 
   // A simulated link stands for `stands_for` links of the slice (hw/symmetry.hpp); the listing
   // shows the simulated ones.
@@ -134,8 +136,11 @@ std::string format_collective(const ojson& c) {
                               c["topology"].get<std::string>(), c["wraparound"].get<std::string>(),
                               c["algorithm"].get<std::string>());
   t += format_times(c, fmt::format(" (alpha-beta closed form {:.3f} us)", c["alpha_beta_s"].get<double>() * 1e6));
-  t += fmt::format("  bandwidth      algbw {:.2f} GB/s, busbw {:.2f} GB/s\n", c["algbw_gbps"].get<double>(),
-                   c["busbw_gbps"].get<double>());
+  if (c["algbw_gbps"].is_null())
+    t += "  bandwidth      none: each chip is alone in its group, nothing moves\n";
+  else
+    t += fmt::format("  bandwidth      algbw {:.2f} GB/s, busbw {:.2f} GB/s\n", c["algbw_gbps"].get<double>(),
+                     c["busbw_gbps"].get<double>());
   t += fmt::format("  ICI links      {} used, busy {:.1f}% at most, {:.1f}% on average; {} bytes moved\n",
                    c["links_used"].get<std::uint64_t>(), 100 * c["link_utilization_max"].get<double>(),
                    100 * c["link_utilization_mean"].get<double>(), c["ici_bytes"].get<std::uint64_t>());

@@ -237,12 +237,24 @@ json parse_set_value(const ParamSpec& spec, const std::string& text, const std::
       return list;
     }
     case ParamType::StringList: {
+      const char* expected = "a list of names like 2x2,4x4 or [\"2x2\", \"4x4\"]";
+      if (!text.empty() && text.front() == '[') {  // JSON, as the document writes it: the quotes are not the names'
+        try {
+          const json list = parse_bounded(text, fmt::format("{}: {}", origin, display));
+          if (list.is_array() && std::all_of(list.begin(), list.end(), [](const json& x) { return x.is_string(); }))
+            return list;
+        } catch (const json::exception&) {
+        }
+        return bad(expected);
+      }
       json list = json::array();
-      std::string t = text;
-      if (!t.empty() && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
-      std::stringstream ss(t);
-      for (std::string item; std::getline(ss, item, ',');)
+      std::stringstream ss(text);
+      for (std::string item; std::getline(ss, item, ',');) {
+        item.erase(0, item.find_first_not_of(' '));
+        item.erase(item.find_last_not_of(' ') + 1);
+        if (item.find_first_of("\"'[]") != std::string::npos) return bad(expected);
         if (!item.empty()) list.push_back(item);
+      }
       return list;
     }
     case ParamType::ObjectList:

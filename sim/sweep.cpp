@@ -434,7 +434,7 @@ int run_sweep(const SweepRequest& r) {
 
   std::vector<ojson> rows(points.size());
   std::vector<bool> finished(points.size(), false);
-  std::size_t done = 0, failed = 0, simulated = 0;
+  std::size_t done = 0, failed = 0, interrupted = 0, simulated = 0;
   const auto start = std::chrono::steady_clock::now();
   auto publish = [&] {
     std::vector<ojson> ready;
@@ -449,7 +449,8 @@ int run_sweep(const SweepRequest& r) {
     rows[p.index] = row_of(p, status, reason, summary);
     finished[p.index] = true;
     ++done;
-    if (status != "ok" && status != "oom") ++failed;
+    if (status == "interrupted") ++interrupted;
+    else if (status != "ok" && status != "oom") ++failed;
     publish();
     std::string what = status;
     if (status == "ok") what = fmt::format("ok, step {:.3f} ms", summary["step_time_s"].get<double>() * 1e3);
@@ -565,10 +566,10 @@ int run_sweep(const SweepRequest& r) {
       finish(p, code == 2 ? "input_error" : "sim_error", reason, nullptr, secs);
     }
   }
-  std::cerr << fmt::format("tpusim sweep: {} points in {:.1f} s, {} failed; {}/sweep.csv\n", shard_points,
+  std::cerr << fmt::format("tpusim sweep: {} points in {:.1f} s, {} failed{}; {}/sweep.csv\n", shard_points,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), failed,
-                           r.out_dir);
-  return static_cast<int>(failed);
+                           interrupted == 0 ? "" : fmt::format(", {} interrupted", interrupted), r.out_dir);
+  return static_cast<int>(failed + interrupted);  // an interrupted point is not a finished one
 }
 
 int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& out_dir, bool force) {
@@ -636,14 +637,15 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   ready_directory(out, out_dir, "merge", existed, ids);
 
   std::vector<ojson> ready;
-  std::size_t failed = 0;
+  std::size_t failed = 0, interrupted = 0;
   for (const auto& [index, entry] : rows) {
     const auto& [row, dir] = entry;
     const std::string id = row["point"].get<std::string>();
     if (fs::exists(dir / "points" / id)) fs::copy(dir / "points" / id, out / "points" / id, fs::copy_options::recursive);
     if (fs::exists(dir / "points" / (id + ".log"))) fs::copy_file(dir / "points" / (id + ".log"), out / "points" / (id + ".log"));
     const std::string status = row["status"].get<std::string>();
-    if (status != "ok" && status != "oom") ++failed;
+    if (status == "interrupted") ++interrupted;
+    else if (status != "ok" && status != "oom") ++failed;
     ready.push_back(row);
   }
   ojson sweep = first;
@@ -656,8 +658,9 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
 
   const std::size_t total = first["points"].get<std::size_t>();
   const std::size_t missing = total - std::min(total, ready.size());
-  std::cerr << fmt::format("tpusim merge: {} of {} points from {} shard(s), {} failed; {}/sweep.csv\n", ready.size(), total,
-                           shard_dirs.size(), failed, out_dir);
+  std::cerr << fmt::format("tpusim merge: {} of {} points from {} shard(s), {} failed{}; {}/sweep.csv\n", ready.size(), total,
+                           shard_dirs.size(), failed, interrupted == 0 ? "" : fmt::format(", {} interrupted", interrupted),
+                           out_dir);
   if (missing > 0) {
     std::string which;
     std::size_t listed = 0;
@@ -666,7 +669,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
     std::cerr << fmt::format("tpusim merge: {} point(s) missing (numbers {}{}): run or --resume their shards\n", missing,
                              which, missing > listed ? ", ..." : "");
   }
-  return static_cast<int>(missing + failed);
+  return static_cast<int>(missing + failed + interrupted);
 }
 
 }  // namespace tpusim

@@ -97,6 +97,14 @@ BOOST_AUTO_TEST_CASE(every_collective_pays_its_start_once) {
   const json alone = collective("--bytes 1048576 --hw " + kWrapped + " --topology 1 --set hw.ici.collective_start_ns=4000");
   BOOST_TEST(alone["alpha_beta_s"].get<double>() == 0.0);
   BOOST_TEST(alone["time_s"].get<double>() == 0.0);
+  // Issue 41: it printed "algbw inf, busbw -nan"; nothing moved, so there is no bandwidth.
+  BOOST_TEST(alone["algbw_gbps"].is_null());
+  BOOST_TEST(alone["busbw_gbps"].is_null());
+  const auto text = run_tpusim("collective --bytes 1048576 --topology 1x2 --group x");
+  BOOST_TEST(text.exit_code == 0, text.err);
+  BOOST_TEST(text.out.find("bandwidth      none: each chip is alone in its group") != std::string::npos, text.out);
+  BOOST_TEST(text.out.find("nan") == std::string::npos, text.out);
+  BOOST_TEST(text.out.find("inf") == std::string::npos, text.out);
 }
 
 BOOST_AUTO_TEST_CASE(a_permute_is_one_ring_step_of_the_whole_buffer) {

@@ -108,6 +108,13 @@ BOOST_AUTO_TEST_CASE(set_is_type_checked_against_the_registry) {
   BOOST_TEST(contains(load_error(request), "expected true or false"));
   request.sets = {"hbm.bw_gbps=1"};
   BOOST_TEST(contains(load_error(request), "must start with hw. or workload."));
+  // Issue 41: a list written as JSON kept its quotes in each name ("\"2x2\"").
+  request.hw = "tpu_v4";
+  request.topology = "2x2x2";
+  for (const std::string shapes : {"[\"2x2x2\", \"4x4x4\"]", "2x2x2, 4x4x4", "2x2x2,4x4x4"}) {
+    request.sets = {"hw.slice.shapes=" + shapes};
+    BOOST_TEST(load_config(request).hw_doc["slice"]["shapes"] == nlohmann::json({"2x2x2", "4x4x4"}), shapes);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(hardware_files_inherit_from_a_base_preset) {

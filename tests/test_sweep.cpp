@@ -188,6 +188,8 @@ BOOST_AUTO_TEST_CASE(an_interrupted_sweep_keeps_its_finished_points) {
   BOOST_TEST(sweep["interrupted"].get<int>() == 1);
   BOOST_TEST(read_file(out + "/report.html").find(fmt::format("{} of 3 points finished, 1 interrupted (partial)", statuses["ok"])) !=
              std::string::npos);
+  // Issue 41: the closing line counted the interrupted point as failed.
+  BOOST_TEST(r.err.find("0 failed, 1 interrupted;") != std::string::npos, r.err);
 }
 
 // An interrupt that reaches a point while it is still starting (its log just opened, its own
