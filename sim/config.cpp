@@ -1,6 +1,7 @@
 #include "sim/config.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -55,6 +56,10 @@ std::string join_pattern(const std::string& prefix, const std::string& key) {
 
 void check_number_range(const ParamSpec& spec, double v, const std::string& origin, const std::string& display,
                         const json& value) {
+  // No quantity tpusim takes is that small: a subnormal is a slip (1e-320 steps between
+  // evaluations gave 1.44e-313 samples/s), and dividing by one overflows.
+  if (std::fpclassify(v) == FP_SUBNORMAL)
+    fail(origin, display, fmt::format("expected 0 or a number of magnitude at least {:g}, got {}", DBL_MIN, brief(value)));
   if (v < spec.min || v > spec.max) {
     auto number = [](double x) {
       return std::fabs(x) < 1e15 && x == std::floor(x) ? fmt::format("{}", static_cast<long long>(x)) : fmt::format("{}", x);
@@ -568,7 +573,7 @@ HwConfig build_hw(const json& d, const std::string& origin) {
 // model.imported_from records the file.
 // `replace`: the key came from --set, and the file's model replaces the workload's.
 void expand_imported_model(json& workload, const std::string& workload_path, const std::string& origin,
-                           std::vector<std::string>& notes, bool replace = false) {
+                           std::vector<std::string>& notes, std::vector<std::string>& files_read, bool replace = false) {
   if (!workload.is_object() || !workload.contains("model") || !workload["model"].is_object()) return;
   json& model = workload["model"];
   const bool onnx = model.contains("onnx"), keras = model.contains("keras_json");
@@ -590,6 +595,7 @@ void expand_imported_model(json& workload, const std::string& workload_path, con
     const std::string path = file.lexically_normal().string();
     if (onnx) check_input_file(path, 0);  // a missing file is named with what lies beside it
     imported = onnx ? read_onnx_model_file(path) : import_keras_model(read_json_file(path), path);
+    files_read.push_back(path);
   } catch (const std::exception& e) {  // the file's own error (InputError) or the importer's
     throw InputError(fmt::format("{} (workload.model.{} in {})", e.what(), key, origin));
   }
@@ -753,7 +759,7 @@ std::vector<std::string> input_files(const ConfigRequest& request) {
   return files;
 }
 
-json load_hw_document(const std::string& name_or_file) {
+json load_hw_document(const std::string& name_or_file, std::vector<std::string>* files_read) {
   std::string file = name_or_file;
   if (!looks_like_file(name_or_file)) {
     std::string preset = name_or_file;
@@ -765,6 +771,7 @@ json load_hw_document(const std::string& name_or_file) {
     file = preset_dir() + "/" + preset + ".json";
   }
   json doc = read_json_file(file);
+  if (files_read) files_read->push_back(file);
   if (!doc.is_object()) throw InputError(fmt::format("{}: hw: expected a JSON object, got {}", file, brief(doc)));
   if (doc.contains("base")) {
     const json& base = doc["base"];
@@ -773,7 +780,7 @@ json load_hw_document(const std::string& name_or_file) {
     if (const std::string known = presets_if_unknown(base.get<std::string>()); !known.empty())
       throw InputError(fmt::format("{}: hw.base: unknown hardware preset \"{}\" (expected one of: {})", file,
                                    base.get<std::string>(), known));
-    json merged = load_hw_document(base.get<std::string>());
+    json merged = load_hw_document(base.get<std::string>(), files_read);
     merged.erase("base");
     doc.erase("base");
     merged.merge_patch(doc);
@@ -858,10 +865,11 @@ Config load_config(const ConfigRequest& request_as_given) {
   std::string hw_origin = looks_like_file(request.hw) ? request.hw : "hw/presets/" + request.hw + ".json";
   config.input_files = input_files(request);
   // Hardware asked for is loaded first, so that a bad --hw is the error whatever the workload.
-  if (request.hw_given) config.hw_doc = load_hw_document(request.hw);
+  if (request.hw_given) config.hw_doc = load_hw_document(request.hw, &config.files_read);
   bool hw_loaded = request.hw_given;
   if (!request.workload_path.empty()) {
     config.workload_doc = read_json_file(request.workload_path);
+    config.files_read.push_back(request.workload_path);
     // DIR/effective_config.json (or dump-config's output) reruns as it is: the workload and the
     // hardware it was simulated on, unless --hw asks for other hardware.
     if (is_effective_config(config.workload_doc)) {
@@ -875,7 +883,7 @@ Config load_config(const ConfigRequest& request_as_given) {
     }
     if (!config.workload_doc.is_object())
       throw InputError(fmt::format("{}: workload: expected a JSON object, got {}", request.workload_path, brief(config.workload_doc)));
-    expand_imported_model(config.workload_doc, request.workload_path, request.workload_path, config.notes);
+    expand_imported_model(config.workload_doc, request.workload_path, request.workload_path, config.notes, config.files_read);
     // Checked before anything walks the layers: lowering takes about 5 KB a layer (100,000
     // activation layers: 8 s and 0.5 GB), and the zoo's largest model has a few hundred.
     constexpr std::size_t kMaxLayers = 100000;
@@ -885,7 +893,7 @@ Config load_config(const ConfigRequest& request_as_given) {
       fail(request.workload_path, "workload.model.layers",
            fmt::format("{} layers; tpusim takes at most {}", config.workload_doc.at(layers).size(), kMaxLayers));
   }
-  if (!hw_loaded) config.hw_doc = load_hw_document(request.hw);
+  if (!hw_loaded) config.hw_doc = load_hw_document(request.hw, &config.files_read);
   // Validate the documents as written first, so an error blames the file, then apply overrides.
   validate_object(config.hw_doc, "hw", "", "hw", hw_origin);
   if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", request.workload_path);
@@ -895,7 +903,7 @@ Config load_config(const ConfigRequest& request_as_given) {
     clear_the_other_of_a_pair(config, s);
   }
   if (!request.sets.empty() || !request.topology.empty()) {
-    expand_imported_model(config.workload_doc, "", "--set overrides", config.notes, true);  // --set workload.model.keras_json=FILE
+    expand_imported_model(config.workload_doc, "", "--set overrides", config.notes, config.files_read, true);  // --set workload.model.keras_json=FILE
     // An override may replace a whole subtree (a list of layers): check the result as a whole.
     validate_object(config.hw_doc, "hw", "", "hw", "--set overrides");
     if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", "--set overrides");

@@ -30,6 +30,9 @@ struct Config {
   Workload workload;
   std::string origin;  // where the documents came from, to prefix later input errors
   std::vector<std::string> input_files;  // the files read (workload, hardware file): never inside an output directory
+  // Every file whose contents decide the results: the workload, a hardware file, the presets
+  // read, an imported model. A resumed sweep compares their digests.
+  std::vector<std::string> files_read;
   // The Cloud TPU accelerator type given as --hw or --topology ("v4-32"), and what it was taken
   // to mean ("v4-32 = tpu_v4 2x2x4 (16 chips; ...)"); empty when none was.
   std::string accelerator, accelerator_note;
@@ -51,6 +54,7 @@ std::vector<std::string> input_files(const ConfigRequest& request);
 std::string preset_dir();
 std::vector<std::string> preset_names();
 // A preset or hardware file as a complete document (its base merged in), before overrides.
-nlohmann::json load_hw_document(const std::string& name_or_file);
+// `files_read`, when given, gets every file read (a hardware file and the preset it builds on).
+nlohmann::json load_hw_document(const std::string& name_or_file, std::vector<std::string>* files_read = nullptr);
 
 }  // namespace tpusim

@@ -314,11 +314,16 @@ std::string file_digest(const std::string& path) {
 }
 
 // Everything that decides the points' results; --resume refuses when any of it differs.
-ojson sweep_arguments(const SweepRequest& r) {
+// `files_read`: every file the points' configurations read (workload, hardware files, presets,
+// imported models), whose contents are recorded as digests, with the tpusim binary's own.
+ojson sweep_arguments(const SweepRequest& r, const std::vector<std::string>& files_read) {
   ojson axes = ojson::array();
   for (const auto& a : r.axes) axes.push_back({{"key", a.key}, {"values", a.values}});
+  ojson inputs = ojson::object();
+  for (const auto& file : files_read) inputs[file] = file_digest(file);
   return {{"workload", r.workload_path},
-          {"workload_fnv1a64", file_digest(r.workload_path)},
+          {"inputs_fnv1a64", inputs},
+          {"tpusim_fnv1a64", file_digest(r.self_exe)},
           {"hw", r.fixed_hw},
           {"topology", r.fixed_topology},
           {"sets", r.sets},
@@ -328,22 +333,49 @@ ojson sweep_arguments(const SweepRequest& r) {
           {"shard", fmt::format("{}/{}", r.shard_index, r.shard_count)}};
 }
 
+// --resume keeps finished points only when it can show they are this sweep's: the record of what
+// they ran with (sweep.json's "arguments") must exist and match, down to the contents of every
+// file read and the tpusim binary itself.
 void check_same_arguments(const fs::path& dir, const ojson& arguments, const std::string& shown) {
-  std::ifstream in(dir / "sweep.json", std::ios::binary);
-  if (!in) return;  // interrupted before its first point finished: nothing to keep
+  std::error_code ec;
+  bool any_point = false;
+  for (fs::directory_iterator it(dir / "points", ec), end; !ec && it != end && !any_point; it.increment(ec))
+    any_point = fs::exists(it->path() / "summary.json");
+  const std::string start_over = "pass --force instead of --resume to start over";
   ojson before;
+  std::ifstream in(dir / "sweep.json", std::ios::binary);
   try {
-    before = parse_bounded<ojson>(in, (dir / "sweep.json").string());
+    if (in) before = parse_bounded<ojson>(in, (dir / "sweep.json").string());
   } catch (const std::exception&) {
-    return;  // damaged: rewritten as the points finish
+    before = nullptr;
   }
-  if (!before.is_object() || !before.contains("arguments")) return;
+  if (!before.is_object() || !before.contains("arguments") || !before["arguments"].is_object()) {
+    if (!any_point) return;  // interrupted before its first point finished: nothing to keep
+    throw InputError(fmt::format("--resume: -o {} holds finished points but no readable record of what they ran with "
+                                 "(sweep.json); {}", shown, start_over));
+  }
+  const ojson& was = before["arguments"];
+  const auto old_value = [&](const std::string& key) { return was.contains(key) ? was[key] : ojson(); };
+  const ojson old_inputs = old_value("inputs_fnv1a64").is_object() ? old_value("inputs_fnv1a64") : ojson::object();
+  for (const auto& [file, digest] : arguments["inputs_fnv1a64"].items()) {
+    const ojson old = old_inputs.contains(file) ? old_inputs[file] : ojson();
+    if (old.is_null())
+      throw InputError(fmt::format("--resume: the sweep in -o {} did not read {}, this one does; {}", shown, file, start_over));
+    if (old != digest)
+      throw InputError(fmt::format("--resume: {} changed since the sweep in -o {} ran (its contents differ); {}", file,
+                                   shown, start_over));
+  }
+  for (const auto& [file, digest] : old_inputs.items())
+    if (!arguments["inputs_fnv1a64"].contains(file))
+      throw InputError(fmt::format("--resume: the sweep in -o {} read {}, this one does not; {}", shown, file, start_over));
+  if (old_value("tpusim_fnv1a64") != arguments["tpusim_fnv1a64"])
+    throw InputError(fmt::format("--resume: the sweep in -o {} ran with another tpusim binary, whose results may differ; {}",
+                                 shown, start_over));
   for (const auto& [key, value] : arguments.items()) {
-    const ojson old = before["arguments"].contains(key) ? before["arguments"][key] : ojson();
+    const ojson old = old_value(key);
     if (old != value)
       throw InputError(fmt::format("--resume: the sweep in -o {} ran with {} {}, this one with {}; resume it with the "
-                                   "same arguments, or pass --force instead of --resume to start over",
-                                   shown, key, old.dump(), value.dump()));
+                                   "same arguments, or {}", shown, key, old.dump(), value.dump(), start_over));
   }
 }
 
@@ -389,6 +421,7 @@ int run_sweep(const SweepRequest& r) {
   // Every point's configuration must load before anything runs: a typo fails the sweep, not 1000 points.
   std::vector<std::string> config_errors(points.size());
   std::vector<std::string> inputs;  // what the points read: never inside the output directory
+  std::vector<std::string> files_read;  // what decides their results
   for (const Point& p : points) {
     ConfigRequest c;
     c.workload_path = r.workload_path;
@@ -398,7 +431,8 @@ int run_sweep(const SweepRequest& r) {
     c.sets = p.sets;
     for (auto& file : input_files(c)) inputs.push_back(std::move(file));
     try {
-      load_config(c);
+      const Config config = load_config(c);
+      files_read.insert(files_read.end(), config.files_read.begin(), config.files_read.end());
     } catch (const InputError& e) {
       const std::string what = e.what();
       // An unknown key is the sweep's mistake; a combination the hardware or the model refuses
@@ -412,8 +446,10 @@ int run_sweep(const SweepRequest& r) {
   if (std::all_of(config_errors.begin(), config_errors.end(), [](const std::string& e) { return !e.empty(); }))
     throw InputError(fmt::format("sweep point {}: {}", points.front().id, config_errors.front()));
 
-  std::sort(inputs.begin(), inputs.end());
-  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+  for (auto* files : {&inputs, &files_read}) {
+    std::sort(files->begin(), files->end());
+    files->erase(std::unique(files->begin(), files->end()), files->end());
+  }
   const fs::path dir = checked_output_path(r.out_dir, inputs);
   std::error_code ec;
   const bool existed = !empty_or_missing(dir);
@@ -426,7 +462,7 @@ int run_sweep(const SweepRequest& r) {
   }
   fs::create_directories(dir, ec);
   const DirectoryLock lock(dir, r.out_dir);
-  const ojson arguments = sweep_arguments(r);
+  const ojson arguments = sweep_arguments(r, files_read);
   if (existed && r.resume) check_same_arguments(dir, arguments, r.out_dir);
   std::vector<std::string> ids;
   for (const Point& p : points) ids.push_back(p.id);

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -235,4 +237,58 @@ BOOST_AUTO_TEST_CASE(points_are_ranked_by_samples_per_usd_and_time_to_train) {
   const std::string html = read_file(dir.path("s/report.html"));
   BOOST_TEST(html.find("<th>samples/USD (rank)</th>") != std::string::npos);
   BOOST_TEST(html.find("<th>time to train (rank)</th>") != std::string::npos);
+}
+
+// Issue 41: --resume compared the workload's bytes alone, so a sweep resumed after its hardware
+// file (or imported model, or tpusim itself) changed kept the old points as the new sweep's and
+// exited 0. Each kind of input now refuses the resume naming what changed.
+BOOST_AUTO_TEST_CASE(a_resume_refuses_when_any_input_changed_naming_it) {
+  TempDir dir;
+  const std::string binary = dir.path("tpusim");
+  fs::copy_file(TPUSIM_BINARY, binary);
+  const std::string presets = dir.path("presets");
+  fs::copy(source_path("hw/presets"), presets, fs::copy_options::recursive);
+  const std::string keras = dir.write("model.json", read_file(source_path("tests/data/import/keras_mlp_mnist.json")));
+  const std::string workload = dir.write(
+      "w.json", R"({"name": "w", "model": {"keras_json": "model.json"},
+                   "training": {"per_replica_batch": 8, "steps": 2}})");
+  const std::string hw = dir.write("hw.json", R"({"base": "tpu_v2", "name": "mine"})");
+  const auto run = [&](const std::string& out, const std::string& more) {
+    const std::string command = "cd '" + dir.path("") + "' && TPUSIM_PRESET_DIR='" + presets + "' '" + binary + "' sweep '" +
+                                workload + "' --hw '" + hw + "' --vary workload.training.steps=2,3 -j 1 -o '" + out + "' " +
+                                more + " > /dev/null 2> '" + dir.path("err") + "'";
+    const int status = std::system(command.c_str());
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir.path("err")));
+  };
+  const auto append = [](const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::app) << bytes;
+  };
+  // Each change, applied after a finished sweep, and what the refusal names.
+  const std::vector<std::pair<std::function<void()>, std::string>> changes = {
+      {[&] { append(workload, " "); }, "w.json changed since the sweep"},
+      {[&] { append(hw, " "); }, "hw.json changed since the sweep"},
+      {[&] { append(keras, " "); }, "model.json changed since the sweep"},
+      {[&] { append(presets + "/tpu_v2.json", " "); }, "tpu_v2.json changed since the sweep"},
+      {[&] { append(binary, std::string(1, '\0')); }, "ran with another tpusim binary"}};
+  int case_number = 0;
+  for (const auto& [change, expected] : changes) {
+    const std::string out = dir.path("s" + std::to_string(case_number++));
+    const auto first = run(out, "");
+    BOOST_REQUIRE_MESSAGE(first.first == 0, first.second);
+    BOOST_TEST(run(out, "--resume").first == 0);  // nothing changed: resumed
+    change();
+    const auto resumed = run(out, "--resume");
+    BOOST_TEST_CONTEXT(expected << "\nstderr: " << resumed.second) {
+      BOOST_TEST(resumed.first == 2);
+      BOOST_TEST(resumed.second.find(expected) != std::string::npos);
+      BOOST_TEST(std::count(resumed.second.begin(), resumed.second.end(), '\n') == 1);
+    }
+  }
+  // Finished points with no record to check them against are not trusted either.
+  const std::string out = dir.path("unrecorded");
+  BOOST_REQUIRE(run(out, "").first == 0);
+  fs::remove(out + "/sweep.json");
+  const auto resumed = run(out, "--resume");
+  BOOST_TEST(resumed.first == 2);
+  BOOST_TEST(resumed.second.find("holds finished points but no readable record") != std::string::npos, resumed.second);
 }
