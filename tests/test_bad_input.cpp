@@ -3,8 +3,14 @@
 #define BOOST_TEST_MODULE bad_input
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
 
+#include <nlohmann/json.hpp>
+
+#include "sim/params.hpp"
 #include "test_helpers.hpp"
 
 using namespace tpusim::test;
@@ -376,4 +382,66 @@ BOOST_AUTO_TEST_CASE(command_line_mistakes_get_one_line_with_a_suggestion) {
            {"--verison", "tpusim: error: unknown option --verison (did you mean --version?); see tpusim --help"},
            {"", "tpusim: error: a command is required; see tpusim --help"}});
   BOOST_TEST(!fs::exists(dir.path("o")));
+}
+
+// Issue 41: `training.eval.every_steps=1e-320` ran and reported 1.44e-313 samples/s. Every
+// scalar key of the parameter table, with values hostile to its type, is refused in one line or
+// runs to finite figures; never "ok" beside a figure that is not a number (JSON writes NaN and
+// infinity as null). Exit 1 is allowed: the contract for a simulation that cannot finish (a
+// host rate of 1e-320 samples/s would overflow simulated time).
+BOOST_AUTO_TEST_CASE(every_key_with_hostile_values_is_refused_in_one_line_or_runs_to_finite_figures) {
+  const std::map<tpusim::ParamType, std::vector<std::string>> hostile = {
+      {tpusim::ParamType::Int, {"0", "-1", "1e-320", "0.5", "18446744073709551615", "1000000000000"}},
+      {tpusim::ParamType::Float, {"0", "-1", "1e-320", "1e308", "nan", "inf"}},
+      {tpusim::ParamType::Bool, {"2"}},
+      {tpusim::ParamType::String, {"", std::string(300, 'x')}}};
+  // Figures a run leaves null when the workload does not state what they need (its dataset).
+  const auto may_be_null = [](const std::string& path) {
+    return path.find("_to_train") != std::string::npos || path == "/cost/training_steps";
+  };
+  std::vector<std::string> not_numbers;
+  std::function<void(const nlohmann::json&, const std::string&)> walk = [&](const nlohmann::json& x, const std::string& path) {
+    if (x.is_object())
+      for (const auto& [k, v] : x.items()) walk(v, path + "/" + k);
+    else if (x.is_array())
+      for (std::size_t i = 0; i < x.size(); ++i) walk(x[i], path + "/" + std::to_string(i));
+    else if ((x.is_null() && !may_be_null(path)) ||
+             (x.is_number_float() && (!std::isfinite(x.get<double>()) ||
+                                      (x.get<double>() != 0 && std::abs(x.get<double>()) < 1e-200))))  // 1e-313 samples/s is no figure either
+      not_numbers.push_back(path);
+  };
+  // The evaluation's and the whole run's figures too, so that their keys matter.
+  const std::string with_eval_and_dataset = "--set workload.training.eval.examples=10000 --set workload.training.eval.every_steps=100 "
+                                            "--set workload.training.dataset_examples=60000";
+  TempDir dir;
+  const std::string out = dir.path("o");
+  std::size_t ran = 0, refused = 0;
+  for (const tpusim::ParamSpec& p : tpusim::param_registry()) {
+    if (p.path.find("[]") != std::string::npos || hostile.count(p.type) == 0) continue;
+    for (const std::string& value : hostile.at(p.type)) {
+      const std::string key = p.doc + "." + p.path;
+      const CommandResult r = run_tpusim("run '" + example_workload() + "' -o '" + out + "' --force --trace none " +
+                                         "--set workload.training.steps=3 " + with_eval_and_dataset + " --set '" + key + "=" + value + "'");
+      BOOST_TEST_CONTEXT(key << "=" << value.substr(0, 24) << "\nstderr: " << r.err) {
+        BOOST_TEST((r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 2));
+        if (r.exit_code != 0) {
+          ++refused;
+          BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+          BOOST_TEST(!fs::exists(out));
+          continue;
+        }
+        ++ran;
+        const nlohmann::json summary = nlohmann::json::parse(read_file(out + "/summary.json"));
+        not_numbers.clear();
+        walk(summary, "");
+        BOOST_TEST(not_numbers.empty(), (not_numbers.empty() ? "" : not_numbers.front()));
+        BOOST_TEST(summary["status"] == "ok");
+        BOOST_TEST(summary["step_time_s"].get<double>() > 0);
+        for (const char* word : {" nan", " inf", "-nan", "-inf"}) BOOST_TEST(r.out.find(word) == std::string::npos, word);
+        fs::remove_all(out);
+      }
+    }
+  }
+  BOOST_TEST(ran > 50u);  // both outcomes are exercised
+  BOOST_TEST(refused > 300u);
 }
