@@ -40,6 +40,15 @@ namespace {
 using ojson = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
+// ".NAME.TAG-PID", the hidden name of a folder beside `dir` that remove_stale_staging recognises;
+// NAME is cut so that the whole stays within a file name's 255 bytes (a 245-byte -o was refused).
+std::string hidden_beside(const fs::path& dir, const std::string& tag) {
+  const std::string suffix = fmt::format(".{}-{}", tag, ::getpid());
+  std::string name = dir.filename().string();
+  name.resize(std::min(name.size(), std::size_t{255} - 1 - suffix.size()));
+  return "." + name + suffix;
+}
+
 // A staging directory beside the destination; renamed into place only when complete, removed
 // on any failure, so no half-written output ever carries the final name. It carries tpusim's
 // marker from the start, so the staging folder of a killed run is recognised and cleaned up.
@@ -60,7 +69,7 @@ class StagedOutput {
     const fs::path parent = final_.parent_path();
     fs::create_directories(parent, ec);
     remove_stale_staging(parent);
-    staging_ = parent / fmt::format(".{}.tmp-{}", final_.filename().string(), ::getpid());
+    staging_ = parent / hidden_beside(final_, "tmp");
     fs::remove_all(staging_, ec);
     if (!fs::create_directory(staging_, ec) || ec)
       throw InputError(fmt::format("-o {}: cannot create the output directory ({})", dir,
@@ -111,7 +120,7 @@ class StagedOutput {
       check_replaceable(final_, shown_);
     }
     // The old outputs move aside first and go only once the new ones are in place.
-    const fs::path old = final_.parent_path() / fmt::format(".{}.old-{}", final_.filename().string(), ::getpid());
+    const fs::path old = final_.parent_path() / hidden_beside(final_, "old");
     if (replacing) {
       fs::rename(final_, old, ec);
       if (ec) throw SimError(fmt::format("cannot replace {}: {}", final_.string(), ec.message()));

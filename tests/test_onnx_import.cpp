@@ -167,6 +167,19 @@ BOOST_AUTO_TEST_CASE(damaged_and_unsupported_files_are_refused_in_one_line) {
   BOOST_TEST(reader_error(tiny_model().SerializeAsString()).empty());
   BOOST_TEST(contains(reader_error(tiny_model(18).SerializeAsString()),
                       "opset 18, newer than tpusim reads (17 at most); export again with opset_version=17"));
+  // Issue 41: a node name that is not UTF-8 ended in "internal error: json type_error.316".
+  for (const std::string& bad : {std::string("\xff"), std::string("a\xc3"), std::string("\xc0\xaf"), std::string("\xed\xa0\x80")}) {
+    auto m = tiny_model();
+    m.mutable_graph()->mutable_node(0)->set_name("relu" + bad);
+    BOOST_TEST(contains(reader_error(m.SerializeAsString()), "node 0 (Relu): its name is not UTF-8 text"));
+  }
+  {
+    auto m = tiny_model();
+    m.mutable_graph()->mutable_node(0)->set_name("r\xc3\xa9lu \xe2\x82\xac \xf0\x9f\x98\x80");  // "rélu € 😀"
+    BOOST_TEST(reader_error(m.SerializeAsString()).empty());
+  }
+  // Issue 41: a negative opset was accepted.
+  BOOST_TEST(contains(reader_error(tiny_model(-1).SerializeAsString()), "opset -1: not an opset version"));
   {
     auto m = tiny_model();
     m.mutable_graph()->mutable_node(0)->set_domain("com.microsoft");

@@ -159,6 +159,23 @@ BOOST_AUTO_TEST_CASE(merge_refuses_a_point_name_that_leaves_its_directory) {
   BOOST_TEST(!fs::exists(dir.path("escaped")));
 }
 
+// Issue 41: an output name of 245 bytes was refused as too long: the staging folder beside it
+// added ".NAME.tmp-PID" to the name. Every name a file system takes (255 bytes) is written, and
+// a --force replacement of it too.
+BOOST_AUTO_TEST_CASE(the_longest_output_names_are_written) {
+  TempDir dir;
+  for (const std::size_t length : {245u, 255u}) {
+    const std::string out = dir.path(std::string(length, 'n'));
+    for (const char* force : {"", " --force"}) {
+      const CommandResult r = run_tpusim("run " + quoted(example_workload()) + " -o " + quoted(out) + " --trace none" + force);
+      BOOST_TEST(r.exit_code == 0, length << force << ": " << r.err);
+      BOOST_TEST(fs::exists(out + "/summary.json"));
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(dir.path("")))  // nothing hidden left beside them
+    BOOST_TEST(entry.path().filename().string()[0] != '.', entry.path());
+}
+
 BOOST_AUTO_TEST_CASE(resume_refuses_different_arguments) {
   TempDir dir;
   const std::string sweep = "sweep " + quoted(example_workload()) + " --vary workload.training.global_batch=256,512 -o " +

@@ -20,6 +20,31 @@
 namespace tpusim {
 namespace {
 
+// Well-formed UTF-8 (no overlong forms, surrogates or code points beyond U+10FFFF): names become
+// JSON strings in the workload, which must be UTF-8.
+bool is_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t extra = 0;
+    std::uint32_t code = 0;
+    if (c < 0x80) extra = 0, code = c;
+    else if ((c & 0xE0) == 0xC0) extra = 1, code = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) extra = 2, code = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) extra = 3, code = c & 0x07;
+    else return false;
+    if (i + extra >= text.size()) return false;  // cut off inside a character
+    for (std::size_t k = 1; k <= extra; ++k) {
+      const auto d = static_cast<unsigned char>(text[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      code = code << 6 | (d & 0x3F);
+    }
+    static constexpr std::uint32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
 namespace io = google::protobuf::io;
 using WireFormatLite = google::protobuf::internal::WireFormatLite;
 
@@ -61,6 +86,7 @@ class Reader {
     if (!any_field) fail("not an ONNX model (empty)");
     if (!has_graph) fail("not an ONNX model (no graph)");
     if (model_.opset == 0) fail("not an ONNX model (no opset of the default domain)");
+    if (model_.opset < 0) fail(fmt::format("opset {}: not an opset version (they count from 1)", model_.opset));
     if (model_.opset > kMaxOnnxOpset)
       fail(fmt::format("opset {}, newer than tpusim reads ({} at most); export again with opset_version={}", model_.opset,
                        kMaxOnnxOpset, kMaxOnnxOpset));
@@ -319,6 +345,19 @@ class Reader {
   // Every node input exists by the time the node runs (ONNX requires topological order), each
   // value has one producer, and the outputs are produced.
   void check_graph() const {
+    const auto utf8 = [&](const std::string& name, const std::string& what) {
+      if (!is_utf8(name)) fail(fmt::format("{}: its name is not UTF-8 text", what));
+    };
+    for (std::size_t k = 0; k < model_.nodes.size(); ++k) {
+      const OnnxNode& n = model_.nodes[k];
+      utf8(n.op_type, fmt::format("node {}", k));
+      utf8(n.name, fmt::format("node {} ({})", k, n.op_type));
+      for (const auto& value : n.inputs) utf8(value, fmt::format("an input of node {} ({})", k, n.op_type));
+      for (const auto& value : n.outputs) utf8(value, fmt::format("an output of node {} ({})", k, n.op_type));
+    }
+    for (const auto* infos : {&model_.inputs, &model_.outputs, &model_.value_info})
+      for (const auto& info : *infos) utf8(info.name, "a graph value");
+    for (const auto& t : model_.initializers) utf8(t.name, "an initializer");
     std::set<std::string> available;
     for (const auto& i : model_.inputs) available.insert(i.name);
     for (const auto& t : model_.initializers) available.insert(t.name);
