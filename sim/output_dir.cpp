@@ -56,7 +56,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The first entry under dir that tpusim did not write (dir itself when it has no marker), or none.
+}  // namespace
+
 std::optional<fs::path> foreign_entry(const fs::path& dir) {
   const auto listed = marker_files(dir);
   if (!listed) return dir;
@@ -67,6 +68,7 @@ std::optional<fs::path> foreign_entry(const fs::path& dir) {
     if (ec) return dir;  // unreadable: nothing can be vouched for
     const fs::path& p = it->path();
     const std::string rel = p.lexically_relative(dir).generic_string();
+    if (it->is_symlink(ec)) return p;  // tpusim writes none, whatever its name
     if (rel == kOutputMarker || rel == std::string(kOutputMarker) + ".tmp") continue;
     if (it->is_directory(ec) && !it->is_symlink(ec) && fs::exists(p / kOutputMarker, ec)) {
       if (auto inner = foreign_entry(p)) return inner;
@@ -79,8 +81,6 @@ std::optional<fs::path> foreign_entry(const fs::path& dir) {
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 fs::path checked_output_path(const std::string& shown, const std::vector<std::string>& inputs) {
   if (shown.empty()) throw InputError("-o: the output directory must not be empty");

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ std::filesystem::path checked_output_path(const std::string& shown, const std::v
 // Throws InputError (naming -o shown) unless the existing directory may be replaced by --force:
 // an empty directory, or one that carries the marker and holds only what tpusim wrote.
 void check_replaceable(const std::filesystem::path& dir, const std::string& shown);
+
+// The first entry under `dir` that tpusim did not write (not listed in its marker, or a symbolic
+// link, which tpusim never writes), `dir` itself when it has no marker, or none.
+std::optional<std::filesystem::path> foreign_entry(const std::filesystem::path& dir);
 
 // True when the directory has no entries (or does not exist).
 bool empty_or_missing(const std::filesystem::path& dir);

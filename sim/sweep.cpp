@@ -654,6 +654,16 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
       const std::string id = row["point"].get<std::string>();
       if (id.empty() || id == "." || id == ".." || safe(id) != id)
         throw InputError(fmt::format("merge: {}/sweep.json: point \"{}\" is not a point name tpusim writes", d, id));
+      // What merge copies must be what the shard's sweep wrote: a point directory or log that
+      // is a symbolic link, or holds a file tpusim did not write, would copy another's data.
+      std::error_code link_ec;
+      for (const fs::path& written : {dir / "points" / id, dir / "points" / (id + ".log")})
+        if (fs::is_symlink(fs::symlink_status(written, link_ec)))
+          throw InputError(fmt::format("merge: {} is a symbolic link; a shard's points are what its sweep wrote", written.string()));
+      if (fs::exists(dir / "points" / id))
+        if (const auto foreign = foreign_entry(dir / "points" / id))
+          throw InputError(fmt::format("merge: {} is not a file tpusim wrote; merge copies only a sweep's own outputs",
+                                       foreign->string()));
       const auto index = row["index"].get<std::size_t>();
       const auto [it, fresh] = rows.emplace(index, std::make_pair(row, dir));
       if (!fresh)

@@ -159,6 +159,22 @@ BOOST_AUTO_TEST_CASE(merge_refuses_a_point_name_that_leaves_its_directory) {
   BOOST_TEST(!fs::exists(dir.path("escaped")));
 }
 
+// Issue 41: merge followed a point directory that was a symbolic link and copied what it found.
+BOOST_AUTO_TEST_CASE(merge_copies_only_what_the_shards_sweep_wrote) {
+  TempDir dir;
+  BOOST_REQUIRE(run_tpusim("sweep " + quoted(example_workload()) + kSweepArgs + " -o " + quoted(dir.path("s"))).exit_code == 0);
+  const std::string point = dir.path("s/points/000_global_batch=256");
+  fs::rename(point, dir.path("elsewhere"));
+  dir.write("elsewhere/secret.txt", "not tpusim's");
+  fs::create_directory_symlink(dir.path("elsewhere"), point);
+  expect_refused(run_tpusim("merge " + quoted(dir.path("s")) + " -o " + quoted(dir.path("m"))), "is a symbolic link");
+  fs::remove(point);
+  fs::rename(dir.path("elsewhere"), point);  // a real directory again, with a file tpusim never wrote
+  expect_refused(run_tpusim("merge " + quoted(dir.path("s")) + " -o " + quoted(dir.path("m"))), "secret.txt is not a file tpusim wrote");
+  fs::remove(point + "/secret.txt");
+  BOOST_TEST(run_tpusim("merge " + quoted(dir.path("s")) + " -o " + quoted(dir.path("m"))).exit_code == 0);
+}
+
 // Issue 41: an output name of 245 bytes was refused as too long: the staging folder beside it
 // added ".NAME.tmp-PID" to the name. Every name a file system takes (255 bytes) is written, and
 // a --force replacement of it too.
