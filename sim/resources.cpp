@@ -1,5 +1,7 @@
 #include "sim/resources.hpp"
 
+#include <sys/resource.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -138,6 +140,12 @@ std::uint64_t machine_memory_bytes() {
   return bytes;
 }
 
+std::uint64_t address_space_limit_bytes() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<std::uint64_t>(limit.rlim_cur);
+}
+
 std::uint64_t parse_memory_size(const std::string& text, const std::string& option) {
   const auto fail = [&] {
     return InputError(fmt::format("{} {}: expected a size such as 512M, 4G or 4GiB (or a number of bytes)", option, text));
@@ -181,9 +189,14 @@ void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, con
         "memory mappings (vm.max_map_count), about {} threads; simulate a smaller slice{}",
         what, estimate.threads, mappings, mappings > kOtherMappings ? (mappings - kOtherMappings) / 2 : 0,
         estimate.all_chips_because.empty() ? "" : " (every chip is simulated: " + estimate.all_chips_because + ")"));
-  const std::uint64_t machine = machine_memory_bytes();
-  const bool by_flag = limit_bytes > 0 && (machine == 0 || limit_bytes <= machine);
-  const std::uint64_t limit = by_flag ? limit_bytes : machine;
+  // The tightest of the limits that apply: --max-memory, the machine's (or its container's)
+  // memory, and the process's address space (ulimit -v), which the estimate ignored.
+  std::uint64_t limit = 0;
+  std::string limit_name;
+  for (const auto& [bytes, name] : {std::pair<std::uint64_t, const char*>{machine_memory_bytes(), "this machine's memory"},
+                                    {address_space_limit_bytes(), "the process's address-space limit (ulimit -v)"},
+                                    {limit_bytes, "the --max-memory limit"}})
+    if (bytes > 0 && (limit == 0 || bytes <= limit)) limit = bytes, limit_name = name;
   if (limit == 0 || estimate.total_bytes() <= limit) return;
   throw InputError(fmt::format(
       "{} would need about {} of memory ({} for the modelled chips, {} for the statistics' busy intervals{}), "
@@ -191,7 +204,7 @@ void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, con
       what, size_text(static_cast<double>(estimate.total_bytes())), size_text(static_cast<double>(estimate.modules_bytes)),
       size_text(static_cast<double>(estimate.intervals_bytes)),
       estimate.trace_bytes ? fmt::format(", {} for the trace's bandwidth counters", size_text(static_cast<double>(estimate.trace_bytes))) : "",
-      size_text(static_cast<double>(limit)), by_flag ? "the --max-memory limit" : "this machine's memory",
+      size_text(static_cast<double>(limit)), limit_name,
       estimate.trace_bytes ? ", or pass --trace none" : ""));
 }
 

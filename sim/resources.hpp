@@ -35,6 +35,9 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
 // Physical memory, or the control group's limit when that is lower; 0 if neither is readable.
 std::uint64_t machine_memory_bytes();
 
+// The process's address-space limit (RLIMIT_AS, `ulimit -v`), or 0 when there is none.
+std::uint64_t address_space_limit_bytes();
+
 // "512M", "4G", "4GiB", "1.5g", "1073741824": bytes (K, M, G, T are powers of 1024). Throws
 // InputError naming `option` for anything else.
 std::uint64_t parse_memory_size(const std::string& text, const std::string& option);

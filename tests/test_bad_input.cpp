@@ -445,3 +445,20 @@ BOOST_AUTO_TEST_CASE(every_key_with_hostile_values_is_refused_in_one_line_or_run
   BOOST_TEST(ran > 50u);  // both outcomes are exercised
   BOOST_TEST(refused > 300u);
 }
+
+// Issue 41: the memory estimate was checked against the machine's memory and --max-memory, not
+// the process's address-space limit (`ulimit -v`), so such a run died in bad_alloc mid-way.
+BOOST_AUTO_TEST_CASE(the_memory_estimate_heeds_the_address_space_limit) {
+#ifdef __SANITIZE_ADDRESS__
+  BOOST_TEST_MESSAGE("skipped: AddressSanitizer reserves more address space than any such limit allows");
+#else
+  TempDir dir;
+  const CommandResult r = run_tpusim("run '" + source_path("workloads/examples/resnet50.json") +
+                                         "' --hw tpu_v4 --topology 8x8x8 --all-chips --trace none -o '" + dir.path("o") + "'",
+                                     "ulimit -v 400000;");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("more than 390.6 MiB (the process's address-space limit (ulimit -v))") != std::string::npos, r.err);
+  BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  BOOST_TEST(!fs::exists(dir.path("o")));
+#endif
+}
