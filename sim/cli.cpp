@@ -488,8 +488,19 @@ int parse_and_run(int argc, char** argv) {
     if (*params) return list_params(params_hw, params_json);
     if (*check_cmd || *summary_cmd) {
       check_input_file(trace_file, 0);
-      TraceFileBuf buf(trace_file);
+      // The parsed trace takes about 9 times its text (a 165 MB trace of tiles peaked at 1.42 GB):
+      // a trace, or a small gzip file inflating to one, that would not fit is refused as it is read.
+      const auto [memory_bytes, memory_name] = memory_limit(0);
+      constexpr std::uint64_t kParsedBytesPerTextByte = 9;
+      const std::uint64_t max_text_bytes = memory_bytes / kParsedBytesPerTextByte;
+      TraceFileBuf buf(trace_file, max_text_bytes);
       if (!buf.good()) throw InputError(fmt::format("{}: cannot read the file", trace_file));
+      const auto too_large = [&] {
+        return InputError(fmt::format("{}: more than {} bytes of text{}; read whole, as tpusim reads a trace, it would "
+                                      "need more than {} ({})",
+                                      trace_file, max_text_bytes, buf.compressed() ? " once inflated" : "",
+                                      size_text(static_cast<double>(memory_bytes)), memory_name));
+      };
       std::istream in(&buf);
       nlohmann::json trace;
       try {
@@ -501,6 +512,7 @@ int parse_and_run(int argc, char** argv) {
         }
         throw;
       } catch (const nlohmann::json::exception& e) {  // syntax, or a number beyond a double
+        if (buf.too_large()) throw too_large();
         // A gzip stream that broke off: say that, not what the parser saw of it.
         const std::string what = buf.error().empty() ? fmt::format("not JSON ({})", e.what())
                                                      : fmt::format("a corrupt gzip file ({})", buf.error());
@@ -510,6 +522,7 @@ int parse_and_run(int argc, char** argv) {
         }
         throw InputError(fmt::format("{}: {}", trace_file, buf.error().empty() ? "malformed JSON" : what));
       }
+      if (buf.too_large()) throw too_large();
       if (!buf.error().empty()) {  // the JSON ended before the damage (a bad checksum at the end)
         if (*check_cmd) {
           std::cout << fmt::format("{}: invalid: a corrupt gzip file ({})\n", trace_file, buf.error());

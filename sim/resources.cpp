@@ -35,13 +35,13 @@ constexpr double kCounterSampleBytes = 16;       // per counter and 10 us, avera
 // gemm 32768^3 and 65536^3: peak RSS 34 and 170 MiB).
 constexpr double kMatmulBlockBytes = 240;
 
+}  // namespace
+
 std::string size_text(double bytes) {
   if (bytes >= (1ull << 30)) return fmt::format("{:.2f} GiB", bytes / (1ull << 30));
   if (bytes >= (1 << 20)) return fmt::format("{:.1f} MiB", bytes / (1 << 20));
   return fmt::format("{:.0f} bytes", bytes);
 }
-
-}  // namespace
 
 MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::uint32_t traced_chips,
                                const SimulatedSlice& simulated) {
@@ -140,6 +140,16 @@ std::uint64_t machine_memory_bytes() {
   return bytes;
 }
 
+std::pair<std::uint64_t, std::string> memory_limit(std::uint64_t max_memory_bytes) {
+  std::uint64_t limit = 0;
+  std::string name;
+  for (const auto& [bytes, what] : {std::pair<std::uint64_t, const char*>{machine_memory_bytes(), "this machine's memory"},
+                                    {address_space_limit_bytes(), "the process's address-space limit (ulimit -v)"},
+                                    {max_memory_bytes, "the --max-memory limit"}})
+    if (bytes > 0 && (limit == 0 || bytes <= limit)) limit = bytes, name = what;
+  return {limit, name};
+}
+
 std::uint64_t address_space_limit_bytes() {
   struct rlimit limit {};
   if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
@@ -189,14 +199,7 @@ void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, con
         "memory mappings (vm.max_map_count), about {} threads; simulate a smaller slice{}",
         what, estimate.threads, mappings, mappings > kOtherMappings ? (mappings - kOtherMappings) / 2 : 0,
         estimate.all_chips_because.empty() ? "" : " (every chip is simulated: " + estimate.all_chips_because + ")"));
-  // The tightest of the limits that apply: --max-memory, the machine's (or its container's)
-  // memory, and the process's address space (ulimit -v), which the estimate ignored.
-  std::uint64_t limit = 0;
-  std::string limit_name;
-  for (const auto& [bytes, name] : {std::pair<std::uint64_t, const char*>{machine_memory_bytes(), "this machine's memory"},
-                                    {address_space_limit_bytes(), "the process's address-space limit (ulimit -v)"},
-                                    {limit_bytes, "the --max-memory limit"}})
-    if (bytes > 0 && (limit == 0 || bytes <= limit)) limit = bytes, limit_name = name;
+  const auto [limit, limit_name] = memory_limit(limit_bytes);
   if (limit == 0 || estimate.total_bytes() <= limit) return;
   throw InputError(fmt::format(
       "{} would need about {} of memory ({} for the modelled chips, {} for the statistics' busy intervals{}), "

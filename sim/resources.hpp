@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "hw/hw_config.hpp"
 #include "hw/program.hpp"
@@ -35,8 +36,16 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
 // Physical memory, or the control group's limit when that is lower; 0 if neither is readable.
 std::uint64_t machine_memory_bytes();
 
+// "1.50 GiB", "12.3 MiB", "512 bytes".
+std::string size_text(double bytes);
+
 // The process's address-space limit (RLIMIT_AS, `ulimit -v`), or 0 when there is none.
 std::uint64_t address_space_limit_bytes();
+
+// The tightest memory limit that applies, and what it is: the machine's (or its container's)
+// memory, the address-space limit, or `max_memory_bytes` (--max-memory; 0: not given). {0, ""}
+// when none is known.
+std::pair<std::uint64_t, std::string> memory_limit(std::uint64_t max_memory_bytes);
 
 // "512M", "4G", "4GiB", "1.5g", "1073741824": bytes (K, M, G, T are powers of 1024). Throws
 // InputError naming `option` for anything else.

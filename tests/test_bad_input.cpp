@@ -462,3 +462,26 @@ BOOST_AUTO_TEST_CASE(the_memory_estimate_heeds_the_address_space_limit) {
   BOOST_TEST(!fs::exists(dir.path("o")));
 #endif
 }
+
+// Issue 41: a 2 MB gzip trace that inflates to 2 GiB was expanded whole by trace-check and
+// trace-summary (6 GB peak, or bad_alloc). What is read is now bounded by the memory the parsed
+// trace would take, and a larger trace refused as it is read.
+BOOST_AUTO_TEST_CASE(a_trace_that_inflates_beyond_memory_is_refused_as_it_is_read) {
+#ifdef __SANITIZE_ADDRESS__
+  BOOST_TEST_MESSAGE("skipped: AddressSanitizer reserves more address space than any such limit allows");
+#else
+  TempDir dir;
+  const std::string bomb = dir.path("bomb.json.gz");  // 200 MB of spaces in under 1 MB
+  BOOST_REQUIRE(std::system(("head -c 200000000 /dev/zero | tr '\\0' ' ' | gzip -1 > '" + bomb + "'").c_str()) == 0);
+  BOOST_REQUIRE(fs::file_size(bomb) < 2000000u);
+  for (const char* command : {"trace-check", "trace-summary"}) {
+    const CommandResult r = run_tpusim(std::string(command) + " '" + bomb + "'", "ulimit -v 900000;");
+    BOOST_TEST_CONTEXT(command << "\nstderr: " << r.err) {
+      BOOST_TEST(r.exit_code == 2);
+      BOOST_TEST(r.err.find("bytes of text once inflated") != std::string::npos);
+      BOOST_TEST(r.err.find("(the process's address-space limit (ulimit -v))") != std::string::npos);
+      BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+  }
+#endif
+}

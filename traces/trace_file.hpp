@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <array>
+#include <cstdint>
 #include <istream>
 #include <streambuf>
 #include <string>
@@ -13,8 +14,10 @@ namespace tpusim {
 
 class TraceFileBuf : public std::streambuf {
  public:
-  // Check good() before use.
-  explicit TraceFileBuf(const std::string& path) : file_(gzopen(path.c_str(), "rb")) {
+  // Check good() before use. `max_bytes` (0: none) bounds the text read, after inflating: a
+  // small gzip file can inflate to gigabytes.
+  explicit TraceFileBuf(const std::string& path, std::uint64_t max_bytes = 0)
+      : file_(gzopen(path.c_str(), "rb")), max_bytes_(max_bytes) {
     if (file_) gzbuffer(file_, 1 << 17);
   }
   ~TraceFileBuf() override {
@@ -28,6 +31,8 @@ class TraceFileBuf : public std::streambuf {
   bool compressed() const { return file_ && gzdirect(file_) == 0; }
   // Why reading stopped early: "" when it reached the end of a well-formed file.
   const std::string& error() const { return error_; }
+  // Whether reading stopped at max_bytes.
+  bool too_large() const { return too_large_; }
 
  protected:
   int_type underflow() override {
@@ -45,12 +50,20 @@ class TraceFileBuf : public std::streambuf {
       if (code != Z_OK) error_ = what && *what ? what : "truncated";  // e.g. "unexpected end of file"
       return traits_type::eof();
     }
+    bytes_read_ += static_cast<std::uint64_t>(n);
+    if (max_bytes_ > 0 && bytes_read_ > max_bytes_) {
+      too_large_ = true;
+      error_ = "more than " + std::to_string(max_bytes_) + " bytes of text";
+      return traits_type::eof();
+    }
     setg(buffer_.data(), buffer_.data(), buffer_.data() + n);
     return traits_type::to_int_type(buffer_[0]);
   }
 
  private:
   gzFile file_;
+  std::uint64_t max_bytes_ = 0, bytes_read_ = 0;
+  bool too_large_ = false;
   std::array<char, 1 << 16> buffer_{};
   std::string error_;
 };
