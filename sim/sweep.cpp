@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -281,6 +282,10 @@ class DirectoryLock {
     ::unlink(path_.c_str());
     ::close(fd_);
   }
+  // The point processes hold the lock too (the descriptor is inherited across their exec): a
+  // sweep killed with SIGKILL leaves its points closing their outputs, and until the last has
+  // ended, no second sweep or resume can start into the directory.
+  void share_with_child() const { ::fcntl(fd_, F_SETFD, 0); }
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
 
@@ -338,9 +343,17 @@ ojson sweep_arguments(const SweepRequest& r, const std::vector<std::string>& fil
 // file read and the tpusim binary itself.
 void check_same_arguments(const fs::path& dir, const ojson& arguments, const std::string& shown) {
   std::error_code ec;
-  bool any_point = false;
-  for (fs::directory_iterator it(dir / "points", ec), end; !ec && it != end && !any_point; it.increment(ec))
-    any_point = fs::exists(it->path() / "summary.json");
+  bool any_point = false;  // a point that a resume would keep (an interrupted one runs again)
+  for (fs::directory_iterator it(dir / "points", ec), end; !ec && it != end && !any_point; it.increment(ec)) {
+    std::ifstream in(it->path() / "summary.json", std::ios::binary);
+    if (!in) continue;
+    try {
+      const ojson summary = parse_bounded<ojson>(in, (it->path() / "summary.json").string());
+      any_point = !(summary.is_object() && summary.value("status", "") == "interrupted");
+    } catch (const std::exception&) {
+      // damaged: run again, like a point never finished
+    }
+  }
   const std::string start_over = "pass --force instead of --resume to start over";
   ojson before;
   std::ifstream in(dir / "sweep.json", std::ios::binary);
@@ -481,6 +494,9 @@ int run_sweep(const SweepRequest& r) {
     sweep["arguments"] = arguments;
     write_sweep_outputs(dir, sweep, ready);
   };
+  // The record of what the points run with exists before the first one starts, so that a resume
+  // can check them however this sweep ends (even killed before a point finished).
+  publish();
   auto finish = [&](const Point& p, const std::string& status, const std::string& reason, const ojson& summary, double secs) {
     rows[p.index] = row_of(p, status, reason, summary);
     finished[p.index] = true;
@@ -549,9 +565,16 @@ int run_sweep(const SweepRequest& r) {
       if (!p.topology.empty()) args.insert(args.end(), {"--topology", p.topology});
       if (!r.max_memory.empty()) args.insert(args.end(), {"--max-memory", r.max_memory});
       for (const auto& s : p.sets) args.insert(args.end(), {"--set", s});
+      const pid_t sweep_pid = ::getpid();
       const pid_t pid = ::fork();
       if (pid < 0) throw SimError("sweep: cannot start a process");
       if (pid == 0) {
+        // The point ends as interrupted (its outputs closed as partial) when the sweep dies,
+        // even by SIGKILL, which the sweep cannot pass on; a sweep already gone by now is seen
+        // by the parent's pid.
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (::getppid() != sweep_pid) ::_exit(128 + SIGTERM);
+        lock.share_with_child();
         const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
           ::dup2(fd, 1);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,11 +25,12 @@ CommandResult sweep(const std::string& args) { return run_tpusim("sweep '" + exa
 
 // A sweep of BERT-large points on 64 v5e chips, one at a time, into OUT, that gets SIGTERM
 // `delay_ms` after the file READY (under OUT) appears.
-CommandResult interrupted_bert_sweep(const std::string& out, const std::string& steps, const std::string& ready, int delay_ms) {
+CommandResult interrupted_bert_sweep(const std::string& out, const std::string& steps, const std::string& ready, int delay_ms,
+                                     int signal = SIGTERM) {
   return run_tpusim_interrupted_after("sweep '" + source_path("workloads/examples/bert_large_128.json") +
                                           "' --hw tpu_v5e --topology 8x8 --vary workload.training.steps=" + steps +
                                           " -j 1 --trace none -o '" + out + "'",
-                                      SIGTERM, out + "/" + ready, delay_ms);
+                                      signal, out + "/" + ready, delay_ms);
 }
 
 std::vector<std::string> lines(const std::string& text) {
@@ -291,4 +293,26 @@ BOOST_AUTO_TEST_CASE(a_resume_refuses_when_any_input_changed_naming_it) {
   const auto resumed = run(out, "--resume");
   BOOST_TEST(resumed.first == 2);
   BOOST_TEST(resumed.second.find("holds finished points but no readable record") != std::string::npos, resumed.second);
+}
+
+// Issue 41: `kill -9` of a sweep left its point processes running outside the lock, and an
+// immediate --resume started the same points again and reported a finished one as input_error.
+// The points now end when their sweep does (as interrupted), and hold its lock until they have.
+BOOST_AUTO_TEST_CASE(a_killed_sweeps_points_end_with_it_and_a_resume_finishes_the_sweep) {
+  TempDir dir;
+  const std::string out = dir.path("sweep");
+  const CommandResult killed = interrupted_bert_sweep(out, "8,8", "points/000_steps=8.log", 500, SIGKILL);
+  BOOST_TEST(killed.exit_code != 0);
+  CommandResult resumed;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  do {  // refused while the killed sweep's point still closes its outputs
+    resumed = run_tpusim("sweep '" + source_path("workloads/examples/bert_large_128.json") +
+                         "' --hw tpu_v5e --topology 8x8 --vary workload.training.steps=8,8 -j 1 --trace none -o '" + out +
+                         "' --resume");
+  } while (resumed.exit_code == 2 && resumed.err.find("another tpusim sweep or merge is writing") != std::string::npos &&
+           std::chrono::steady_clock::now() < give_up);
+  BOOST_REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.err);
+  const json sweep = json::parse(read_file(out + "/sweep.json"));
+  BOOST_TEST(sweep["rows"].size() == 2u);
+  for (const auto& row : sweep["rows"]) BOOST_TEST(row["status"] == "ok", row["point"] << ": " << row["reason"]);
 }
