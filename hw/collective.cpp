@@ -101,6 +101,16 @@ bool ring_sends(const RingPass& pass, std::uint32_t dir, std::uint32_t step) {
   return pass.reduce ? step >= behind : step <= behind;
 }
 
+std::uint64_t schedule_sent_bytes(const CollectiveSchedule& schedule) {
+  std::uint64_t bytes = 0;
+  for (const SchedulePart& part : schedule.parts)
+    for (const RingPass& pass : part.passes)
+      for (std::uint32_t dir = 0; dir < pass.directions(); ++dir)
+        for (std::uint32_t step = 0; step < pass.steps; ++step)
+          if (ring_sends(pass, dir, step)) bytes += pass.shard_bytes;
+  return bytes;
+}
+
 bool ring_receives(const RingPass& pass, std::uint32_t dir, std::uint32_t step) {
   if (dir >= pass.directions() || step >= pass.steps) return false;
   if (!pass.line) return true;

@@ -67,6 +67,11 @@ std::uint32_t group_size(const Torus& torus, std::uint32_t group_axes_mask);
 
 CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec);
 
+// The bytes the chip a schedule was planned for puts on its links (each counted once, whatever
+// its hops): a shard in every direction and step it sends in. The end-of-run checks hold the
+// collective units to it, so that no fault goes unseen because every chip shares it.
+std::uint64_t schedule_sent_bytes(const CollectiveSchedule& schedule);
+
 // Alpha-beta time of a schedule when nothing contends. A ring step forwards what the step before
 // brought as it arrives (cut-through), so a pass of n steps takes one step's hop latency (the
 // slowest edge's hops) and transfer, plus n - 1 times the longer of the two: bandwidth-bound

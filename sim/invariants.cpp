@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/collective.hpp"
 #include "hw/matmul_tiling.hpp"
 #include "sim/errors.hpp"
 
@@ -123,6 +124,14 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
     if (served != into_hbm)
       v.add("HBM bytes", fmt::format("{}: HBM served {} bytes, its requesters (DMA engines, collective unit) sent {}",
                                      chip.memory().name(), served, into_hbm));
+    // What the program's collectives ask this chip to send: counted from their plans, not from
+    // what its peers did, so that a fault every chip shares (none of them taking part) is seen.
+    std::uint64_t asked = 0;
+    for (const Op& op : program.ops)
+      if (op.kind == OpKind::Collective) asked += schedule_sent_bytes(plan_collective(system.torus(), chip.id(), op.collective));
+    if (c.sent_bytes != steps * asked)
+      v.add("ICI bytes", fmt::format("{}: the program's collectives ask it to send {} bytes over {} steps, it sent {}",
+                                     chip.collective.name(), steps * asked, steps, c.sent_bytes));
     sent += c.sent_bytes;
     sent_link += c.sent_link_bytes;
     arrived += c.arrived_bytes;

@@ -216,3 +216,21 @@ BOOST_AUTO_TEST_CASE(schedules_visit_every_chip_of_the_group_once) {
   // The first part's first pass carries a third of the buffer in two directions: 2^20 / 3 / 2 / 4.
   BOOST_TEST(s.parts[0].passes[0].shard_bytes == (((1u << 20) + 2) / 3 + 1) / 2 / 4 + 1);
 }
+
+// What the end-of-run checks hold each chip's collective unit to: a ring all-reduce over p chips
+// sends 2 (p - 1) shards of B / p, on a ring and on an open line alike (a line's chips send
+// unevenly, but each direction's shards still add to (p - 1) B / p per chip on average).
+BOOST_AUTO_TEST_CASE(a_schedules_sent_bytes_are_the_ring_all_reduces_closed_form) {
+  CollectiveSpec spec;
+  spec.bytes = 8 << 20;
+  spec.algorithm = CollectiveAlgorithm::Ring;
+  const Torus ring({8}, {true});
+  for (std::uint32_t chip = 0; chip < 8; ++chip)
+    BOOST_TEST(schedule_sent_bytes(plan_collective(ring, chip, spec)) == 2ull * 7 * (spec.bytes / 8));
+  const Torus line({8}, {false});
+  std::uint64_t total = 0;
+  for (std::uint32_t chip = 0; chip < 8; ++chip) total += schedule_sent_bytes(plan_collective(line, chip, spec));
+  BOOST_TEST(total == 8ull * 2 * 7 * (spec.bytes / 8));
+  spec.kind = CollectiveKind::Permute;  // one hop of the whole buffer
+  BOOST_TEST(schedule_sent_bytes(plan_collective(ring, 3, spec)) == spec.bytes);
+}

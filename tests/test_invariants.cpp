@@ -118,6 +118,25 @@ BOOST_AUTO_TEST_CASE(a_stuck_run_leaves_no_outputs) {
   BOOST_TEST(fs::is_empty(dir.path("")));  // no staging directory left behind either
 }
 
+// Issue 41: with every chip of the slice skipping its collectives, no chip waited on another,
+// and the run passed its checks with a step half as long and no ICI bytes. The bytes each chip's
+// collectives must send are now counted from their plans.
+BOOST_AUTO_TEST_CASE(a_fault_every_chip_shares_is_caught_by_the_bytes_the_program_asks_for) {
+  TempDir dir;
+  std::string all_chips;
+  for (int chip = 0; chip < 4; ++chip)
+    all_chips += std::string(all_chips.empty() ? "" : ", ") + "{\"kind\": \"skip_collective\", \"chip\": " + std::to_string(chip) + "}";
+  const CommandResult r =
+      run_tpusim("run '" + example_workload() + "' -o '" + dir.path("out") + "' --set 'hw.faults=[" + all_chips + "]'");
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(contains(r.err, "ICI bytes: slice.chip_0.collective: the program's collectives ask it to send"), r.err);
+  BOOST_TEST(contains(r.err, "it sent 0"), r.err);
+  BOOST_TEST(!fs::exists(dir.path("out")));
+  const CommandResult c = run_tpusim("collective --bytes 1048576 --hw tpu_v4 --topology 2x2x1 --set 'hw.faults=[" + all_chips + "]'");
+  BOOST_TEST(c.exit_code == 1);
+  BOOST_TEST(contains(c.err, "it sent 0"), c.err);
+}
+
 BOOST_AUTO_TEST_CASE(an_unknown_fault_is_an_input_error) {
   const CommandResult r = run_tpusim("collective --bytes 1024 " + fault("dma_drop_everything", 0));
   BOOST_TEST(r.exit_code == 2);
