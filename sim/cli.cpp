@@ -490,16 +490,17 @@ int parse_and_run(int argc, char** argv) {
       check_input_file(trace_file, 0);
       // The parsed trace takes about 9 times its text (a 165 MB trace of tiles peaked at 1.42 GB):
       // a trace, or a small gzip file inflating to one, that would not fit is refused as it is read.
-      const auto [memory_bytes, memory_name] = memory_limit(0);
+      // (a pair, not a structured binding: C++17 lambdas cannot capture those, and clang refuses)
+      const std::pair<std::uint64_t, std::string> memory = memory_limit(0);
       constexpr std::uint64_t kParsedBytesPerTextByte = 9;
-      const std::uint64_t max_text_bytes = memory_bytes / kParsedBytesPerTextByte;
+      const std::uint64_t max_text_bytes = memory.first / kParsedBytesPerTextByte;
       TraceFileBuf buf(trace_file, max_text_bytes);
       if (!buf.good()) throw InputError(fmt::format("{}: cannot read the file", trace_file));
       const auto too_large = [&] {
         return InputError(fmt::format("{}: more than {} bytes of text{}; read whole, as tpusim reads a trace, it would "
                                       "need more than {} ({})",
                                       trace_file, max_text_bytes, buf.compressed() ? " once inflated" : "",
-                                      size_text(static_cast<double>(memory_bytes)), memory_name));
+                                      size_text(static_cast<double>(memory.first)), memory.second));
       };
       std::istream in(&buf);
       nlohmann::json trace;
