@@ -338,22 +338,32 @@ ojson sweep_arguments(const SweepRequest& r, const std::vector<std::string>& fil
           {"shard", fmt::format("{}/{}", r.shard_index, r.shard_count)}};
 }
 
+// The summary of a point that --resume keeps, or null: a missing or damaged summary, or an
+// interrupted point, runs again.
+ojson kept_point_summary(const fs::path& point_dir) {
+  const fs::path path = point_dir / "summary.json";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return nullptr;
+  ojson summary;
+  try {
+    summary = parse_bounded<ojson>(in, path.string());
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+  if (!summary.is_object() || !summary.contains("status") || !summary["status"].is_string() ||
+      summary["status"] == "interrupted")
+    return nullptr;
+  return summary;
+}
+
 // --resume keeps finished points only when it can show they are this sweep's: the record of what
 // they ran with (sweep.json's "arguments") must exist and match, down to the contents of every
 // file read and the tpusim binary itself.
 void check_same_arguments(const fs::path& dir, const ojson& arguments, const std::string& shown) {
   std::error_code ec;
-  bool any_point = false;  // a point that a resume would keep (an interrupted one runs again)
-  for (fs::directory_iterator it(dir / "points", ec), end; !ec && it != end && !any_point; it.increment(ec)) {
-    std::ifstream in(it->path() / "summary.json", std::ios::binary);
-    if (!in) continue;
-    try {
-      const ojson summary = parse_bounded<ojson>(in, (it->path() / "summary.json").string());
-      any_point = !(summary.is_object() && summary.value("status", "") == "interrupted");
-    } catch (const std::exception&) {
-      // damaged: run again, like a point never finished
-    }
-  }
+  bool any_point = false;  // a point that a resume would keep
+  for (fs::directory_iterator it(dir / "points", ec), end; !ec && it != end && !any_point; it.increment(ec))
+    any_point = !kept_point_summary(it->path()).is_null();
   const std::string start_over = "pass --force instead of --resume to start over";
   ojson before;
   std::ifstream in(dir / "sweep.json", std::ios::binary);
@@ -519,18 +529,8 @@ int run_sweep(const SweepRequest& r) {
   std::vector<const Point*> todo;
   for (const Point& p : points) {
     if (!in_shard(p)) continue;
-    const fs::path summary = dir / "points" / p.id / "summary.json";
-    ojson resumed;
-    if (r.resume && fs::exists(summary)) {
-      std::ifstream in(summary);
-      try {
-        resumed = parse_bounded<ojson>(in, summary.string());
-      } catch (const std::exception&) {
-        resumed = nullptr;  // damaged: not finished, run it again
-      }
-      if (!resumed.is_object() || !resumed.contains("status") || !resumed["status"].is_string()) resumed = nullptr;
-    }
-    if (!resumed.is_null() && resumed["status"] != "interrupted") {  // an interrupted point runs again
+    const ojson resumed = r.resume ? kept_point_summary(dir / "points" / p.id) : ojson(nullptr);
+    if (!resumed.is_null()) {
       const std::string status = resumed["status"].get<std::string>();
       finish(p, status, status == "ok" || resumed["warnings"].empty() ? "" : resumed["warnings"][0].get<std::string>(),
              resumed, 0);
