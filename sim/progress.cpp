@@ -17,9 +17,9 @@ std::string duration_text(double seconds) {
   return fmt::format("{} h {} min", s / 3600, s % 3600 / 60);
 }
 
-std::string time_left_text(double elapsed_s, std::uint64_t done, std::uint64_t total) {
+std::string time_left_text(double elapsed_s, std::uint64_t done, std::uint64_t total, double spent_on_next_s) {
   if (done == 0 || done >= total) return "";
-  const double left_s = elapsed_s / static_cast<double>(done) * static_cast<double>(total - done);
+  const double left_s = elapsed_s / static_cast<double>(done) * static_cast<double>(total - done) - spent_on_next_s;
   return left_s < 1 ? "" : "about " + duration_text(left_s) + " left";
 }
 
@@ -50,9 +50,8 @@ void ProgressLine::draw(bool force) {
   last_draw_ = now;
   std::string line = fmt::format("{}: {} of {}{}, {}", what_, done_, total_, detail_, duration_text(elapsed_s));
   // From the pace of the items finished so far, less the time already spent on the next one.
-  const double per_item_s = done_ == 0 ? 0 : done_at_s_ / static_cast<double>(done_);
-  const double left_s = per_item_s * static_cast<double>(total_ - std::min(done_, total_)) - (elapsed_s - done_at_s_);
-  if (done_ > 0 && done_ < total_ && left_s >= 1) line += ", about " + duration_text(left_s) + " left";
+  if (const std::string left = time_left_text(done_at_s_, done_, total_, elapsed_s - done_at_s_); !left.empty())
+    line += ", " + left;
   std::cerr << "\r\033[K" << line << std::flush;
   drawn_ = true;
 }

@@ -12,9 +12,10 @@ namespace tpusim {
 // "45 s", "3 min 10 s", "2 h 5 min": a wall-clock duration as a person reads it.
 std::string duration_text(double seconds);
 
-// "about 3 min 10 s left" for `done` of `total` items after `elapsed_s`, assuming the items left
-// take what the finished ones took; "" before the first is done, after the last, or under a second.
-std::string time_left_text(double elapsed_s, std::uint64_t done, std::uint64_t total);
+// "about 3 min 10 s left" for `done` of `total` items finished `elapsed_s` in, assuming the items
+// left take what the finished ones took, less `spent_on_next_s` already spent on the next; "" before
+// the first is done, after the last, or under a second.
+std::string time_left_text(double elapsed_s, std::uint64_t done, std::uint64_t total, double spent_on_next_s = 0);
 
 class ProgressLine {
  public:

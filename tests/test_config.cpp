@@ -325,6 +325,7 @@ BOOST_AUTO_TEST_CASE(durations_and_time_left_read_as_a_person_says_them) {
   BOOST_TEST(duration_text(190) == "3 min 10 s");
   BOOST_TEST(duration_text(7500) == "2 h 5 min");
   BOOST_TEST(time_left_text(30, 1, 4) == "about 1 min 30 s left");  // three more at 30 s each
+  BOOST_TEST(time_left_text(30, 1, 4, 20) == "about 1 min 10 s left");  // 20 s of the next spent
   BOOST_TEST(time_left_text(30, 0, 4) == "");                        // no pace yet
   BOOST_TEST(time_left_text(30, 4, 4) == "");                        // done
 }
