@@ -623,8 +623,9 @@ Workload build_workload(const json& d, const std::string& origin) {
     const LayerKind& kind = layer_kind(spec.type);  // the type is one of the registry's: checked against the parameter table
     const std::vector<std::string> allowed = kind.keys();
     for (const auto& [key, value] : l.items()) {
-      if (key == "type" || key == "name" || key == "inputs") continue;
       if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      const auto& every = keys_of_every_layer();
+      if (std::find(every.begin(), every.end(), key) != every.end()) continue;
       const ParamSpec* p = find_param("workload", "model.layers[]." + key);
       if (p && !p->default_value.is_null() && value == p->default_value) continue;  // a default filled in
       fail(origin, at + "." + key, fmt::format("not a key of a {} layer", spec.type));
@@ -634,6 +635,7 @@ Workload build_workload(const json& d, const std::string& origin) {
                                                                       find_param("workload", "model.layers[]." + key)->description));
     spec.name = l.at("name").get<std::string>();
     if (l.contains("inputs")) spec.inputs = l.at("inputs").get<std::vector<std::string>>();
+    spec.trainable = l.at("trainable").get<bool>();
     spec.activation = l.at("activation").get<std::string>();
     spec.use_bias = l.at("use_bias").get<bool>();
     spec.units = l.value("units", std::uint64_t{0});

@@ -106,8 +106,9 @@ std::string run_import(const ImportRequest& r) {
     fs::remove(staging, ec);
     throw InputError(fmt::format("{}: cannot write the file", r.out));
   }
-  std::string message = fmt::format("wrote {}: {} layers, {} parameters ({} trainable), input {} {}\n", r.out,
-                                    graph.nodes.size(), graph.params(), graph.trainable(), shape_string(graph.input),
+  const std::string frozen = graph.frozen() > 0 ? fmt::format(", {} frozen", graph.frozen()) : "";
+  std::string message = fmt::format("wrote {}: {} layers, {} parameters ({} trainable{}), input {} {}\n", r.out,
+                                    graph.nodes.size(), graph.params(), graph.trainable(), frozen, shape_string(graph.input),
                                     input_dtype);
   for (const auto& note : imported.notes) message += fmt::format("  note: {}\n", note);
   message += fmt::format("  run it with: tpusim run {}\n", r.out);

@@ -132,6 +132,7 @@ std::vector<ParamSpec> build() {
       wl("model.imported_from", T::String, "", "", "Set by tpusim: the file the layers were imported from (a record; not read)"),
       wl("model.layers[].type", T::String, "", nullptr, "Layer type", -kInf, kInf, layer_kind_names()),
       wl("model.layers[].name", T::String, "", "", "Layer name shown in the trace and used by inputs (default: type_index)"),
+      wl("model.layers[].trainable", T::Bool, "", true, "Training updates the layer's parameters; false: frozen, as Keras's trainable (no weight gradient, all-reduce or optimizer state; the gradient still passes through to layers before it)"),
       optional(wl("model.layers[].inputs", T::StringList, "", nullptr, "Names of the layers feeding this one (add: two or more); default: the previous layer")),
       optional(wl("model.layers[].units", T::Int, "features", nullptr, "dense: output features (required)", 1, 1e7)),
       wl("model.layers[].activation", T::String, "", "linear", "dense, conv2d, activation: the activation (fused into dense and conv2d)", -kInf, kInf, {"linear", "relu", "sigmoid", "tanh", "gelu", "softmax", "relu6", "hard_sigmoid", "hard_swish", "silu", "square", "sqrt", "reciprocal", "pow"}),

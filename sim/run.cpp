@@ -397,6 +397,8 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["optimizer"] = config.workload.optimizer;
   summary["steps"] = config.workload.steps;
   summary["parameters"] = step.model.params();
+  summary["trainable_parameters"] = step.model.trainable();
+  summary["frozen_parameters"] = step.model.frozen();
   summary["notes"] = config.notes;
 
   const ojson memory = memory_json(step);
@@ -731,6 +733,10 @@ std::string format_summary(const ojson& s) {
                    s["global_batch"].get<std::uint64_t>(), s["per_replica_batch"].get<std::uint64_t>(),
                    s["per_core_batch"].get<std::uint64_t>(), s["precision"].get<std::string>(),
                    s["optimizer"].get<std::string>(), steps, steps == 1 ? "" : "s");
+  if (s.value("frozen_parameters", std::uint64_t{0}) > 0)
+    t += fmt::format("  parameters     {}: {} trained, {} frozen (no gradient, all-reduce or optimizer state)\n",
+                     s["parameters"].get<std::uint64_t>(), s["trainable_parameters"].get<std::uint64_t>(),
+                     s["frozen_parameters"].get<std::uint64_t>());
   if (s.contains("notes"))
     for (const auto& note : s["notes"]) t += "  note: " + note.get<std::string>() + "\n";
   const ojson& m = s["memory"];

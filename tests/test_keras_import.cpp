@@ -51,7 +51,7 @@ std::size_t count_ops(const Program& p, OpKind kind, const std::string& part) {
 
 BOOST_AUTO_TEST_CASE(keras_fixtures_have_the_frameworks_parameter_counts_and_shapes) {
   const json summary = read_json(import_fixture("keras_summary.json"));
-  BOOST_TEST_REQUIRE(summary["models"].size() == 3u);
+  BOOST_TEST_REQUIRE(summary["models"].size() == 4u);
   for (const auto& [name, m] : summary["models"].items()) {
     BOOST_TEST_CONTEXT(name) {
       TempDir dir;
@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(keras_fixtures_have_the_frameworks_parameter_counts_and_sha
 // convolution and matmul FLOPs, and how many input- and weight-gradient products it has.
 BOOST_AUTO_TEST_CASE(training_step_flops_and_backward_products_match_the_make_fx_oracle) {
   const json oracle = read_json(import_fixture("oracle.json"))["models"];
-  for (const char* key : {"keras_mlp_mnist", "keras_mlp_mnist@1024", "keras_small_resnet", "keras_resnet50"}) {
+  for (const char* key : {"keras_mlp_mnist", "keras_mlp_mnist@1024", "keras_small_resnet", "keras_resnet50", "keras_transfer"}) {
     BOOST_TEST_CONTEXT(key) {
       const json& o = oracle.at(key);
       TempDir dir;
@@ -162,6 +162,80 @@ BOOST_AUTO_TEST_CASE(tpusim_import_writes_a_workload_that_runs) {
   BOOST_TEST(refused.exit_code == 2);
   BOOST_TEST(contains(refused.err, "is not a workload tpusim import wrote"));
   BOOST_TEST(read_file(other) == "{\"name\": \"mine\"}");
+}
+
+// keras_transfer.json nests a backbone whose stem and first block are frozen (trainable false)
+// under a new head: their weights take no gradient, no all-reduce and no optimizer state, and the
+// counts say so apart. (The FLOPs and the backward products are the oracle's, above.)
+BOOST_AUTO_TEST_CASE(frozen_layers_take_no_gradient_all_reduce_or_optimizer_state) {
+  TempDir dir;
+  const json keras = read_json(import_fixture("keras_transfer.json"));
+  json unfrozen = keras;
+  for (json& l : unfrozen["config"]["layers"][0]["config"]["layers"]) l["config"].erase("trainable");
+  const std::string unfrozen_file = dir.write("unfrozen.json", unfrozen.dump());
+  auto lower = [&](const std::string& file) {
+    json w = {{"name", "transfer"}, {"model", {{"keras_json", file}}}, {"training", {{"per_replica_batch", 4}, {"steps", 1}}}};
+    ConfigRequest request;
+    request.workload_path = dir.write("workload.json", w.dump());
+    request.hw = "tpu_v5e";
+    request.hw_given = true;
+    request.topology = "2x2";
+    const Config c = load_config(request);
+    return lower_training_step(c.workload, c.hw);
+  };
+  const LoweredStep frozen = lower(import_fixture("keras_transfer.json")), all = lower(unfrozen_file);
+  BOOST_TEST(frozen.model.trainable() == 14826u);  // what tfjs counts (keras_summary.json)
+  BOOST_TEST(frozen.model.frozen() == 5424u);
+  BOOST_TEST(all.model.frozen() == 0u);
+  BOOST_TEST(all.model.trainable() == frozen.model.trainable() + frozen.model.frozen());
+  std::uint64_t reduced_bytes = 0;
+  for (const Op& op : frozen.program.ops) {
+    if (op.kind == OpKind::Collective && op.phase == Phase::Gradients) reduced_bytes += op.collective.bytes;
+    const bool frozen_layer = op.name.rfind("stem_", 0) == 0 || op.name.rfind("block1_", 0) == 0;
+    BOOST_TEST_INFO(op.name);
+    BOOST_TEST(!(frozen_layer && op.phase == Phase::Backward));  // nothing behind them needs a gradient
+  }
+  BOOST_TEST(reduced_bytes == frozen.model.trainable() * 4);
+  BOOST_TEST(frozen.memory.optimizer_state * all.model.trainable() == all.memory.optimizer_state * frozen.model.trainable());
+  BOOST_TEST(frozen.memory.gradients < all.memory.gradients);
+  // block2's first convolutions read the frozen block's output: their weights' gradients, but
+  // no input gradient.
+  BOOST_TEST(count_ops(frozen.program, OpKind::Matmul, "block2_1_conv/bwd/dW") == 1u);
+  BOOST_TEST(count_ops(frozen.program, OpKind::Matmul, "block2_1_conv/bwd/dX") == 0u);
+  BOOST_TEST(count_ops(all.program, OpKind::Matmul, "block2_1_conv/bwd/dX") == 1u);
+
+  const CommandResult r = run_tpusim("import '" + import_fixture("keras_transfer.json") + "' -o '" + dir.path("w.json") + "'");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  BOOST_TEST(contains(r.out, "20378 parameters (14826 trainable, 5424 frozen)"));
+  BOOST_TEST(contains(r.out, "2 frozen BatchNormalization layer(s)"));
+  const auto run = run_example("", dir.path("w.json"));
+  const json summary = read_json(run->out() + "/summary.json");
+  BOOST_TEST(summary["parameters"] == 20378u);
+  BOOST_TEST(summary["trainable_parameters"] == 14826u);
+  BOOST_TEST(summary["frozen_parameters"] == 5424u);
+  BOOST_TEST(contains(run->result.out, "parameters     20378: 14826 trained, 5424 frozen"));
+}
+
+// A model around frozen layers may carry trainable false itself (Keras passes it down); a model
+// with every weighted layer frozen trains nothing and is refused.
+BOOST_AUTO_TEST_CASE(trainable_false_on_a_nested_model_freezes_everything_inside) {
+  json keras = read_json(import_fixture("keras_transfer.json"));
+  json& backbone = keras["config"]["layers"][0];
+  for (json& l : backbone["config"]["layers"]) l["config"].erase("trainable");
+  backbone["config"]["trainable"] = false;
+  ImportedModel m = import_keras_model(keras, "nested.json");
+  std::size_t frozen = 0;
+  for (const auto& l : m.model["layers"]) frozen += l.value("trainable", true) ? 0 : 1;
+  BOOST_TEST(frozen == 17u);  // every backbone layer but its input
+  BOOST_TEST(m.model["layers"][17]["name"] == "avg_pool");
+  BOOST_TEST(m.model["layers"][17]["inputs"].is_null());  // reads block2_out, the layer before it
+
+  keras["config"]["layers"][2]["config"]["trainable"] = false;  // the head too
+  TempDir dir;
+  const CommandResult r = run_tpusim("import '" + dir.write("all_frozen.json", keras.dump()) + "' -o '" + dir.path("w.json") + "'");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(contains(r.err, "every layer with weights is frozen"), r.err);
+  BOOST_TEST(!std::filesystem::exists(dir.path("w.json")));
 }
 
 // Keras 3 writes inbound_nodes as {"args": [keras tensors], "kwargs": {}} and InputLayer's shape

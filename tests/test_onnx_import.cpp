@@ -73,13 +73,16 @@ onnx::ModelProto tiny_model(std::int64_t opset = 17) {
 
 BOOST_AUTO_TEST_CASE(the_reader_sees_what_python_onnx_saw) {
   const json summary = read_json(import_fixture("onnx_summary.json"));
-  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms"}) {
+  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms", "resnet18_finetune"}) {
     BOOST_TEST_CONTEXT(name) {
       const json& s = summary.at(name);
       const OnnxModel m = read_onnx_file(import_fixture(s["file"].get<std::string>()));
       BOOST_TEST(m.opset == 17);
       BOOST_TEST(m.nodes.size() == s["nodes"].get<std::size_t>());
       BOOST_TEST(m.initializers.size() == s["initializers"].get<std::size_t>());
+      const json updated = s.value("updated_parameters", json::array());
+      BOOST_TEST(m.has_training_info == !updated.empty());
+      BOOST_TEST(json(m.updated_parameters) == updated);
       std::map<std::string, int> ops;
       for (const auto& n : m.nodes) ++ops[n.op_type];
       for (const auto& [op, count] : s["op_types"].items()) BOOST_TEST(ops[op] == count.get<int>(), op);
@@ -125,7 +128,7 @@ BOOST_AUTO_TEST_CASE(torchvision_classifiers_import_with_torchs_parameter_counts
 // product of two activations (attention) has an input gradient for each operand.
 BOOST_AUTO_TEST_CASE(training_steps_match_the_make_fx_oracle) {
   const json oracle = read_json(import_fixture("oracle.json"))["models"];
-  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms"}) {
+  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms", "resnet18_finetune"}) {
     BOOST_TEST_CONTEXT(name) {
       const json& o = oracle.at(name);
       TempDir dir;
@@ -256,6 +259,28 @@ BOOST_AUTO_TEST_CASE(a_workload_runs_an_onnx_model_by_name) {
   BOOST_TEST(effective["workload"]["model"]["imported_from"] == import_fixture("torchvision/mobilenet_v2.onnx"));
   BOOST_TEST(effective["workload"]["model"]["input_dtype"] == "uint8");
   BOOST_TEST(contains(read_file(run->out() + "/trace.json"), "\"/features/features.1/conv/conv.0/conv.0.0/Conv/fwd/conv\""));
+}
+
+// resnet18_finetune.onnx carries ONNX's training information (make_onnx.py): its update_binding
+// names layer4's and fc's parameters, what torch trains of the model. The rest is frozen.
+BOOST_AUTO_TEST_CASE(training_info_freezes_the_parameters_it_does_not_update) {
+  TempDir dir;
+  const LoweredStep step = lower_onnx(dir, import_fixture("resnet18_finetune.onnx"), 2);
+  BOOST_TEST(step.model.trainable() == 8906728u);                        // torch's requires_grad parameters
+  BOOST_TEST(step.model.trainable() + step.model.frozen() == 11689512u);  // ResNet-18's parameters
+  for (const Node& node : step.model.nodes) {
+    const bool trained = node.spec.name.rfind("/layer4/", 0) == 0 || node.spec.name.rfind("/fc/", 0) == 0;
+    if (node.params > 0) BOOST_TEST(node.spec.trainable == trained, node.spec.name);
+  }
+  onnx::ModelProto m = tiny_model();
+  auto* binding = m.add_training_info()->add_update_binding();
+  binding->set_key("w");
+  binding->set_value("w.updated");
+  BOOST_TEST(reader_error(m.SerializeAsString()) == "");
+  const std::string file = dir.write("bound.onnx", m.SerializeAsString());
+  const CommandResult r = run_tpusim("import '" + file + "' -o '" + dir.path("w.json") + "'");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(contains(r.err, "training_info: update_binding names \"w\", which is not a parameter of the graph"), r.err);
 }
 
 // Shapes of every tensor of the transformer exports, with their shape arithmetic folded, at two

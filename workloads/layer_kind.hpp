@@ -48,10 +48,12 @@ struct Backward {
   std::vector<std::uint32_t> grads;  // the node's parameter gradients are complete after these
 };
 
-// The backward pass's view of a node: whether its input needs a gradient, and which input (if
-// any) has its activation gradient applied in this node's input-gradient epilogue.
+// The backward pass's view of a node: whether its input needs a gradient, whether training
+// updates its parameters (a frozen layer's backward only passes the gradient on), and which input
+// (if any) has its activation gradient applied in this node's input-gradient epilogue.
 struct BackwardContext {
   bool needs_dx = false;
+  bool needs_dw = true;
   const Node* fused_input = nullptr;
 };
 
@@ -83,7 +85,8 @@ class LayerKind {
   // input's shape); refuses what does not fit through ctx.fail.
   virtual void infer(Node& node, const InferContext& ctx) const = 0;
   // The textbook matmul FLOPs of the node's training step per sample: a weight's gradient costs
-  // what its forward product costs, and so does the input's gradient when the input needs one.
+  // what its forward product costs (when training updates the weight), and so does the input's
+  // gradient when the input needs one.
   virtual double training_flops(const Node& node, bool input_needs_grad) const;
 
   // Emits the node's forward ops after `deps`; returns the op after which its output exists.
@@ -146,5 +149,10 @@ class LayerKind {
 // The kind registered under `name`; throws std::invalid_argument listing the known ones.
 const LayerKind& layer_kind(const std::string& name);
 std::vector<std::string> layer_kind_names();  // sorted as registered
+// Keys every layer takes, whatever its kind (LayerKind::keys() lists the rest).
+inline const std::vector<std::string>& keys_of_every_layer() {
+  static const std::vector<std::string> keys = {"type", "name", "inputs", "trainable"};
+  return keys;
+}
 
 }  // namespace tpusim

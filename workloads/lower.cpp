@@ -687,6 +687,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       ctx.fused_input = &model.nodes[in0];
       em.fuse_grad_into_consumer(in0);
     }
+    ctx.needs_dw = node.spec.trainable;
     ctx.needs_dx = std::any_of(node.inputs.begin(), node.inputs.end(),
                                [&](std::size_t x) { return x != kModelInput && requires_grad[x]; });
     gathered_before(node.index, false, deps);

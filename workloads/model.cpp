@@ -38,7 +38,7 @@ std::uint64_t InferContext::checked_mul(std::uint64_t a, std::uint64_t b) const 
 
 double LayerKind::training_flops(const Node& node, bool input_needs_grad) const {
   const double fwd = node.forward_flops;
-  return 2 * fwd + (input_needs_grad ? fwd : 0.0);
+  return fwd + (node.spec.trainable ? fwd : 0.0) + (input_needs_grad ? fwd : 0.0);
 }
 
 std::uint64_t elements(const Shape& shape) {
@@ -62,6 +62,12 @@ std::uint64_t ModelGraph::params() const {
 std::uint64_t ModelGraph::trainable() const {
   std::uint64_t n = 0;
   for (const auto& node : nodes) n += node.trainable;
+  return n;
+}
+
+std::uint64_t ModelGraph::frozen() const {
+  std::uint64_t n = 0;
+  for (const auto& node : nodes) n += node.frozen;
   return n;
 }
 
@@ -130,6 +136,7 @@ ModelGraph analyze_model(const Workload& w) {
     if (!node.kind->takes_several_inputs() && node.inputs.size() != 1)
       ctx.fail("inputs", fmt::format("a {} layer takes one input", s.type));
     node.kind->infer(node, ctx);
+    if (!s.trainable) std::swap(node.trainable, node.frozen);
     if (elements(node.out) == 0) ctx.fail("", "the layer's output is empty");
     ctx.checked_mul(elements(node.out), 1);
     by_name[s.name] = i;
@@ -144,6 +151,9 @@ ModelGraph analyze_model(const Workload& w) {
     if (g.nodes[i].consumers.empty())
       throw std::invalid_argument(fmt::format("{}: nothing reads the output of \"{}\"; every layer but the last must feed a "
                                               "later one (name it in a later layer's inputs)", layer_path(i, ""), g.nodes[i].spec.name));
+  if (g.trainable() == 0 && g.frozen() > 0)
+    throw std::invalid_argument("workload.model.layers: every layer with weights is frozen (trainable false); a training step would "
+                                "update nothing (expected at least one trainable layer)");
   if (g.trainable() == 0)
     throw std::invalid_argument("workload.model.layers: the model has no layer with weights (expected at least one)");
   return g;

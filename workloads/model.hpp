@@ -33,6 +33,7 @@ struct Node {
   Shape out;
   std::uint64_t params = 0;       // all of them, as Keras counts (batch norm's moving statistics included)
   std::uint64_t trainable = 0;    // those with gradients and optimizer state
+  std::uint64_t frozen = 0;       // those a frozen layer (spec.trainable false) would otherwise train
   double forward_flops = 0;       // per sample, matmuls only (2 per multiply-accumulate)
 };
 
@@ -41,6 +42,7 @@ struct ModelGraph {
   std::vector<Node> nodes;
   std::uint64_t params() const;
   std::uint64_t trainable() const;
+  std::uint64_t frozen() const;
   double forward_flops_per_sample() const;
   // Matmul FLOPs of a training step per sample: forward, weight gradients, input gradients.
   // `share[i]`: the part of a sample node i computes (sequence parallelism); empty: all of it.

@@ -22,6 +22,7 @@ struct LayerSpec {
   std::string type;
   std::string name;
   std::vector<std::string> inputs;  // layers feeding this one; empty: the previous layer
+  bool trainable = true;  // false: frozen (Keras's trainable): no weight gradient, all-reduce or optimizer state
   std::string activation = "linear";
   bool use_bias = true;
   std::uint64_t units = 0;                      // dense

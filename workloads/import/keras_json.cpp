@@ -30,11 +30,24 @@ bool whole(const json& v) { return v.is_number_unsigned() || (v.is_number_intege
 
 // One layer of the file, with where it sits for error messages.
 struct KerasLayer {
-  std::size_t index = 0;
+  std::size_t index = 0;  // in the flattened list
+  std::string path;       // in the file: config.layers[i], or deeper inside a nested model
   std::string name, class_name;
   json config;
   std::vector<std::string> inputs;  // names of the layers it reads
+  bool frozen = false;              // its own trainable false, or a nested model's around it
 };
+
+// A model used as a layer (a pretrained backbone inside a transfer-learning model).
+bool is_model_class(const std::string& class_name) {
+  return class_name == "Sequential" || class_name == "Functional" || class_name == "Model";
+}
+
+// A model's layer list; Keras before 2.2 wrote a Sequential's config as the list itself.
+const json& layers_of(const json& config) {
+  static const json none;
+  return config.is_array() ? config : config.is_object() && config.contains("layers") ? config.at("layers") : none;
+}
 
 class Importer {
  public:
@@ -46,19 +59,13 @@ class Importer {
     const std::string model_class = string_at(keras_, "class_name", "class_name");
     const json& config = keras_.at("config");
     const bool sequential = model_class == "Sequential";
-    if (!sequential && model_class != "Model" && model_class != "Functional")
+    if (!is_model_class(model_class))
       fail_top(fmt::format("class_name: expected Sequential, Functional or Model, got \"{}\"", model_class));
-    // Keras before 2.2 wrote a Sequential's config as the list of layers itself.
-    const json& layers = config.is_array() ? config : config.is_object() && config.contains("layers") ? config.at("layers") : json();
-    if (!layers.is_array() || layers.empty()) fail_top("config.layers: expected a non-empty list of layers");
-    constexpr std::size_t kMaxLayers = 100000;
-    if (layers.size() > kMaxLayers) fail_top(fmt::format("config.layers: {} layers; tpusim takes at most {}", layers.size(), kMaxLayers));
     ImportedModel out;
     out.name = config.is_object() && config.contains("name") && config.at("name").is_string() ? config.at("name").get<std::string>()
                                                                                                : "keras_model";
-    read_layers(layers, sequential);
-    std::string output = sequential ? layers_.back().name : io_layer(config, "output_layers");
-    if (!sequential) input_name_ = io_layer(config, "input_layers");
+    const std::string output = read_model(config, sequential, "config", {}, false, 0);
+    if (input_shape_.empty()) fail_top("no layer gives the input's shape (an InputLayer, or batch_input_shape on the first layer)");
     const std::vector<const KerasLayer*> order = reachable_in_order(output, out.notes);
     out.model["input_shape"] = input_shape_;
     out.model["input_dtype"] = input_dtype_;
@@ -71,7 +78,7 @@ class Importer {
     throw std::invalid_argument(fmt::format("{}: {}", origin_, what));
   }
   [[noreturn]] void fail(const KerasLayer& l, const std::string& what) const {
-    throw std::invalid_argument(fmt::format("{}: config.layers[{}] (\"{}\", {}): {}", origin_, l.index, l.name, l.class_name, what));
+    throw std::invalid_argument(fmt::format("{}: {} (\"{}\", {}): {}", origin_, l.path, l.name, l.class_name, what));
   }
 
   std::string string_at(const json& j, const std::string& key, const std::string& path) const {
@@ -81,31 +88,74 @@ class Importer {
 
   // ---- the file's layers and their connections ----
 
-  void read_layers(const json& layers, bool sequential) {
+  // Reads a model's layers into the flattened list and returns the name of the layer whose output
+  // is the model's. A nested model's layers join the list with its InputLayers standing for what
+  // the nested model is called on (`outer_inputs`, empty at the top: the model input) and its
+  // name standing for its output layer, as XLA sees one graph. `frozen`: a model around it has
+  // trainable false, which Keras passes down to every layer inside.
+  std::string read_model(const json& config, bool sequential, const std::string& path, const std::vector<std::string>& outer_inputs,
+                         bool frozen, int depth) {
+    const json& layers = layers_of(config);
+    if (!layers.is_array() || layers.empty()) fail_top(path + ".layers: expected a non-empty list of layers");
+    constexpr std::size_t kMaxLayers = 100000;
+    constexpr int kMaxDepth = 16;
+    if (layers_.size() + layers.size() > kMaxLayers)
+      fail_top(fmt::format("{}.layers: more than {} layers in all; tpusim takes at most {}", path, kMaxLayers, kMaxLayers));
+    if (depth > kMaxDepth) fail_top(fmt::format("{}: models nested more than {} deep", path, kMaxDepth));
+    std::string previous = outer_inputs.empty() ? "" : outer_inputs[0];  // a Sequential's chain
+    std::size_t inputs_seen = 0;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const json& l = layers[i];
       KerasLayer layer;
-      layer.index = i;
+      layer.index = layers_.size();
+      layer.path = fmt::format("{}.layers[{}]", path, i);
       if (!l.is_object() || !l.contains("class_name") || !l.at("class_name").is_string() || !l.contains("config") ||
-          !l.at("config").is_object())
-        fail_top(fmt::format("config.layers[{}]: expected an object with \"class_name\" and a \"config\" object", i));
+          !(l.at("config").is_object() || l.at("config").is_array()))
+        fail_top(fmt::format("{}: expected an object with \"class_name\" and a \"config\" object", layer.path));
       layer.class_name = l.at("class_name").get<std::string>();
       layer.config = l.at("config");
-      const json& name = l.contains("name") ? l.at("name") : layer.config.contains("name") ? layer.config.at("name") : json();
-      layer.name = name.is_string() ? name.get<std::string>() : fmt::format("{}_{}", layer.class_name, i);
-      if (by_name_.count(layer.name)) fail(layer, "a second layer of this name (Keras names are unique)");
+      const json& name = l.contains("name") ? l.at("name") : layer.config.is_object() && layer.config.contains("name") ? layer.config.at("name") : json();
+      layer.name = name.is_string() ? name.get<std::string>() : fmt::format("{}_{}", layer.class_name, layer.index);
+      if (by_name_.count(layer.name) || alias_.count(layer.name)) fail(layer, "a second layer of this name (Keras names are unique)");
+      layer.frozen = frozen || !flag(layer, "trainable", true);
+      if (is_model_class(layer.class_name)) {
+        // Called on the layer before it (in a Sequential) or on its inbound layers.
+        std::vector<std::string> called_on;
+        if (!sequential) called_on = inbound(layer, l);
+        else if (!previous.empty()) called_on = {previous};
+        const std::string output =
+            read_model(layer.config, layer.class_name == "Sequential", layer.path + ".config", called_on, layer.frozen, depth + 1);
+        alias_[layer.name] = output;
+        previous = output;
+        continue;
+      }
       if (std::find(supported_classes().begin(), supported_classes().end(), layer.class_name) == supported_classes().end())
-        fail(layer, fmt::format("tpusim does not import this layer class yet (it imports {})", fmt::join(supported_classes(), ", ")));
+        fail(layer, fmt::format("tpusim does not import this layer class yet (it imports {}, and models nested as layers)",
+                                fmt::join(supported_classes(), ", ")));
+      if (!layer.config.is_object()) fail(layer, "expected a \"config\" object");
+      if (layer.class_name == "InputLayer" && !outer_inputs.empty()) {
+        // A nested model's input: what the model is called on.
+        if (inputs_seen >= outer_inputs.size()) fail(layer, "the nested model has more inputs than it is called on");
+        alias_[layer.name] = outer_inputs[inputs_seen++];
+        continue;
+      }
       if (sequential) {
-        if (!layers_.empty()) layer.inputs = {layers_.back().name};
+        if (!previous.empty()) layer.inputs = {previous};
       } else {
         layer.inputs = inbound(layer, l);
       }
-      if (layer.class_name == "InputLayer" || (sequential && layers_.empty())) read_input(layer);
+      if (outer_inputs.empty() && (layer.class_name == "InputLayer" || (sequential && previous.empty()))) read_input(layer);
+      previous = layer.name;
       by_name_[layer.name] = layers_.size();
       layers_.push_back(std::move(layer));
     }
-    if (input_shape_.empty()) fail_top("no layer gives the input's shape (an InputLayer, or batch_input_shape on the first layer)");
+    if (sequential) {
+      if (previous.empty() || previous == (outer_inputs.empty() ? "" : outer_inputs[0]))
+        fail_top(path + ".layers: the model has no layer besides its input");
+      return previous;
+    }
+    if (outer_inputs.empty()) input_name_ = io_layer(config, path, "input_layers");
+    return io_layer(config, path, "output_layers");
   }
 
   // The model input's shape and dtype, from an InputLayer or a Sequential's first layer.
@@ -165,22 +215,31 @@ class Importer {
     } else {
       fail(layer, "inbound_nodes[0]: expected a list of inputs (Keras 2) or {\"args\", \"kwargs\"} (Keras 3)");
     }
-    for (const auto& name : names)
+    for (auto& name : names) {
+      name = resolve(name);
       if (!by_name_.count(name)) fail(layer, fmt::format("reads \"{}\", which no earlier layer is named", name));
+    }
     return names;
   }
 
-  std::string io_layer(const json& config, const char* key) const {
-    if (!config.contains(key) || !config.at(key).is_array() || config.at(key).empty())
-      fail_top(fmt::format("config.{}: expected a list naming the model's {}", key, key));
+  std::string io_layer(const json& config, const std::string& path, const char* key) const {
+    if (!config.is_object() || !config.contains(key) || !config.at(key).is_array() || config.at(key).empty())
+      fail_top(fmt::format("{}.{}: expected a list naming the model's {}", path, key, key));
     const json& list = config.at(key);
     if (list.size() > 1 && !(list[0].is_string()))
-      fail_top(fmt::format("config.{}: {} of them; tpusim imports models with one input and one output", key, list.size()));
+      fail_top(fmt::format("{}.{}: {} of them; tpusim imports models with one input and one output", path, key, list.size()));
     // [["name", 0, 0]] (Keras 2) or ["name", 0, 0] (Keras 3 with one tensor)
     const json& first = list[0].is_array() ? list[0] : list;
-    if (first.empty() || !first[0].is_string()) fail_top(fmt::format("config.{}: expected [\"layer_name\", 0, 0]", key));
-    const std::string name = first[0].get<std::string>();
-    if (!by_name_.count(name)) fail_top(fmt::format("config.{}: no layer is named \"{}\"", key, name));
+    if (first.empty() || !first[0].is_string()) fail_top(fmt::format("{}.{}: expected [\"layer_name\", 0, 0]", path, key));
+    const std::string name = resolve(first[0].get<std::string>());
+    if (!by_name_.count(name)) fail_top(fmt::format("{}.{}: no layer is named \"{}\"", path, key, name));
+    return name;
+  }
+
+  // The layer a name stands for: a nested model's output layer, or what a nested model's input
+  // is called on.
+  std::string resolve(std::string name) const {
+    for (auto it = alias_.find(name); it != alias_.end(); it = alias_.find(name)) name = it->second;
     return name;
   }
 
@@ -299,7 +358,7 @@ class Importer {
     std::map<std::string, std::string> alias;              // a folded padding -> what it pads
     std::map<std::string, std::vector<std::uint64_t>> pads;  // a window layer -> the padding folded into it
     ojson layers = ojson::array();
-    std::size_t folded = 0;
+    std::size_t folded = 0, frozen_batch_norms = 0;
     auto source = [&](const std::string& name) {
       std::string n = name;
       while (alias.count(n)) n = alias.at(n);
@@ -407,9 +466,18 @@ class Importer {
         out["vocab"] = size_of(l, "input_dim");
         out["dim"] = size_of(l, "output_dim");
       }
+      if (l.frozen) {
+        out["trainable"] = false;
+        if (is(l, "BatchNormalization")) ++frozen_batch_norms;
+      }
       if (!append_layer(layers, std::move(out), inputs)) fail(l, kModelInputNotFirst);
     }
     if (layers.empty()) fail_top("the model has no layer besides its input");
+    // Keras runs a frozen BatchNormalization in inference mode (its moving statistics); tpusim
+    // prices the batch statistics all the same.
+    if (frozen_batch_norms > 0)
+      notes.push_back(fmt::format("{} frozen BatchNormalization layer(s): Keras normalizes them with their moving statistics, "
+                                  "tpusim still prices computing batch statistics (a slight overestimate)", frozen_batch_norms));
     if (folded > 0)
       notes.push_back(fmt::format("folded {} ZeroPadding2D layer(s) into the padding of the window that reads each", folded));
     return layers;
@@ -419,6 +487,7 @@ class Importer {
   std::string origin_;
   std::vector<KerasLayer> layers_;
   std::map<std::string, std::size_t> by_name_;
+  std::map<std::string, std::string> alias_;  // a nested model -> its output layer; its input -> what it is called on
   std::vector<std::uint64_t> input_shape_;
   std::string input_dtype_ = "float32";
   std::string input_name_;

@@ -54,7 +54,8 @@ constexpr std::size_t kMaxNodes = 1000000;
 constexpr std::size_t kMaxDims = 64;
 
 // Field numbers of onnx.proto (ONNX 1.12) the reader walks itself.
-enum ModelField { kIrVersion = 1, kProducerName = 2, kProducerVersion = 3, kGraph = 7, kOpsetImport = 8 };
+enum ModelField { kIrVersion = 1, kProducerName = 2, kProducerVersion = 3, kGraph = 7, kOpsetImport = 8, kTrainingInfo = 20 };
+enum TrainingInfoField { kUpdateBinding = 4 };
 enum GraphField { kNode = 1, kGraphName = 2, kInitializer = 5, kInput = 11, kOutput = 12, kValueInfo = 13, kSparseInitializer = 15 };
 enum TensorField { kDims = 1, kDataType = 2, kFloatData = 4, kInt32Data = 5, kInt64Data = 7, kName = 8, kRawData = 9, kDoubleData = 10,
                    kExternalData = 13, kDataLocation = 14 };
@@ -77,6 +78,12 @@ class Reader {
           graph();
           end_message(limit);
           has_graph = true;
+          break;
+        }
+        case kTrainingInfo: {
+          const int limit = begin_message(tag);
+          training_info();
+          end_message(limit);
           break;
         }
         default: skip(tag);
@@ -146,6 +153,22 @@ class Reader {
   void opset(const std::string& payload) {
     const auto o = parse<onnx::OperatorSetIdProto>(payload);
     if (o.domain().empty() || o.domain() == "ai.onnx") model_.opset = o.version();
+  }
+
+  // What training updates: the keys of update_binding name the parameters the training
+  // algorithm writes; its graphs are skipped.
+  void training_info() {
+    model_.has_training_info = true;
+    for (std::uint32_t tag; (tag = in_.ReadTag()) != 0;) {
+      if (WireFormatLite::GetTagFieldNumber(tag) != kUpdateBinding) {
+        skip(tag);
+        continue;
+      }
+      if (model_.updated_parameters.size() >= kMaxNodes) fail(fmt::format("more than {} update bindings", kMaxNodes));
+      std::string key = parse<onnx::StringStringEntryProto>(bytes(tag)).key();
+      if (!is_utf8(key)) fail("training_info: an update binding's name is not UTF-8 text");
+      model_.updated_parameters.push_back(std::move(key));
+    }
   }
 
   void graph() {

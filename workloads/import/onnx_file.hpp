@@ -65,6 +65,10 @@ struct OnnxModel {
   std::vector<OnnxValueInfo> inputs, outputs, value_info;
   std::vector<OnnxTensor> initializers;
   std::vector<OnnxNode> nodes;  // in the file's order, which the reader checks is topological
+  // ONNX's training information (TrainingInfoProto): the parameters its update_binding says
+  // training writes. With training information, a parameter not among them is frozen.
+  bool has_training_info = false;
+  std::vector<std::string> updated_parameters;
 };
 
 // Throws std::invalid_argument with one line naming the file (`origin`) and the problem: not an

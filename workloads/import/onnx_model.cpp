@@ -56,9 +56,10 @@ class OnnxImporter {
       if (!folded_.count(i)) map_node(i);
     if (m_.outputs.empty()) fail_top("the graph has no output");
     fold_activations_into_matmuls();
+    ImportedModel out;
+    mark_frozen_layers(out.notes);
     const std::string output = producer_of(m_.outputs[0].name);
     if (output.empty()) fail_top(fmt::format("the graph's output \"{}\" is its input", m_.outputs[0].name));
-    ImportedModel out;
     out.name = m_.graph_name.empty() ? "onnx_model" : m_.graph_name;
     out.model["input_shape"] = input_shape_;
     out.model["input_dtype"] = input_dtype_;
@@ -738,6 +739,44 @@ class OnnxImporter {
     by_name_ = std::move(kept_by_name);
     for (auto& [tensor, layer] : produced_)
       if (renamed.count(layer)) layer = renamed.at(layer);
+  }
+
+  // With training information, a layer none of whose parameters training updates is frozen. A
+  // parameter belongs to the layer of the node that reads it (through views of it): the layer the
+  // node became, or the one that absorbed it (a bias, a position table).
+  void mark_frozen_layers(std::vector<std::string>& notes) {
+    if (!m_.has_training_info) return;
+    std::set<std::string> updated;
+    for (const auto& p : m_.updated_parameters) {
+      if (!params_.count(p))
+        fail_top(fmt::format("training_info: update_binding names \"{}\", which is not a parameter of the graph", p));
+      updated.insert(p);
+    }
+    struct Owned {
+      bool any = false, updated = false;
+    };
+    std::map<std::string, Owned> owned;  // layer -> what it reads of the parameters
+    for (const OnnxNode& n : m_.nodes) {
+      if (n.outputs.empty()) continue;
+      const auto layer = produced_.find(n.outputs[0]);
+      if (layer == produced_.end() || layer->second.empty()) continue;
+      for (const auto& in : n.inputs) {
+        if (in.empty() || is_activation(in)) continue;
+        const std::string p = parameter_behind(in);
+        if (p.empty()) continue;
+        Owned& o = owned[layer->second];
+        o.any = true;
+        o.updated = o.updated || updated.count(p) > 0;
+      }
+    }
+    std::size_t frozen = 0;
+    for (const auto& [name, o] : owned) {
+      if (!o.any || o.updated) continue;
+      layers_[by_name_.at(name)].spec["trainable"] = false;
+      ++frozen;
+    }
+    notes.push_back(fmt::format("training_info updates {} of the graph's {} parameters and buffers: {} layer(s) with none updated "
+                                "are frozen", updated.size(), params_.size(), frozen));
   }
 
   // The layers the output depends on, in the graph's (topological) order; the first reads the

@@ -64,13 +64,16 @@ class Attention : public LayerKind {
   }
 
   double training_flops(const Node& node, bool input_needs_grad) const override {
-    // The projections (4 of the 2 * seq * (4 d^2 + 2 seq d)) have weights; QK^T and AV do not
-    // and need the gradients of both operands. The output projection's input gradient is
+    // The projections (4 of the 2 * seq * (4 d^2 + 2 seq d)) have weights (their gradients
+    // computed unless the layer is frozen); QK^T and AV do not and need the gradients of both
+    // operands. The output projection's input gradient is
     // inside the layer; Q, K and V's input gradient is the layer's.
     const double seq = static_cast<double>(node.in[0]), d = static_cast<double>(node.in[1]);
     const double local_d = d / static_cast<double>(node.spec.model_shards);
     const double fwd = node.forward_flops, projections = 2.0 * seq * 4.0 * d * local_d, scores = fwd - projections;
-    return fwd + projections + 2.0 * scores + projections / 4 + (input_needs_grad ? 3 * projections / 4 : 0.0);
+    const bool trained = node.spec.trainable;
+    if (!trained && !input_needs_grad) return fwd;
+    return fwd + (trained ? projections : 0.0) + 2.0 * scores + projections / 4 + (input_needs_grad ? 3 * projections / 4 : 0.0);
   }
 
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
@@ -110,14 +113,14 @@ class Attention : public LayerKind {
     const auto out_weight_gradient = [&] {
       return em.quantized_weight_gradient(em.matmul(base + "/out/dW", Phase::Backward, a.local_d, a.tokens, a.d, DType::F32, dy));
     };
-    std::uint32_t dw_out = dx_first ? 0 : out_weight_gradient(), dw_qkv = 0;
+    std::uint32_t dw_out = dx_first || !ctx.needs_dw ? 0 : out_weight_gradient(), dw_qkv = 0;
     const std::uint32_t d_av = out_dx_product ? out_dx_product->product : em.weight_matmul(out_dx, dy);
     const std::vector<std::uint32_t> dqkv = em.flash_attention() ? flash_backward(em, a, base, d_av) : dense_backward(em, a, base, d_av);
     const auto qkv_weight_gradient = [&] {
       return em.quantized_weight_gradient(
           em.matmul(base + "/qkv/dW", Phase::Backward, a.d, a.tokens, 3 * a.local_d, DType::F32, dqkv));
     };
-    if (!dx_first) dw_qkv = qkv_weight_gradient();
+    if (!dx_first && ctx.needs_dw) dw_qkv = qkv_weight_gradient();
     Backward r;
     if (ctx.needs_dx) {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
@@ -127,6 +130,7 @@ class Attention : public LayerKind {
       r.dx = s.model_shards > 1 ? em.scattered_matmul(dx, base + "/qkv/dX", dqkv) : em.weight_matmul(dx, dqkv);
       r.has_dx = true;
     }
+    if (!ctx.needs_dw) return r;  // frozen: the gradient only passes through
     if (dx_first) {
       dw_out = out_weight_gradient();
       dw_qkv = qkv_weight_gradient();
@@ -152,7 +156,7 @@ class Attention : public LayerKind {
   }
 
   bool input_grad_epilogue() const override { return true; }
-  bool keeps_input(const Node&) const override { return true; }
+  bool keeps_input(const Node& node) const override { return node.spec.trainable; }  // for the Q, K, V weight gradient
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
     const AttentionGeometry a = geometry(em, node);
     // Q, K and V; the probabilities, or a flash kernel's log-sum-exp per query (f32). The heads'

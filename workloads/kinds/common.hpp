@@ -46,7 +46,7 @@ class MatmulLayerKind : public LayerKind {
   bool matmul_epilogue() const override { return true; }
   bool input_grad_epilogue() const override { return true; }
   bool applies_activation() const override { return true; }
-  bool keeps_input(const Node&) const override { return true; }
+  bool keeps_input(const Node& node) const override { return node.spec.trainable; }  // for the weight gradient
   bool input_prologue() const override { return true; }
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
     return node.spec.activation != "linear" ? out_elements(em, node) * em.act_bytes() : 0;

@@ -1,6 +1,8 @@
 // A 2D convolution over [height, width, channels] (Keras Conv2D), lowered as its im2col matmul:
 // rows are output pixels, the contracted axis the kernel's taps times input channels per group.
 // Bias and activation run in the epilogue.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "workloads/kinds/common.hpp"
@@ -81,7 +83,9 @@ class Conv2d : public MatmulLayerKind {
     dy = own_activation_gradient(em, node, std::move(dy));
     const ConvGeometry c = geometry(em, node);
     Backward r;
-    const std::uint32_t dw = em.matmul(base + "/dW", Phase::Backward, c.k, c.m, c.n, DType::F32, dy, 0, 0, 1, c.dw_lhs_fraction);
+    const std::optional<std::uint32_t> dw =  // none for a frozen layer
+        ctx.needs_dw ? std::optional(em.matmul(base + "/dW", Phase::Backward, c.k, c.m, c.n, DType::F32, dy, 0, 0, 1, c.dw_lhs_fraction))
+                     : std::nullopt;
     if (ctx.needs_dx) {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
       r.dx = em.matmul(base + "/dX" + epi.name_suffix, Phase::Backward, c.dx_m, c.dx_k, node.in[2], em.act(), dy, epi.vpu_ops,
@@ -91,8 +95,9 @@ class Conv2d : public MatmulLayerKind {
       // taps meet an output: the rest multiply zeros. The useful work is the forward's.
       em.op(r.dx).model_flops = em.samples() * node.forward_flops;
     }
-    if (s.use_bias) em.fuse_bias_gradient(dw, out_elements(em, node));
-    r.grads.push_back(dw);
+    if (!dw) return r;
+    if (s.use_bias) em.fuse_bias_gradient(*dw, out_elements(em, node));
+    r.grads.push_back(*dw);
     return r;
   }
 

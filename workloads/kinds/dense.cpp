@@ -5,6 +5,8 @@
 // quantizes its forward and input-gradient matmuls, and its weight gradient unless the workload
 // keeps those in the activation type. With tied_weights it multiplies by the embedding's table
 // (a language model's head) and has no parameters of its own.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "workloads/kinds/common.hpp"
@@ -63,30 +65,31 @@ class Dense : public MatmulLayerKind {
       return s.tied_weights ? mm : em.quantized_weight_gradient(mm);
     };
     Backward r;
-    std::uint32_t dw;
+    std::optional<std::uint32_t> dw;  // none for a frozen layer
     if (s.tensor_parallel == "row" && ctx.needs_dx && !has_own_activation_gradient(em, node) && em.windowed(dx)) {
       // Split by rows, the output's gradient arrives split by tokens: the input's gradient takes
       // each share as it arrives (collective matmul), the weight gradient the whole gathered one.
       const StepEmitter::GatheredProduct dx_product = em.gathered_matmul(dx, std::move(dy));
       r.dx = dx_product.product;
       r.has_dx = true;
-      dw = weight_gradient(dx_product.operand_ready);
+      if (ctx.needs_dw) dw = weight_gradient(dx_product.operand_ready);
     } else {
       if (s.tensor_parallel == "row") dy = em.model_gathered(base + "/dY", Phase::Backward, out_elements(em, node), std::move(dy));
       dy = own_activation_gradient(em, node, std::move(dy));
       // When a collective waits for the input's gradient, that gradient goes first so that the
       // collective runs under the weight gradient (as XLA's latency-hiding scheduler orders them).
       const bool dx_first = s.tensor_parallel == "column" && ctx.needs_dx;
-      if (!dx_first) dw = weight_gradient(dy);
+      if (!dx_first && ctx.needs_dw) dw = weight_gradient(dy);
       if (ctx.needs_dx) {
         // Split by columns, each core's columns give a part of the input's gradient.
         r.dx = s.tensor_parallel == "column" ? em.scattered_matmul(dx, base + "/dX", dy) : em.weight_matmul(dx, dy);
         r.has_dx = true;
       }
-      if (dx_first) dw = weight_gradient(dy);
+      if (dx_first && ctx.needs_dw) dw = weight_gradient(dy);
     }
-    if (s.use_bias) em.fuse_bias_gradient(dw, out_elements(em, node));
-    r.grads.push_back(dw);
+    if (!dw) return r;
+    if (s.use_bias) em.fuse_bias_gradient(*dw, out_elements(em, node));
+    r.grads.push_back(*dw);
     return r;
   }
 };

@@ -37,7 +37,8 @@ class Embedding : public LayerKind {
   }
 
   // Rows scattered into the f32 table gradient at the tokens' ids; token ids have no gradient.
-  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
+    if (!ctx.needs_dw) return {};  // a frozen table: its input, the token ids, takes no gradient
     const std::uint64_t e_out = out_elements(em, node);
     VectorWork scatter{e_out, 1, e_out * em.act_bytes(), e_out * 4};
     scatter.hbm_write_run_bytes = node.spec.dim * 4;

@@ -39,13 +39,18 @@ class ParameterOp : public LayerKind {
 
   // A sum: the input's gradient is the output's, the parameter's is it summed over the batch. A
   // product: one pass making dy * p and summing dy * x.
-  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
     const std::uint64_t e = out_elements(em, node);
     Backward r;
     if (!multiplies_) {
-      r.grads.push_back(em.vector(node.spec.name + "/bwd/sum", Phase::Backward, e, 1, e * em.act_bytes(), node.params * 4, dy));
+      if (ctx.needs_dw)
+        r.grads.push_back(em.vector(node.spec.name + "/bwd/sum", Phase::Backward, e, 1, e * em.act_bytes(), node.params * 4, dy));
       return pass_through(dy.front(), r);
     }
+    if (!ctx.needs_dw)  // frozen: the input's gradient alone, dy times the tensor
+      return pass_through(em.vector(node.spec.name + "/bwd/multiply", Phase::Backward, e, 1, e * em.act_bytes() + node.params * 4,
+                                    e * em.act_bytes(), std::move(dy)),
+                          r);
     const std::uint32_t op = em.vector(node.spec.name + "/bwd/multiply", Phase::Backward, e, 3, 2 * e * em.act_bytes() + node.params * 4,
                                        e * em.act_bytes() + node.params * 4, std::move(dy));
     r.grads.push_back(op);
@@ -65,7 +70,7 @@ class ParameterOp : public LayerKind {
     if (multiplies_) share.read_bytes = e * act_bytes;  // x
     return share;
   }
-  bool keeps_input(const Node&) const override { return multiplies_; }
+  bool keeps_input(const Node& node) const override { return multiplies_ && node.spec.trainable; }
 
  private:
   bool multiplies_;
@@ -93,10 +98,10 @@ class PrependTokens : public LayerKind {
 
   // The sequence's gradient is a part of the output's (a view); the tokens' is their rows summed
   // over the batch.
-  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
     const std::uint64_t rows = em.rows(node.params);
     Backward r;
-    r.grads.push_back(em.vector(node.spec.name + "/bwd/sum", Phase::Backward, rows, 1, rows * em.act_bytes(), node.params * 4, dy));
+    if (ctx.needs_dw) r.grads.push_back(em.vector(node.spec.name + "/bwd/sum", Phase::Backward, rows, 1, rows * em.act_bytes(), node.params * 4, dy));
     return pass_through(dy.front(), r);
   }
 };

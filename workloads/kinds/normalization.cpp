@@ -31,13 +31,15 @@ class Normalization : public LayerKind {
   }
 
   // dy and the input; a batch norm reads dy again once its two sums over the batch are known.
-  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+  // The scale's and shift's gradients are sums that ride in the input gradient's pass; a frozen
+  // layer's pass costs the same (its input gradient needs the sums of dy and dy * x anyway).
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
     const std::uint64_t e_in = in_elements(em, node);
     const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, kNormGradVpuOps,
                                        (input_passes() + 1) * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
     em.reduces_along_lanes(op, lane_reductions(), 2 * e_in * em.act_bytes());  // the sums of dy and of dy * x
     Backward r;
-    r.grads.push_back(op);
+    if (ctx.needs_dw) r.grads.push_back(op);
     return pass_through(op, r);
   }
 

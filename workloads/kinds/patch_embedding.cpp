@@ -39,7 +39,8 @@ class PatchEmbedding : public LayerKind {
   }
 
   // The image has no gradient: only the projection's and the added tables'.
-  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
+    if (!ctx.needs_dw) return {};  // frozen, and its input is the model's images
     const LayerSpec& s = node.spec;
     const std::string base = s.name + "/bwd";
     const std::uint64_t e_out = out_elements(em, node);

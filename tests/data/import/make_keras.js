@@ -99,7 +99,44 @@ function resnet50() {
   return tf.model({inputs: input, outputs: x, name: 'resnet50'});
 }
 
-const builders = {mlp_mnist: mlp, small_resnet: smallResnet, resnet50: resnet50};
+// Transfer learning as Keras users write it: a pretrained backbone nested in a Sequential with a
+// new head, its stem and first block frozen and its last block fine-tuned. Python Keras's
+// `backbone.trainable = False` sets trainable false on every layer inside, which is what each
+// frozen layer's config records; tfjs sets it per layer here to the same effect.
+function transfer() {
+  const input = tf.input({shape: [32, 32, 3], name: 'image'});
+  const frozen = [];
+  const layer = (l, freeze) => {
+    if (freeze) frozen.push(l);
+    return l;
+  };
+  let x = layer(tf.layers.conv2d({filters: 16, kernelSize: 3, padding: 'same', name: 'stem_conv'}), true).apply(input);
+  x = layer(tf.layers.batchNormalization({axis: 3, name: 'stem_bn'}), true).apply(x);
+  x = layer(tf.layers.activation({activation: 'relu', name: 'stem_relu'}), true).apply(x);
+  function block(x, filters, stride, prefix, freeze) {
+    const shortcut = layer(tf.layers.conv2d({filters, kernelSize: 1, strides: stride, name: prefix + '_0_conv'}), freeze).apply(x);
+    let y = layer(tf.layers.conv2d({filters, kernelSize: 3, strides: stride, padding: 'same', name: prefix + '_1_conv'}), freeze).apply(x);
+    y = layer(tf.layers.batchNormalization({axis: 3, name: prefix + '_1_bn'}), freeze).apply(y);
+    y = layer(tf.layers.activation({activation: 'relu', name: prefix + '_1_relu'}), freeze).apply(y);
+    y = layer(tf.layers.conv2d({filters, kernelSize: 3, padding: 'same', name: prefix + '_2_conv'}), freeze).apply(y);
+    y = layer(tf.layers.add({name: prefix + '_add'}), freeze).apply([shortcut, y]);
+    return layer(tf.layers.activation({activation: 'relu', name: prefix + '_out'}), freeze).apply(y);
+  }
+  x = block(x, 16, 1, 'block1', true);
+  x = block(x, 32, 2, 'block2', false);
+  const backbone = tf.model({inputs: input, outputs: x, name: 'backbone'});
+  for (const l of frozen) l.trainable = false;
+  return tf.sequential({
+    name: 'transfer',
+    layers: [
+      backbone,
+      tf.layers.globalAveragePooling2d({name: 'avg_pool'}),
+      tf.layers.dense({units: 10, activation: 'softmax', name: 'predictions'}),
+    ],
+  });
+}
+
+const builders = {mlp_mnist: mlp, small_resnet: smallResnet, resnet50: resnet50, transfer: transfer};
 const summary = {tfjs: tf.version.tfjs, models: {}};
 for (const [name, build] of Object.entries(builders)) {
   const t0 = Date.now();

@@ -41,7 +41,31 @@ def export(name, out_dir):
         output_names=["output"],
         dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
     )
+    add_training_info(path, model)
     return path, model
+
+
+def add_training_info(path, model):
+    """torch.onnx.export does not record requires_grad. ONNX's own record of what training updates
+    is a TrainingInfoProto whose update_binding maps each trained parameter to the algorithm
+    output that replaces it; for a model with frozen parameters, add one naming the trained
+    parameters. Its algorithm here is a stand-in (an Identity per parameter): an importer reads
+    the bindings, not the update rule."""
+    trained = [n for n, p in model.named_parameters() if p.requires_grad]
+    if len(trained) == len(list(model.parameters())):
+        return
+    m = onnx.load(path)
+    types = {i.name: i.type for i in m.graph.input}
+    algorithm = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", [n], [n + ".updated"]) for n in trained], "update",
+        [onnx.helper.make_value_info(n, types[n]) for n in trained],
+        [onnx.helper.make_value_info(n + ".updated", types[n]) for n in trained])
+    info = m.training_info.add()
+    info.algorithm.CopyFrom(algorithm)
+    for n in trained:
+        b = info.update_binding.add()
+        b.key, b.value = n, n + ".updated"
+    onnx.save(m, path)
 
 
 def dims(value_info):
@@ -65,7 +89,7 @@ def summarize(path, model):
             state[k] = list(v.shape)
     missing = [k for k, shp in state.items()
                if k not in inputs or inputs[k]["shape"] != shp]
-    n_params = sum(p.numel() for p in model.parameters())
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return {
         "file": os.path.basename(path),
         "bytes": os.path.getsize(path),
@@ -73,6 +97,7 @@ def summarize(path, model):
         "producer": f"{m.producer_name} {m.producer_version}",
         "nodes": len(g.node),
         "initializers": len(g.initializer),
+        "updated_parameters": [b.key for t in m.training_info for b in t.update_binding],
         "trainable_parameters": n_params,
         "parameter_tensors": len(list(model.parameters())),
         "buffers_as_inputs": len(state) - len(list(model.parameters())),

@@ -55,31 +55,62 @@ def _tf_same_pad(size, k, s, d=1):
     return total // 2, total - total // 2
 
 
+MODEL_CLASSES = ("Sequential", "Functional", "Model")
+
+
+def flat_keras_layers(cfg):
+    """A Keras model JSON's layers with nested models flattened, as one graph:
+    ([(name, class_name, config, input names, frozen)], input name, input shape, output name).
+    A nested model's InputLayer stands for what the model is called on, its name for its output
+    layer; trainable false on a model freezes every layer inside it, as Keras does."""
+    alias, flat, top = {}, [], {}
+
+    def res(n):
+        while n in alias:
+            n = alias[n]
+        return n
+
+    def walk(model_cfg, cls, called_on, frozen):
+        layers = model_cfg["layers"] if isinstance(model_cfg, dict) else model_cfg
+        prev = called_on[0] if called_on else None
+        for layer in layers:
+            lcls, c = layer["class_name"], layer["config"]
+            name = layer.get("name", c.get("name") if isinstance(c, dict) else None)
+            fz = frozen or (isinstance(c, dict) and c.get("trainable", True) is False)
+            ins = ([prev] if prev else []) if cls == "Sequential" else [res(n[0]) for n in (layer.get("inbound_nodes") or [[]])[0]]
+            if lcls in MODEL_CLASSES:
+                alias[name] = prev = walk(c, lcls, ins, fz)
+                continue
+            if lcls == "InputLayer" and called_on:
+                alias[name] = called_on[0]
+                continue
+            if "batch_input_shape" in c and not called_on and "input" not in top:
+                top["input"], top["shape"] = (name if lcls == "InputLayer" else "__input__"), c["batch_input_shape"][1:]
+                if lcls != "InputLayer" and not ins:
+                    ins = ["__input__"]
+            if lcls != "InputLayer":
+                flat.append((name, lcls, c, ins, fz))
+            prev = name
+        if cls == "Sequential":
+            return prev
+        return res(model_cfg["output_layers"][0][0])
+
+    output = walk(cfg["config"], cfg["class_name"], [], False)
+    return flat, top["input"], top["shape"], output
+
+
 class KerasModel(nn.Module):
     def __init__(self, path):
         super().__init__()
         cfg = json.load(open(path))
-        layers = cfg["config"]["layers"]
-        sequential = cfg["class_name"] == "Sequential"
-        self.order = []      # (name, class_name, config, input names)
+        flat, self.input_name, self.input_shape, last = flat_keras_layers(cfg)
+        self.order = []      # (name, class_name, config, input names, activation)
         self.mods = nn.ModuleDict()
-        shapes = {}          # name -> per-sample shape, NCHW-style ([C, H, W] or [features])
-        prev = None
-        if sequential:
-            bis = layers[0]["config"]["batch_input_shape"]
-            self.input_shape = bis[1:]
-            shapes["__input__"] = self._nchw(bis[1:])
-            prev = "__input__"
-        last = layers[-1]["config"]["name"]
-        for layer in layers:
-            cls, c = layer["class_name"], layer["config"]
-            name = c["name"]
-            if cls == "InputLayer":
-                self.input_shape = c["batch_input_shape"][1:]
-                shapes[name] = self._nchw(self.input_shape)
-                self.input_name = name
-                continue
-            ins = [prev] if sequential else [n[0] for n in layer["inbound_nodes"][0]]
+        self.frozen = set()  # names of frozen layers
+        shapes = {self.input_name: self._nchw(self.input_shape)}  # name -> per-sample shape, NCHW-style
+        for name, cls, c, ins, frozen in flat:
+            if frozen:
+                self.frozen.add(name)
             s = shapes[ins[0]]
             if cls == "Conv2D":
                 assert c["data_format"] == "channels_last" and c.get("groups", 1) == 1
@@ -121,16 +152,18 @@ class KerasModel(nn.Module):
             if name == last and act == "softmax":
                 act = "linear"  # fused into the cross-entropy loss, as Keras does
             self.order.append((name, cls, c, ins, act))
-            prev = name
         self.output_name = last
+        for name in self.frozen:  # requires_grad false: autograd computes no gradient for them
+            if name in self.mods:
+                for p in self.mods[name].parameters():
+                    p.requires_grad_(False)
 
     @staticmethod
     def _nchw(shape):
         return [shape[2], shape[0], shape[1]] if len(shape) == 3 else list(shape)
 
     def forward(self, x):
-        vals = {getattr(self, "input_name", "__input__"): x}
-        vals["__input__"] = x
+        vals = {self.input_name: x}
         for name, cls, c, ins, act in self.order:
             a = vals[ins[0]]
             if cls == "Conv2D":
@@ -176,7 +209,7 @@ def keras_entry(fname, classes):
 
 
 ALL = {name: (*MODELS[name], name + ".onnx") for name in MODELS}
-for kname, classes in (("mlp_mnist", 10), ("small_resnet", 10), ("resnet50", 1000)):
+for kname, classes in (("mlp_mnist", 10), ("small_resnet", 10), ("resnet50", 1000), ("transfer", 10)):
     ALL["keras_" + kname] = (*keras_entry(f"keras_{kname}.json", classes), f"keras_{kname}.json")
 
 
@@ -185,7 +218,8 @@ for kname, classes in (("mlp_mnist", 10), ("small_resnet", 10), ("resnet50", 100
 
 def trace(model, x, y):
     originals = list(model.parameters())  # a tied parameter once
-    params = [p.detach().requires_grad_() for p in originals]
+    params = [p.detach().requires_grad_(p.requires_grad) for p in originals]
+    trained = [k for k, p in enumerate(originals) if p.requires_grad]  # a frozen layer's take no gradient
     # Every name a parameter goes by: torch 1.13's functional_call replaces only the names it is
     # given, so a tied weight (GPT's head) must be given under each of its names.
     index = {id(p): k for k, p in enumerate(originals)}
@@ -195,9 +229,9 @@ def trace(model, x, y):
     def step(params, x, y):
         out = stateless.functional_call(model, {name: params[k] for name, k in names}, (x,))
         loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-        return loss, torch.autograd.grad(loss, params)
+        return loss, torch.autograd.grad(loss, [params[k] for k in trained])
 
-    return make_fx(step)(params, x, y), len(params)
+    return make_fx(step)(params, x, y), len(params), len(trained)
 
 
 def opname(node):
@@ -233,12 +267,12 @@ def conv_macs(grad_or_out_shape, weight_shape):
     return math.prod(grad_or_out_shape) * math.prod(weight_shape[1:])
 
 
-def analyze(gm, n_params):
+def analyze(gm, n_params, n_grads):
     nodes = [n for n in gm.graph.nodes]
     out = [n for n in nodes if n.op == "output"][0]
     flat = list(out.args[0])  # make_fx flattens (loss, grads) into one list
     loss_node, grads = flat[0], flat[1:]
-    assert len(grads) == n_params
+    assert len(grads) == n_grads
     split = nodes.index(loss_node)
     params = [n for n in nodes if n.op == "placeholder"][:n_params]
     param_set = set(params)
@@ -342,7 +376,8 @@ def analyze(gm, n_params):
 RULES = [
     "One training step = forward in training mode (batch norm on batch statistics, dropout on), "
     "cross-entropy loss on the logits (reshaped to [-1, classes]; a Keras model's final softmax is "
-    "fused into the loss), and torch.autograd.grad of the loss w.r.t. every trainable parameter. "
+    "fused into the loss), and torch.autograd.grad of the loss w.r.t. every trainable parameter "
+    "(a frozen Keras layer's, trainable false on it or on a model around it, take none). "
     "No optimizer update. The model input does not require a gradient.",
     "Traced with make_fx(tracing_mode='real') in torch 1.13; ops are ATen op overload packets, "
     "composites (linear, matmul, conv2d) already decomposed into mm/addmm/bmm/convolution.",
@@ -383,8 +418,8 @@ def main():
         model.train()
         x = make_input(args.batch)
         try:
-            gm, n_params = trace(model, x, make_target(args.batch, None))
-            res = analyze(gm, n_params)
+            gm, n_params, n_grads = trace(model, x, make_target(args.batch, None))
+            res = analyze(gm, n_params, n_grads)
         except Exception as e:  # record a failure instead of dropping the model
             oracle["models"][key] = {"fixture": fixture, "batch": args.batch,
                                      "error": f"{type(e).__name__}: {e}"}
@@ -392,7 +427,7 @@ def main():
             continue
         entry = {"fixture": fixture, "batch": args.batch,
                  "input_shape_torch": list(x.shape), "input_dtype": str(x.dtype).replace("torch.", ""),
-                 "trainable_parameters": sum(p.numel() for p in model.parameters()),
+                 "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
                  "parameter_tensors": n_params, **res}
         oracle["models"][key] = entry
         fw, bw = res["forward"], res["backward"]

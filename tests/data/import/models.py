@@ -1,4 +1,4 @@
-"""The four PyTorch models behind the ONNX fixtures, shared by make_onnx.py and make_oracle.py.
+"""The PyTorch models behind the ONNX fixtures, shared by make_onnx.py and make_oracle.py.
 
 Each entry: name -> (constructor, example-input maker(batch), input dtype note).
 Weights are random (weights=None); only the graph matters.
@@ -142,11 +142,23 @@ def vit_b_16():
     return torchvision.models.vit_b_16(weights=None)
 
 
+def resnet18_finetune():
+    """Fine-tuning as torch users write it: a pretrained ResNet-18 whose stem and first three
+    stages are frozen (requires_grad False), its last stage and classifier trained."""
+    model = torchvision.models.resnet18(weights=None)
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.startswith(("layer4.", "fc.")))
+    return model
+
+
 # name -> (model constructor, input maker, loss target maker)
 MODELS = {
     "resnet50": (resnet50,
                  lambda b: torch.randn(b, 3, 224, 224),
                  lambda b, out: torch.randint(0, 1000, (b,))),
+    "resnet18_finetune": (resnet18_finetune,
+                          lambda b: torch.randn(b, 3, 224, 224),
+                          lambda b, out: torch.randint(0, 1000, (b,))),
     "vit_b_16": (vit_b_16,
                  lambda b: torch.randn(b, 3, 224, 224),
                  lambda b, out: torch.randint(0, 1000, (b,))),
