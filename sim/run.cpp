@@ -25,6 +25,7 @@
 #include "traces/report.hpp"
 #include "sim/cost_energy.hpp"
 #include "sim/csv.hpp"
+#include "sim/digest.hpp"
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
 #include "sim/invariants.hpp"
@@ -400,6 +401,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["trainable_parameters"] = step.model.trainable();
   summary["frozen_parameters"] = step.model.frozen();
   summary["notes"] = config.notes;
+  // What made this result: a sweep's --resume keeps the point only when these still hold.
+  summary["inputs_fnv1a64"] = digest_lines(input_digests(config.files_read));
+  summary["tpusim_fnv1a64"] = tpusim_fnv1a64();
 
   const ojson memory = memory_json(step);
   ojson warnings = ojson::array();

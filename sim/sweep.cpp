@@ -23,6 +23,7 @@
 
 #include "sim/config.hpp"
 #include "sim/csv.hpp"
+#include "sim/digest.hpp"
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
 #include "sim/json_input.hpp"
@@ -310,25 +311,15 @@ void ready_directory(const fs::path& dir, const std::string& shown, const std::s
   if (ec || !fs::is_directory(dir / "points")) throw InputError(fmt::format("-o {}: cannot create the output directory", shown));
 }
 
-// FNV-1a of a file's bytes: a resumed sweep must simulate the same workload it started with.
-std::string file_digest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::uint64_t h = 1469598103934665603ull;
-  for (char c; in.get(c);) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return fmt::format("{:016x}", h);
-}
-
 // Everything that decides the points' results; --resume refuses when any of it differs.
 // `files_read`: every file the points' configurations read (workload, hardware files, presets,
 // imported models), whose contents are recorded as digests, with the tpusim binary's own.
 ojson sweep_arguments(const SweepRequest& r, const std::vector<std::string>& files_read) {
   ojson axes = ojson::array();
   for (const auto& a : r.axes) axes.push_back({{"key", a.key}, {"values", a.values}});
-  ojson inputs = ojson::object();
-  for (const auto& file : files_read) inputs[file] = file_digest(file);
   return {{"workload", r.workload_path},
-          {"inputs_fnv1a64", inputs},
-          {"tpusim_fnv1a64", file_digest(r.self_exe)},
+          {"inputs_fnv1a64", input_digests(files_read)},
+          {"tpusim_fnv1a64", file_fnv1a64(r.self_exe)},
           {"hw", r.fixed_hw},
           {"topology", r.fixed_topology},
           {"sets", r.sets},
@@ -338,9 +329,20 @@ ojson sweep_arguments(const SweepRequest& r, const std::vector<std::string>& fil
           {"shard", fmt::format("{}/{}", r.shard_index, r.shard_count)}};
 }
 
-// The summary of a point that --resume keeps, or null: a missing or damaged summary, or an
-// interrupted point, runs again.
-ojson kept_point_summary(const fs::path& point_dir) {
+// Whether a point's summary records the inputs and binary this sweep runs with: each file it
+// read has the digest the sweep's arguments give it, and the tpusim binary is the same.
+bool made_by_these_inputs(const ojson& summary, const ojson& arguments) {
+  if (!summary.contains("tpusim_fnv1a64") || summary["tpusim_fnv1a64"] != arguments["tpusim_fnv1a64"]) return false;
+  const ojson recorded = summary.contains("inputs_fnv1a64") ? digests_of_lines(summary["inputs_fnv1a64"]) : ojson(nullptr);
+  if (recorded.is_null()) return false;
+  const ojson& now = arguments["inputs_fnv1a64"];
+  for (const auto& [file, digest] : recorded.items())
+    if (!now.contains(file) || now[file] != digest) return false;
+  return true;
+}
+
+// The summary of a finished point, or null: a missing or damaged summary, or an interrupted point.
+ojson finished_point_summary(const fs::path& point_dir) {
   const fs::path path = point_dir / "summary.json";
   std::ifstream in(path, std::ios::binary);
   if (!in) return nullptr;
@@ -356,6 +358,14 @@ ojson kept_point_summary(const fs::path& point_dir) {
   return summary;
 }
 
+// The summary of a point that --resume keeps, or null: one not finished, or whose own record of
+// its inputs and binary differs from this sweep's (a point copied in from another sweep, or
+// finished by another binary), runs again.
+ojson kept_point_summary(const fs::path& point_dir, const ojson& arguments) {
+  ojson summary = finished_point_summary(point_dir);
+  return summary.is_null() || !made_by_these_inputs(summary, arguments) ? ojson(nullptr) : summary;
+}
+
 // --resume keeps finished points only when it can show they are this sweep's: the record of what
 // they ran with (sweep.json's "arguments") must exist and match, down to the contents of every
 // file read and the tpusim binary itself.
@@ -363,7 +373,7 @@ void check_same_arguments(const fs::path& dir, const ojson& arguments, const std
   std::error_code ec;
   bool any_point = false;  // a point that a resume would keep
   for (fs::directory_iterator it(dir / "points", ec), end; !ec && it != end && !any_point; it.increment(ec))
-    any_point = !kept_point_summary(it->path()).is_null();
+    any_point = !finished_point_summary(it->path()).is_null();
   const std::string start_over = "pass --force instead of --resume to start over";
   ojson before;
   std::ifstream in(dir / "sweep.json", std::ios::binary);
@@ -529,7 +539,7 @@ int run_sweep(const SweepRequest& r) {
   std::vector<const Point*> todo;
   for (const Point& p : points) {
     if (!in_shard(p)) continue;
-    const ojson resumed = r.resume ? kept_point_summary(dir / "points" / p.id) : ojson(nullptr);
+    const ojson resumed = r.resume ? kept_point_summary(dir / "points" / p.id, arguments) : ojson(nullptr);
     if (!resumed.is_null()) {
       const std::string status = resumed["status"].get<std::string>();
       finish(p, status, status == "ok" || resumed["warnings"].empty() ? "" : resumed["warnings"][0].get<std::string>(),

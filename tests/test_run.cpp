@@ -619,7 +619,13 @@ BOOST_AUTO_TEST_CASE(the_effective_configuration_reruns_as_is_and_command_txt_re
   const std::string config = dir.write("config.json", read_file(first + "/effective_config.json"));
   const CommandResult b = run_tpusim("run '" + config + "' --trace none -o '" + dir.path("again") + "'");
   BOOST_REQUIRE_MESSAGE(b.exit_code == 0, b.err);
-  BOOST_TEST(read_file(dir.path("again/summary.json")) == read_file(first + "/summary.json"));
+  // The same results; only the record of which files were read differs (the rerun read config.json).
+  json again = json::parse(read_file(dir.path("again/summary.json"))), was = json::parse(read_file(first + "/summary.json"));
+  BOOST_TEST(again["inputs_fnv1a64"].dump().find(config) != std::string::npos, again["inputs_fnv1a64"].dump());
+  BOOST_TEST(was["inputs_fnv1a64"].dump().find(example_workload()) != std::string::npos, was["inputs_fnv1a64"].dump());
+  again.erase("inputs_fnv1a64");
+  was.erase("inputs_fnv1a64");
+  BOOST_TEST(again.dump() == was.dump());
   BOOST_TEST(read_file(dir.path("again/effective_config.json")) == read_file(first + "/effective_config.json"));
   const CommandResult dumped = run_tpusim("dump-config '" + config + "'");
   BOOST_TEST(json::parse(dumped.out) == json::parse(read_file(config)));

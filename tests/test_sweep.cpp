@@ -116,6 +116,32 @@ BOOST_AUTO_TEST_CASE(resume_keeps_finished_points_and_runs_the_rest) {
   BOOST_TEST(again.err.find("tpusim sweep: [3/3] ") != std::string::npos, again.err);
 }
 
+// Issue 41: each point records what made it (its summary's input and binary digests); a resume
+// keeps a point only when that record is this sweep's, and runs again one that says otherwise
+// or says nothing (copied in from another sweep, finished by another build).
+BOOST_AUTO_TEST_CASE(a_resume_runs_again_a_point_whose_own_record_differs) {
+  TempDir dir;
+  const std::string out = dir.path("s");
+  const std::string args = "-o '" + out + "' --vary workload.training.global_batch=512,1024,2048";
+  BOOST_REQUIRE(sweep(args).exit_code == 0);
+  const std::string first = out + "/points/000_global_batch=512", second = out + "/points/001_global_batch=1024";
+  json summary = json::parse(read_file(first + "/summary.json"));
+  BOOST_TEST(summary["tpusim_fnv1a64"].get<std::string>().size() == 16u);
+  BOOST_TEST(summary["inputs_fnv1a64"][0].get<std::string>().substr(16) == "  " + example_workload());
+  summary["tpusim_fnv1a64"] = "0123456789abcdef";
+  std::ofstream(first + "/summary.json") << summary.dump();
+  json unrecorded = json::parse(read_file(second + "/summary.json"));
+  unrecorded.erase("inputs_fnv1a64");
+  std::ofstream(second + "/summary.json") << unrecorded.dump();
+  const std::string third_log = out + "/points/002_global_batch=2048.log";
+  std::ofstream(third_log) << "finished earlier\n";
+  const CommandResult again = sweep(args + " --resume");
+  BOOST_REQUIRE_MESSAGE(again.exit_code == 0, again.err);
+  BOOST_TEST(read_file(third_log) == "finished earlier\n");  // its record holds: kept
+  BOOST_TEST(json::parse(read_file(first + "/summary.json"))["tpusim_fnv1a64"] != "0123456789abcdef");  // run again
+  BOOST_TEST(json::parse(read_file(second + "/summary.json")).contains("inputs_fnv1a64"));
+}
+
 BOOST_AUTO_TEST_CASE(a_mistyped_key_stops_the_sweep_before_anything_runs) {
   TempDir dir;
   const CommandResult r = sweep("-o '" + dir.path("s") + "' --vary workload.training.global_bath=512,1024");
