@@ -66,19 +66,24 @@ std::string shape_3d(std::uint64_t chips) {
 std::optional<Accelerator> parse_accelerator(const std::string& given, const std::string& option) {
   std::string name = given;
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  // "v5litepod-16" is Cloud TPU's name for v5e types; "tpu-v4-32" and "tpu_v4-32" are seen too.
-  static const std::regex pattern(R"((?:tpu[-_]?)?v(2|3|4|5p|5e|5litepod|6e)(?:-([0-9]{1,6}))?)");
+  // "v5litepod-16" is Cloud TPU's name for v5e types; "tpu-v4-32" and "tpu_v4-32" are seen too;
+  // Ironwood's are "tpu7x-8" (also written v7x-8).
+  static const std::regex pattern(R"((?:tpu[-_]?)?v?(2|3|4|5p|5e|5litepod|6e|7x|7)(?:-([0-9]{1,6}))?)");
   std::smatch m;
   if (!std::regex_match(name, m, pattern)) return std::nullopt;
+  // Without the v only Ironwood's tpu7x-N is a name ("tpu4-8" and "7" are not).
+  if (name.find('v') == std::string::npos && (m[1] != "7x" || name.rfind("tpu", 0) != 0)) return std::nullopt;
   std::string generation = m[1];
   if (generation == "5litepod") generation = "5e";
+  if (generation == "7x") generation = "7";
   Accelerator a;
   a.name = given;
   a.preset = "tpu_v" + generation;
   if (!m[2].matched) return a;
   const std::uint64_t count = std::stoull(m[2]);
-  const bool counts_cores = generation == "2" || generation == "3" || generation == "4" || generation == "5p";
-  const bool three_d = generation == "4" || generation == "5p";
+  // tpu7x-8 is 4 chips of 2 TensorCores (2x2x1), as v5p-8 is.
+  const bool counts_cores = generation == "2" || generation == "3" || generation == "4" || generation == "5p" || generation == "7";
+  const bool three_d = generation == "4" || generation == "5p" || generation == "7";
   a.counts = counts_cores ? "TensorCores, 2 per chip" : "chips";
   a.chips = counts_cores ? count / 2 : count;
   if (counts_cores && count % 2 == 0 && a.chips > 0) {

@@ -28,7 +28,7 @@ namespace {
 
 BOOST_AUTO_TEST_CASE(every_preset_loads_and_reaches_its_documented_peak) {
   const auto names = preset_names();
-  BOOST_TEST(names == std::vector<std::string>({"tpu_v2", "tpu_v3", "tpu_v4", "tpu_v5e", "tpu_v5p", "tpu_v6e"}));
+  BOOST_TEST(names == std::vector<std::string>({"tpu_v2", "tpu_v3", "tpu_v4", "tpu_v5e", "tpu_v5p", "tpu_v6e", "tpu_v7"}));
   for (const auto& name : names) {
     BOOST_TEST_CONTEXT(name) {
       ConfigRequest request;
@@ -185,7 +185,10 @@ BOOST_AUTO_TEST_CASE(cloud_tpu_accelerator_types_name_a_preset_and_its_default_s
                                          {"v5litepod-8", "tpu_v5e", "2x4", 8},
                                          {"v5e-256", "tpu_v5e", "16x16", 256},
                                          {"v6e-32", "tpu_v6e", "4x8", 32},
-                                         {"v6e-256", "tpu_v6e", "16x16", 256}}) {
+                                         {"v6e-256", "tpu_v6e", "16x16", 256},
+                                         {"tpu7x-8", "tpu_v7", "2x2x1", 4},
+                                         {"v7x-128", "tpu_v7", "4x4x4", 64},
+                                         {"tpu7x-18432", "tpu_v7", "16x24x24", 9216}}) {
     BOOST_TEST_CONTEXT(c.name) {
       ConfigRequest request;
       request.hw = c.name;

@@ -51,6 +51,15 @@ BOOST_AUTO_TEST_CASE(every_preset_has_a_price_and_a_consistent_power_range) {
       ConfigRequest request;
       request.hw = name;
       const Config config = load_config(request);
+      // A generation whose price and power are not yet public says so in its sources (dated),
+      // and the summary then reports no cost or energy rather than a guess.
+      const nlohmann::json& sources = config.hw_doc["sources"];
+      if (!config.hw.chip.price_usd_per_chip_hour && !config.hw.chip.power) {
+        BOOST_TEST(contains(sources["chip.price_usd_per_chip_hour"].get<std::string>(), "not published"));
+        BOOST_TEST(contains(sources["chip.power"].get<std::string>(), "not published"));
+        BOOST_TEST(contains(sources["chip.price_usd_per_chip_hour"].get<std::string>(), "read 20"));
+        continue;
+      }
       BOOST_REQUIRE(config.hw.chip.price_usd_per_chip_hour.has_value());
       BOOST_TEST(*config.hw.chip.price_usd_per_chip_hour > 0);
       BOOST_REQUIRE(config.hw.chip.power.has_value());
@@ -188,6 +197,11 @@ BOOST_AUTO_TEST_CASE(every_preset_prints_a_cost_and_an_energy_line) {
   for (const auto& name : preset_names()) {
     BOOST_TEST_CONTEXT(name) {
       const auto run = run_example("--trace none --hw " + name);
+      if (name == "tpu_v7") {  // neither is published yet: the lines say so
+        BOOST_TEST(run->result.out.find("  cost           no price for this hardware") != std::string::npos, run->result.out);
+        BOOST_TEST(run->result.out.find("  energy         no power figures for this hardware") != std::string::npos);
+        continue;
+      }
       BOOST_TEST(run->result.out.find("  cost           $") != std::string::npos, run->result.out);
       BOOST_TEST(run->result.out.find(" W per chip (activity ") != std::string::npos, run->result.out);
       BOOST_TEST(run->summary["cost"]["usd_per_step"].get<double>() > 0);
