@@ -651,6 +651,9 @@ Workload build_workload(const json& d, const std::string& origin) {
       fail(origin, at + ".pads", fmt::format("expected 4 values [top, bottom, left, right], got {}", spec.pads.size()));
     spec.pool = l.value("pool", std::uint64_t{0});
     spec.heads = l.value("heads", std::uint64_t{0});
+    spec.kv_heads = l.at("kv_heads").get<std::uint64_t>();
+    spec.head_dim = l.at("head_dim").get<std::uint64_t>();
+    spec.rotary = l.at("rotary").get<bool>();
     spec.causal = l.at("causal").get<bool>();
     spec.vocab = l.value("vocab", std::uint64_t{0});
     spec.dim = l.value("dim", std::uint64_t{0});

@@ -371,6 +371,117 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_layers_do_a_quarter_of_the_work_and_all_red
 
 namespace {
 
+// A small Llama-style decoder: RMS norms, grouped-query attention with rotary embeddings and
+// heads narrower than width / heads, and a SwiGLU MLP written as its layers.
+std::string llama_like_workload(const tpusim::test::TempDir& dir) {
+  using json = nlohmann::json;
+  json layers = json::array({{{"type", "embedding"}, {"name", "tok"}, {"vocab", 1000}, {"dim", 256}}});
+  std::string x = "tok";
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "l" + std::to_string(i);
+    layers.push_back({{"type", "rms_norm"}, {"name", p + "_attn_norm"}, {"inputs", {x}}});
+    layers.push_back({{"type", "attention"}, {"name", p + "_attn"}, {"heads", 8}, {"kv_heads", 4}, {"head_dim", 16},
+                      {"rotary", true}, {"causal", true}, {"use_bias", false}});
+    layers.push_back({{"type", "add"}, {"name", p + "_res1"}, {"inputs", {p + "_attn", x}}});
+    layers.push_back({{"type", "rms_norm"}, {"name", p + "_ffn_norm"}});
+    layers.push_back({{"type", "dense"}, {"name", p + "_gate"}, {"units", 512}, {"activation", "silu"}, {"use_bias", false}});
+    layers.push_back({{"type", "dense"}, {"name", p + "_up"}, {"units", 512}, {"use_bias", false}, {"inputs", {p + "_ffn_norm"}}});
+    layers.push_back({{"type", "multiply"}, {"name", p + "_gated"}, {"inputs", {p + "_gate", p + "_up"}}});
+    layers.push_back({{"type", "dense"}, {"name", p + "_down"}, {"units", 256}, {"use_bias", false}});
+    layers.push_back({{"type", "add"}, {"name", p + "_res2"}, {"inputs", {p + "_down", p + "_res1"}}});
+    x = p + "_res2";
+  }
+  layers.push_back({{"type", "rms_norm"}, {"name", "norm"}});
+  layers.push_back({{"type", "dense"}, {"name", "output"}, {"units", 1000}, {"use_bias", false}, {"activation", "softmax"}});
+  const json w = {{"name", "llama_like"},
+                  {"model", {{"input_shape", {128}}, {"input_dtype", "int32"}, {"layers", layers}}},
+                  {"training", {{"per_replica_batch", 4}, {"precision", "mixed_bfloat16"}, {"steps", 1}}}};
+  return dir.write("llama_like.json", w.dump());
+}
+
+LoweredStep llama_like_on_v5p(const tpusim::test::TempDir& dir, std::vector<std::string> sets) {
+  ConfigRequest request;
+  request.workload_path = llama_like_workload(dir);
+  request.hw = "tpu_v5p";
+  request.topology = "2x2x4";
+  request.sets = std::move(sets);
+  const Config c = load_config(request);
+  return lower_training_step(c.workload, c.hw);
+}
+
+}  // namespace
+
+// Issue 38: a gated MLP written as its layers was not split by tensor parallelism (all three
+// matmuls whole on every core), nor was a language model's head (its vocabulary). Split as Megatron splits it, gate and up by columns (one group
+// reading one input), down by rows; the product between runs on the columns' share; attention
+// splits its query and key/value heads alike. Per block and pass the model axis carries two
+// all-reduces of the residual stream forward and two backward: the MLP's input gradient is
+// summed over the axis once for gate and up together, not once each.
+BOOST_AUTO_TEST_CASE(a_gated_mlp_splits_as_megatron_splits_it) {
+  tpusim::test::TempDir dir;
+  const LoweredStep step = llama_like_on_v5p(dir, {"workload.training.mesh.model=z"});
+  std::map<std::string, std::string> split;
+  for (std::size_t i = 0; i < step.model.nodes.size(); ++i) {
+    const Node& whole = step.model.nodes[i];
+    const Node& core = step.core_model.nodes[i];
+    split[whole.spec.name] = core.spec.tensor_parallel;
+    BOOST_TEST_CONTEXT(whole.spec.name) {
+      if (!core.spec.tensor_parallel.empty() && core.spec.tensor_parallel != "within") {
+        BOOST_TEST(core.params * 4 == whole.params);
+        BOOST_TEST(core.forward_flops * 4 == whole.forward_flops);
+      }
+    }
+  }
+  BOOST_TEST(split["l0_gate"] == "column");
+  BOOST_TEST(split["l0_up"] == "column");
+  BOOST_TEST(split["l0_gated"] == "within");
+  BOOST_TEST(split["l0_down"] == "row");
+  BOOST_TEST(split["l1_attn"] == "heads");
+  BOOST_TEST(split["output"] == "column");  // the head split by vocabulary
+  BOOST_TEST(step.core_model.nodes[5].spec.column_group == "l0_gate");  // l0_up
+  // Grouped-query attention: Q 8 heads of 16, K and V 4 heads of 16, output projection.
+  BOOST_TEST(step.model.nodes[2].params == 256u * (2 * 128 + 2 * 64));
+  const std::uint64_t tokens = step.per_core_batch * 128, width = 256;
+  std::map<Phase, std::size_t> reduces;
+  std::size_t rotary_passes = 0, loss_statistics = 0;
+  for (const Op& op : step.program.ops) {
+    if (op.kind == OpKind::Vector && tpusim::test::contains(op.name, "/rotary")) {
+      ++rotary_passes;
+      BOOST_TEST(op.vector.elements == tokens * (128 + 64) / 4, op.name);  // this core's Q and K
+    }
+    if (op.kind != OpKind::Collective || op.collective.group_axes != 0x4u) continue;
+    if (tpusim::test::contains(op.name, "output/loss/")) {  // the vocab-parallel cross-entropy's: f32 per token
+      ++loss_statistics;
+      BOOST_TEST(op.collective.bytes == tokens * 4, op.name);
+      continue;
+    }
+    ++reduces[op.phase];
+    BOOST_TEST(op.collective.bytes == tokens * width * 2, op.name);
+  }
+  BOOST_TEST(reduces[Phase::Forward] == 4u);
+  BOOST_TEST(reduces[Phase::Backward] == 5u);  // and the head's input gradient
+  BOOST_TEST(loss_statistics == 3u);
+  BOOST_TEST(rotary_passes == 4u);  // forward and backward of two layers
+  // Under sequence parallelism gate and up share one gather of their input.
+  const LoweredStep sp = llama_like_on_v5p(dir, {"workload.training.mesh.model=z", "workload.training.mesh.sequence_parallel=true"});
+  std::size_t forward_gathers = 0;
+  for (const Op& op : sp.program.ops)
+    forward_gathers += op.kind == OpKind::Collective && op.phase == Phase::Forward && op.collective.kind == CollectiveKind::AllGather;
+  BOOST_TEST(forward_gathers == 5u);  // per block the attention's and the MLP's, and the head's
+  // Key/value heads that do not split over the axis are refused, naming the layer.
+  ConfigRequest request;
+  request.workload_path = llama_like_workload(dir);
+  request.hw = "tpu_v5p";
+  request.topology = "4x4x8";
+  request.sets = {"workload.training.mesh.model=z"};
+  const Config c = load_config(request);
+  BOOST_CHECK_EXCEPTION(lower_training_step(c.workload, c.hw), std::invalid_argument, [](const std::invalid_argument& e) {
+    return tpusim::test::contains(e.what(), "layer \"l0_attn\": 4 key/value heads do not split over a model axis of 8");
+  });
+}
+
+namespace {
+
 Config gpt2_on_v5p_config(std::vector<std::string> sets = {}) {
   ConfigRequest request;
   request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");

@@ -49,7 +49,14 @@ BOOST_AUTO_TEST_CASE(parameter_counts_match_the_published_models) {
       // torchvision's ResNet-50 (v1.5, no convolution bias): 25,557,032; plus the 1001st class
       // (2,049), the space-to-depth conv1's larger kernel (2,880) and the batch norms' moving
       // statistics (53,120), which the Keras count above includes too.
-      {"resnet50_mlperf", {25557032 + 2049 + 2880 + 53120, 25.6e6}}};
+      {"resnet50_mlperf", {25557032 + 2049 + 2880 + 53120, 25.6e6}},
+      // The Llama family as Hugging Face's released configs count it (untied heads but Gemma's;
+      // RMS norms of one scale vector; no biases), and the sizes the model names quote (the 7B's
+      // shapes are LLaMA 7B's, whose paper quotes 6.7B, table 2).
+      {"llama2_7b", {6738415616, 6.7e9}},         {"llama2_70b", {68976648192, 70e9}},
+      {"llama3_8b", {8030261248, 8e9}},         {"llama3_70b", {70553706496, 70e9}},
+      {"llama3_405b", {405853388800, 405e9}},   {"gemma_2b", {2506172416, 2.5e9}},
+      {"gemma_7b", {8537680896, 8.5e9}}};
   for (const auto& [name, counts] : expected) {
     BOOST_TEST_CONTEXT(name) {
       const auto params = model(name).params();
@@ -111,7 +118,7 @@ BOOST_AUTO_TEST_CASE(resnet50_throughput_rises_with_the_batch_then_flattens) {
 
 BOOST_AUTO_TEST_CASE(every_zoo_model_runs_on_every_preset) {
   // At each preset's default slice; where a model cannot fit, the result must say OOM.
-  for (const char* hw : {"tpu_v2", "tpu_v3", "tpu_v4", "tpu_v5e", "tpu_v5p", "tpu_v6e"})
+  for (const char* hw : {"tpu_v2", "tpu_v3", "tpu_v4", "tpu_v5e", "tpu_v5p", "tpu_v6e", "tpu_v7"})
     for (const char* m : {"resnet50", "bert_large_512", "vit_b16", "gpt2_medium"}) {
       BOOST_TEST_CONTEXT(m << " on " << hw) {
         const json s = run(m, std::string("--hw ") + hw + " --set workload.training.steps=1");

@@ -50,7 +50,9 @@ std::uint64_t saved_bytes(const StepEmitter& em, const Node& node, bool applied_
   std::uint64_t bytes = node.kind->saved_own_bytes(em, node);
   if (!node.kind->is_view() && !applied_in_consumer && kept_for_backward(em, node))
     bytes += em.rows(elements(node.out)) * em.act_bytes();
-  if (gathers_input(em, node) && node.kind->keeps_input(node)) bytes += em.batch() * elements(node.in) * em.act_bytes();
+  // (A column group's layers keep one gathered copy of their shared input.)
+  const bool group_copy = node.spec.column_group.empty() || node.spec.column_group == node.spec.name;
+  if (gathers_input(em, node) && node.kind->keeps_input(node) && group_copy) bytes += em.batch() * elements(node.in) * em.act_bytes();
   return bytes;
 }
 
@@ -456,7 +458,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // save_dot_except_mlpwi: all but an MLP's first layer's) the second forward skips those.
   auto keeps_weight_matmul_outputs = [&](const Node& node) {
     if (w.remat_policy == RematPolicy::Full) return false;
-    const bool mlp_in = node.spec.type == "dense" && row_partner(model, node) != nullptr;
+    const bool mlp_in = column_group(model, node).has_value();
     return w.remat_policy == RematPolicy::Minimal || !mlp_in;
   };
   auto emit_forward = [&](const Node& node, std::vector<std::uint32_t>& at, const std::vector<std::uint32_t>& extra,
@@ -510,9 +512,18 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   const Node& head = model.nodes.back();
   const std::uint64_t logits = on(head).rows(elements(head.out));
   const std::uint64_t labels = em.rows(head.out.size() > 1 ? elements(head.out) / head.out.back() : 1);
+  std::vector<std::uint32_t> loss_deps = {fwd.back()};
+  if (head.spec.tensor_parallel == "column") {
+    // Logits split by vocabulary: the softmax's maximum, the target's logit and the sum of the
+    // exponentials are each all-reduced over the model axis, one f32 per token (Megatron's
+    // vocab-parallel cross-entropy).
+    for (const char* statistic : {"max", "target_logit", "sum_exp"})
+      loss_deps = {on(head).collective(fmt::format("{}/loss/{}/all-reduce", head.spec.name, statistic), Phase::Backward,
+                                       on(head).model_axis_spec(CollectiveKind::AllReduce, labels * 4, DType::F32), loss_deps)};
+  }
   const std::uint32_t loss = em.vector(head.spec.activation + "+" + w.loss, Phase::Backward, logits,
                                        activation_vpu_ops(head.spec.activation) + loss_vpu_ops(w.loss),
-                                       logits * act_bytes + labels * 4, logits * act_bytes, {fwd.back()});
+                                       logits * act_bytes + labels * 4, logits * act_bytes, loss_deps);
   // A softmax head's reductions are the cross-entropy's own (one log-softmax); before another loss
   // they are the head's.
   em.reduces_along_lanes(loss, std::max(loss_lane_reductions(w.loss), activation_lane_reductions(head.spec.activation, false)),
@@ -624,8 +635,22 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // Clipping each replica's own gradients needs their global norm, so no bucket's all-reduce can
   // start before the last gradient exists.
   const bool overlap_all_reduce = w.all_reduce_overlap && w.gradient_clipping != GradientClipping::BeforeAllReduce;
+  // Input gradients of a column group's layers: partial sums over the model axis, added up here
+  // and then summed over the axis once for the group (XLA reassociates the all-reduces of a sum
+  // into one all-reduce of the sum), with the elements of the whole tensor.
+  std::vector<std::vector<std::uint32_t>> partial_dy(n);
+  std::vector<const Node*> partial_from(n, nullptr);  // a column layer that left one
   for (std::size_t i = n; i-- > 0;) {
     const Node& node = model.nodes[i];
+    if (!partial_dy[i].empty()) {
+      StepEmitter& column = on(*partial_from[i]);  // the whole tensor, every token
+      const std::uint64_t e = column.rows(elements(node.out));
+      std::vector<std::uint32_t> parts = std::move(partial_dy[i]);
+      if (parts.size() > 1)
+        parts = {column.vector(node.spec.name + "/bwd/sum_partial_grads", Phase::Backward, e, static_cast<double>(parts.size() - 1),
+                           parts.size() * e * act_bytes, e * act_bytes, parts)};
+      dy[i].push_back(column.model_partial_sums(node.spec.name + "/bwd/dY_model_sum", Phase::Backward, e, parts));
+    }
     if (dy[i].empty()) continue;  // not on the loss's path
     std::vector<std::uint32_t> deps = dy[i];
     std::vector<std::uint32_t> recomputed;  // the segment's activations, computed again
@@ -697,7 +722,10 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     for (std::size_t k = 0; k < node.inputs.size(); ++k) {
       const std::size_t input = node.inputs[k];
       if (input == kModelInput || !requires_grad[input]) continue;
-      if (k < r.input_dx.size())
+      if (r.has_dx && !node.spec.column_group.empty()) {
+        partial_dy[input].push_back(r.dx);
+        partial_from[input] = &node;
+      } else if (k < r.input_dx.size())
         dy[input].push_back(r.input_dx[k]);
       else if (r.has_dx)
         dy[input].push_back(r.dx);

@@ -1,5 +1,6 @@
 #include "workloads/sharding.hpp"
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -59,18 +60,60 @@ namespace {
 
 bool is_dense(const Node& node) { return node.spec.type == "dense" && !node.spec.tied_weights; }
 
+// Elementwise work without parameters that keeps its input's shape: it can run on a column
+// layer's share of the features.
+bool featurewise(const Node& node) { return node.kind->elementwise() && node.params == 0; }
+
+// Joins the outputs of several column layers (a gated MLP's gate times its up projection):
+// several inputs of the output's own shape, no parameters, not a view.
+bool joins_columns(const ModelGraph& model, const Node& node) {
+  if (node.inputs.size() < 2 || node.params > 0 || node.kind->is_view()) return false;
+  for (auto input : node.inputs)
+    if (input == kModelInput || model.nodes[input].out != node.out) return false;
+  return true;
+}
+
 }  // namespace
 
-const Node* row_partner(const ModelGraph& model, const Node& node) {
+std::optional<ColumnGroup> column_group(const ModelGraph& model, const Node& node) {
+  if (!is_dense(node)) return std::nullopt;
+  ColumnGroup group;
+  group.columns.push_back(&node);
+  // Another branch into a join, followed back through featurewise layers (each read by the next
+  // alone) to a dense layer that reads what the first does: that layer joins the group.
+  auto take_branch = [&](std::size_t from) {
+    std::vector<const Node*> chain;
+    for (std::size_t at = from; at != kModelInput; at = model.nodes[at].inputs[0]) {
+      const Node& b = model.nodes[at];
+      if (b.consumers.size() != 1) return false;
+      if (is_dense(b)) {
+        if (b.inputs != node.inputs) return false;
+        group.columns.push_back(&b);
+        group.within.insert(group.within.end(), chain.begin(), chain.end());
+        return true;
+      }
+      if (!featurewise(b) || b.inputs.size() != 1) return false;
+      chain.push_back(&b);
+    }
+    return false;
+  };
   const Node* at = &node;
   while (at->consumers.size() == 1) {
     const Node& next = model.nodes[at->consumers[0]];
-    if (next.inputs.size() != 1) return nullptr;
-    if (is_dense(next)) return &next;
-    if (!next.kind->elementwise() || next.params > 0) return nullptr;  // a norm needs the whole row
+    if (is_dense(next) && next.inputs.size() == 1) {
+      group.row = &next;
+      return group;
+    }
+    if (joins_columns(model, next)) {
+      for (auto input : next.inputs)
+        if (input != at->index && !take_branch(input)) return std::nullopt;
+    } else if (!featurewise(next) || next.inputs.size() != 1) {
+      return std::nullopt;  // a norm needs the whole row
+    }
+    group.within.push_back(&next);
     at = &next;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shards) {
@@ -84,24 +127,47 @@ std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shard
     LayerSpec& s = layers[node.index];
     if (node.spec.type == "attention") {
       if (node.spec.heads % shards) fail(node, fmt::format("{} heads do not split over a model axis of {}", node.spec.heads, shards));
+      const std::uint64_t kv_heads = node.spec.kv_heads ? node.spec.kv_heads : node.spec.heads;
+      if (kv_heads % shards)
+        fail(node, fmt::format("{} key/value heads do not split over a model axis of {} (tpusim does not replicate them)",
+                               kv_heads, shards));
       s.tensor_parallel = "heads";
       s.model_shards = shards;
       continue;
     }
-    if (!is_dense(node) || !layers[node.index].tensor_parallel.empty()) continue;
-    const Node* partner = row_partner(model, node);
-    if (!partner) continue;
-    if (node.spec.units % shards) fail(node, fmt::format("{} units do not split over a model axis of {}", node.spec.units, shards));
-    s.units /= shards;
-    s.tensor_parallel = "column";
-    s.model_shards = shards;
-    // The elementwise layers between the pair run on the column layer's share of the features.
-    for (const Node* at = &model.nodes[node.consumers[0]]; at != partner; at = &model.nodes[at->consumers[0]]) {
-      layers[at->index].tensor_parallel = "within";
-      layers[at->index].model_shards = shards;
+    if (!layers[node.index].tensor_parallel.empty()) continue;
+    // A language model's head (its own weights, into the loss) split by vocabulary, as Megatron
+    // and MaxText split it: each core computes its share of the logits, and the cross-entropy's
+    // statistics are summed over the axis (lower.cpp). A vocabulary that does not divide stays whole.
+    if (is_dense(node) && node.index + 1 == model.nodes.size() && node.out.size() > 1) {
+      if (node.spec.units % shards == 0) {
+        s.units /= shards;
+        s.tensor_parallel = "column";
+        s.model_shards = shards;
+      }
+      continue;
     }
-    layers[partner->index].tensor_parallel = "row";
-    layers[partner->index].model_shards = shards;
+    const std::optional<ColumnGroup> group = column_group(model, node);
+    if (!group) continue;
+    for (const Node* column : group->columns) {
+      if (column->spec.units % shards)
+        fail(*column, fmt::format("{} units do not split over a model axis of {}", column->spec.units, shards));
+      LayerSpec& c = layers[column->index];
+      c.units /= shards;
+      c.tensor_parallel = "column";
+      c.model_shards = shards;
+      // Columns that share their input: its gather and its gradient's sum over the axis are the
+      // group's, done once (as XLA's CSE and all-reduce reassociation leave them).
+      if (group->columns.size() > 1) c.column_group = group->columns.front()->spec.name;
+    }
+    // The elementwise layers between the columns and the row layer run on the columns' share of
+    // the features.
+    for (const Node* within : group->within) {
+      layers[within->index].tensor_parallel = "within";
+      layers[within->index].model_shards = shards;
+    }
+    layers[group->row->index].tensor_parallel = "row";
+    layers[group->row->index].model_shards = shards;
   }
   return layers;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "hw/hw_config.hpp"
@@ -24,14 +25,22 @@ struct Mesh {
 // lacks, FSDP axes that are not data axes, or a split the chip cannot take.
 Mesh resolve_mesh(const Workload& workload, const HwConfig& hw);
 
-// The dense layer a dense layer's output reaches through single-input elementwise layers, each
-// the only reader of the one before (an MLP's second layer for its first); nullptr when there is
-// none or the path branches.
-const Node* row_partner(const ModelGraph& model, const Node& node);
+// Dense layers split by columns whose outputs meet the one dense layer split by rows: a plain
+// MLP's first layer (one column), or a gated MLP's gate and up projections (two columns reading
+// one input, joined by a product), with the featurewise layers between them and the row layer.
+struct ColumnGroup {
+  std::vector<const Node*> columns;  // the first: the layer asked about
+  std::vector<const Node*> within;   // elementwise layers on the columns' share of the features
+  const Node* row = nullptr;
+};
+// The group a dense layer leads; nothing when its output reaches no single dense layer through
+// such layers, or reaches a norm (which needs the whole row) or branches on the way.
+std::optional<ColumnGroup> column_group(const ModelGraph& model, const Node& node);
 
-// The layers one core of a `shards`-way model axis runs: a dense layer whose output reaches
-// exactly one other dense layer through single-input elementwise layers is split by columns (its
-// units divided) and that one by rows (its input arrives divided); attention is split by heads.
+// The layers one core of a `shards`-way model axis runs: the columns of a column group are split
+// by columns (their units divided) and its row layer by rows (its input arrives divided);
+// attention is split by heads (query and key/value heads alike); a language model's own head by
+// its vocabulary (columns, when they divide).
 // The elementwise layers between such a pair are marked "within". Everything else is replicated
 // (and under sequence parallelism runs on 1/shards of the tokens). Throws std::invalid_argument
 // when a split layer does not divide.

@@ -56,11 +56,15 @@ std::uint32_t StepEmitter::model_partial_sums(const std::string& name, Phase pha
 std::vector<std::uint32_t> StepEmitter::model_gathered(const std::string& name, Phase phase, std::uint64_t elements,
                                                        std::vector<std::uint32_t> deps) {
   if (!sequence_parallel_) return deps;
+  auto key = std::make_tuple(phase, elements, deps);
+  const auto done = gathered_.find(key);
+  if (done != gathered_.end()) return done->second;
   const CollectiveSpec spec = model_axis_spec(CollectiveKind::AllGather, elements * act_bytes_, act_);
   auto [data, after] = split_recomputed(std::move(deps));
   const std::uint32_t gather = collective(name + "/all-gather", phase, spec, std::move(data));
   if (phase == Phase::Backward) program_.ops[gather].stream = kGradientGatherStream;
   after.push_back(gather);
+  gathered_.emplace(std::move(key), after);
   return after;
 }
 

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -190,6 +192,9 @@ class StepEmitter {
   std::uint32_t passes_;
   std::set<std::size_t> grad_fused_elsewhere_;
   std::set<std::uint32_t> recomputed_;
+  // Gathers emitted, by what they gathered: a second layer gathering the same tensor (a gated
+  // MLP's up projection beside its gate) reuses the first's, as XLA's CSE leaves one.
+  std::map<std::tuple<Phase, std::uint64_t, std::vector<std::uint32_t>>, std::vector<std::uint32_t>> gathered_;
   std::uint32_t token_shards_ = 1;
   std::uint32_t model_axes_ = 0;
   std::uint32_t model_size_ = 1;

@@ -34,7 +34,10 @@ struct LayerSpec {
   std::vector<std::uint64_t> pads;              // conv2d, pools: explicit [top, bottom, left, right]; empty: padding decides
   bool ceil_mode = false;                       // pools: count a last, partial window (torch's ceil_mode)
   std::uint64_t pool = 0;                       // max_pool, avg_pool
-  std::uint64_t heads = 0;                      // attention
+  std::uint64_t heads = 0;                      // attention: query heads
+  std::uint64_t kv_heads = 0;                   // attention: key/value heads (grouped-query); 0: heads
+  std::uint64_t head_dim = 0;                   // attention: each head's width; 0: the model width / heads
+  bool rotary = false;                          // attention: rotary position embeddings on Q and K
   bool causal = false;                          // attention (no compute saved: the mask is applied densely)
   std::uint64_t vocab = 0, dim = 0;             // embedding; dim also patch_embedding
   std::uint64_t positions = 0, segments = 0;    // embedding, patch_embedding: learned position / segment tables
@@ -46,6 +49,10 @@ struct LayerSpec {
   // elementwise layer between a column and a row layer "within".
   std::string tensor_parallel;
   std::uint32_t model_shards = 1;  // the model axis's size
+  // A column layer whose input another column layer of its group also reads (a gated MLP's gate
+  // and up projections): the first one's name. Their input's gradient is summed over the model
+  // axis once for the group.
+  std::string column_group;
   std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output; add_parameter: the learned tensor
   std::uint64_t tokens = 0;                     // prepend_tokens: learned rows put first
 };

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the model-zoo workloads of this folder (resnet50, bert_*, vit_b16, gpt2_*, gpt3_*) from their
+"""Writes the model-zoo workloads of this folder (resnet50, bert_*, vit_b16, gpt2_*, gpt3_*, llama*, gemma_*) from their
 published architectures, so each JSON is reproducible: python3 workloads/examples/make_zoo.py
 """
 import json
@@ -189,6 +189,59 @@ def gpt3(size):
     return doc
 
 
+# Llama-family shapes: layers, width, query heads, key/value heads, head width, gated MLP width,
+# vocabulary, sequence, gate activation, head tied to the token table. Llama 2 (Touvron et al.
+# 2023, table 1 and appendix; the released configs), Llama 3 (Meta's model card and the Llama 3
+# paper, table 3), Gemma (Gemma Team 2024, table 1: GeGLU, head width 256, multi-query
+# attention at 2B, tied embeddings).
+LLAMA_SIZES = {
+    "llama2_7b": (32, 4096, 32, 32, 128, 11008, 32000, 4096, "silu", False),
+    "llama2_70b": (80, 8192, 64, 8, 128, 28672, 32000, 4096, "silu", False),
+    "llama3_8b": (32, 4096, 32, 8, 128, 14336, 128256, 8192, "silu", False),
+    "llama3_70b": (80, 8192, 64, 8, 128, 28672, 128256, 8192, "silu", False),
+    "llama3_405b": (126, 16384, 128, 8, 128, 53248, 128256, 8192, "silu", False),
+    "gemma_2b": (18, 2048, 8, 1, 256, 16384, 256000, 8192, "gelu", True),
+    "gemma_7b": (28, 3072, 16, 16, 256, 24576, 256000, 8192, "gelu", True),
+}
+
+
+def llama(name):
+    """A Llama-family decoder: token table (no position table: rotary embeddings in attention),
+    pre-norm blocks of RMSNorm, causal grouped-query attention without biases, and a gated MLP
+    (gate and up projections, the gate's activation times the up projection, down projection),
+    a final RMSNorm and the head."""
+    layers, width, heads, kv_heads, head_dim, ffn, vocab, seq, gate, tied = LLAMA_SIZES[name]
+    m = Layers()
+    x = m.add("embedding", "tok_embeddings", vocab=vocab, dim=width)
+    for i in range(layers):
+        p = f"layers{i}"
+        h = m.add("rms_norm", p + "_attention_norm", inputs=[x])
+        attn = {"heads": heads, "head_dim": head_dim, "causal": True, "rotary": True, "use_bias": False}
+        if kv_heads != heads:
+            attn["kv_heads"] = kv_heads
+        h = m.add("attention", p + "_attention", **attn)
+        x = m.add("add", p + "_res1", inputs=[h, x])
+        h = m.add("rms_norm", p + "_ffn_norm")
+        g = m.add("dense", p + "_ffn_gate", units=ffn, activation=gate, use_bias=False)
+        u = m.add("dense", p + "_ffn_up", units=ffn, use_bias=False, inputs=[h])
+        h = m.add("multiply", p + "_ffn_gated", inputs=[g, u])
+        h = m.add("dense", p + "_ffn_down", units=width, use_bias=False)
+        x = m.add("add", p + "_res2", inputs=[h, x])
+    m.add("rms_norm", "norm")
+    m.add("dense", "output", units=vocab, use_bias=False, tied_weights=tied, activation="softmax")
+    attention = "multi-query" if kv_heads == 1 else "grouped-query" if kv_heads != heads else "multi-head"
+    doc = workload(name, f"{name.replace('_', ' ').title()} ({layers} layers, width {width}, {heads} heads of {head_dim}, "
+                   f"{attention} attention with {kv_heads} key/value head{'s' if kv_heads > 1 else ''}, "
+                   f"{'GeGLU' if gate == 'gelu' else 'SwiGLU'} MLP of {ffn}, vocabulary {vocab}, head "
+                   f"{'tied to' if tied else 'apart from'} the token table), next-token loss at sequence {seq}; FSDP, flash "
+                   "attention and a checkpoint per layer, as MaxText trains it (add training.mesh.model for tensor parallelism).",
+                   [seq], "int32", m.layers, 2, "adamw", 3e-4)
+    # As MaxText trains them: FSDP, a flash kernel, and each decoder layer rematerialized
+    # (remat_policy full; two residual adds a layer).
+    doc["training"].update({"fsdp": True, "flash_attention": True, "remat": True, "remat_adds_per_segment": 2})
+    return doc
+
+
 def gpt3_mlperf():
     """GPT-3 175B as MLPerf Training v4.0's cloud-tpu-v5p-1024-maxtext runs it (v5p-1024.sh):
     per_device_batch_size 4 on 512 chips (2048 sequences; 32 per 8-chip model axis), tensor 8
@@ -204,6 +257,10 @@ def gpt3_mlperf():
                           "no matmul output fusion, one checkpoint per layer, flash attention, int8; evaluation "
                           "every 12 steps.")
     t = doc["training"]
+    # MaxText clips by the global norm of the reduced gradients (optax, gradient_clipping_threshold 1.0).
+    doc["training"] = t = {**{k: t[k] for k in ("per_replica_batch", "precision", "optimizer")},
+                           "gradient_clipping": "after_all_reduce", **{k: v for k, v in t.items() if k not in
+                                                                       ("per_replica_batch", "precision", "optimizer")}}
     t["per_replica_batch"] = 32
     t["steps"] = 2
     t["mesh"] = {"model": "z", "sequence_parallel": True, "collective_matmul": True}
@@ -235,5 +292,7 @@ if __name__ == "__main__":
     # Other sizes: python3 workloads/examples/make_zoo.py gpt3 6.7b
     for size in sys.argv[2:] if sys.argv[1:2] == ["gpt3"] else ("125m", "175b"):
         write(gpt3(size))
+    for name in LLAMA_SIZES:
+        write(llama(name))
     if not sys.argv[1:]:  # a submission's layout, tied to its slice: beside the zoo, not in it
         write(gpt3_mlperf(), HERE.parent / "mlperf")

@@ -1,7 +1,11 @@
 // Multi-head self-attention over [tokens, features]: the Q, K and V projections as one matmul,
 // QK^T and AV batched over heads with the softmax between them (dense: a causal mask saves no
 // compute without a flash kernel), and the output projection. With training.flash_attention the
-// scores stay in vector memory and a causal mask skips the blocks above the diagonal.
+// scores stay in vector memory and a causal mask skips the blocks above the diagonal. Grouped-
+// and multi-query attention (kv_heads below heads: each key/value head serves a group of query
+// heads) shrink the K and V projections and what is kept of K and V, not the per-head products;
+// heads may be narrower or wider than width / heads (head_dim); rotary position embeddings
+// rotate Q and K after their projection.
 #include <optional>
 
 #include <fmt/format.h>
@@ -12,12 +16,37 @@
 namespace tpusim::kinds {
 namespace {
 
-// Split over a model axis of m (Megatron): each core has heads / m of the heads, so its Q, K and
-// V projections have d / m columns and its output projection d / m rows, whose partial sums are
-// added up over the model axis (and the input's gradient likewise).
+// Split over a model axis of m (Megatron): each core has heads / m of the query heads and
+// kv_heads / m of the key/value heads, so its Q, K and V projections have their columns and its
+// output projection the query heads' rows, whose partial sums are added up over the model axis
+// (and the input's gradient likewise).
+struct Widths {
+  std::uint64_t seq, d;
+  std::uint64_t q, kv;  // of this core's query heads, and of its key/value heads
+};
+
+std::uint64_t kv_heads_of(const LayerSpec& s) { return s.kv_heads ? s.kv_heads : s.heads; }
+std::uint64_t head_dim_of(const LayerSpec& s, std::uint64_t d) { return s.head_dim ? s.head_dim : d / s.heads; }
+
+Widths widths(const Node& node) {
+  const LayerSpec& s = node.spec;
+  const std::uint64_t seq = node.in[0], d = node.in[1], dh = head_dim_of(s, d);
+  return {seq, d, s.heads / s.model_shards * dh, kv_heads_of(s) / s.model_shards * dh};
+}
+
+// Per sample: the four projections' FLOPs, and QK^T's and AV's.
+double projection_flops(const Widths& w) {
+  return 2.0 * static_cast<double>(w.seq) * static_cast<double>(w.d) * static_cast<double>(2 * w.q + 2 * w.kv);
+}
+double score_flops(const Widths& w) { return 4.0 * static_cast<double>(w.seq) * static_cast<double>(w.seq) * static_cast<double>(w.q); }
+
+// VPU ops per element of a rotary embedding: x * cos + rotate_half(x) * sin (the half rotation
+// is a lane permutation, on the cross-lane unit).
+constexpr double kRotaryVpuOps = 3;
+
 struct AttentionGeometry {
   std::uint64_t seq, d, dh, heads_total, tokens, score_elements;
-  std::uint64_t local_d;  // the width of this core's heads
+  std::uint64_t local_q, local_kv;  // the widths of this core's query heads and key/value heads
   // Key positions each query's score blocks cover: a causal flash kernel skips the blocks above
   // the diagonal (all of seq without flash, which computes every score).
   std::uint64_t keys_computed;
@@ -28,10 +57,12 @@ constexpr std::uint64_t kFlashBlock = 512;
 
 AttentionGeometry geometry(const StepEmitter& em, const Node& node) {
   AttentionGeometry a;
-  a.seq = node.in[0];
-  a.d = node.in[1];
-  a.dh = a.d / node.spec.heads;
-  a.local_d = a.d / node.spec.model_shards;
+  const Widths w = widths(node);
+  a.seq = w.seq;
+  a.d = w.d;
+  a.dh = head_dim_of(node.spec, a.d);
+  a.local_q = w.q;
+  a.local_kv = w.kv;
   a.heads_total = em.batch() * (node.spec.heads / node.spec.model_shards);
   a.tokens = em.batch() * a.seq;
   a.score_elements = a.heads_total * a.seq * a.seq;
@@ -46,34 +77,39 @@ AttentionGeometry geometry(const StepEmitter& em, const Node& node) {
 class Attention : public LayerKind {
  public:
   Attention() : LayerKind("attention") {}
-  std::vector<std::string> keys() const override { return {"heads", "causal", "use_bias"}; }
+  std::vector<std::string> keys() const override { return {"heads", "kv_heads", "head_dim", "rotary", "causal", "use_bias"}; }
   std::vector<std::string> required_keys() const override { return {"heads"}; }
 
   void infer(Node& node, const InferContext& ctx) const override {
     const LayerSpec& s = node.spec;
     ctx.need_rank(node, 2, "a [tokens, features]");
-    const std::uint64_t seq = node.in[0], d = node.in[1];
-    if (d % s.heads) ctx.fail("heads", fmt::format("{} heads do not divide the width {}", s.heads, d));
+    const std::uint64_t d = node.in[1];
+    if (!s.head_dim && d % s.heads)
+      ctx.fail("heads", fmt::format("{} heads do not divide the width {} (give head_dim for heads of another width)", s.heads, d));
+    const std::uint64_t kv_heads = kv_heads_of(s);
+    if (kv_heads > s.heads || s.heads % kv_heads)
+      ctx.fail("kv_heads", fmt::format("{} key/value heads do not divide the {} query heads into groups", kv_heads, s.heads));
     if (s.heads % s.model_shards) ctx.fail("heads", fmt::format("{} heads do not split over {} cores", s.heads, s.model_shards));
+    if (kv_heads % s.model_shards)
+      ctx.fail("kv_heads", fmt::format("{} key/value heads do not split over {} cores", kv_heads, s.model_shards));
     node.out = node.in;
-    const std::uint64_t local_d = d / s.model_shards;  // d without a model axis
-    node.params = node.trainable = 4 * ctx.checked_mul(d, local_d) + (s.use_bias ? 3 * local_d + d : 0);
+    const Widths w = widths(node);  // this core's, d without a model axis
+    node.params = node.trainable = ctx.checked_mul(d, 2 * w.q + 2 * w.kv) + (s.use_bias ? w.q + 2 * w.kv + d : 0);
     // Q, K, V and output projections, then QK^T and AV over (this core's) heads.
-    node.forward_flops =
-        2.0 * static_cast<double>(seq) * (4.0 * static_cast<double>(d * local_d) + 2.0 * static_cast<double>(seq * local_d));
+    node.forward_flops = projection_flops(w) + score_flops(w);
   }
 
   double training_flops(const Node& node, bool input_needs_grad) const override {
-    // The projections (4 of the 2 * seq * (4 d^2 + 2 seq d)) have weights (their gradients
-    // computed unless the layer is frozen); QK^T and AV do not and need the gradients of both
-    // operands. The output projection's input gradient is
-    // inside the layer; Q, K and V's input gradient is the layer's.
-    const double seq = static_cast<double>(node.in[0]), d = static_cast<double>(node.in[1]);
-    const double local_d = d / static_cast<double>(node.spec.model_shards);
-    const double fwd = node.forward_flops, projections = 2.0 * seq * 4.0 * d * local_d, scores = fwd - projections;
+    // The projections have weights (their gradients computed unless the layer is frozen); QK^T
+    // and AV do not and need the gradients of both operands. The output projection's input
+    // gradient is inside the layer; Q, K and V's input gradient is the layer's.
+    const Widths w = widths(node);
+    const double fwd = node.forward_flops, projections = projection_flops(w), scores = score_flops(w);
+    const double tokens_by_d = 2.0 * static_cast<double>(w.seq) * static_cast<double>(w.d);
+    const double out_dx = tokens_by_d * static_cast<double>(w.q), qkv_dx = tokens_by_d * static_cast<double>(w.q + 2 * w.kv);
     const bool trained = node.spec.trainable;
     if (!trained && !input_needs_grad) return fwd;
-    return fwd + (trained ? projections : 0.0) + 2.0 * scores + projections / 4 + (input_needs_grad ? 3 * projections / 4 : 0.0);
+    return fwd + (trained ? projections : 0.0) + 2.0 * scores + out_dx + (input_needs_grad ? qkv_dx : 0.0);
   }
 
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
@@ -82,9 +118,10 @@ class Attention : public LayerKind {
     const AttentionGeometry a = geometry(em, node);
     const std::uint32_t bias = s.use_bias ? 1 : 0;
     const StepEmitter::WeightMatmul qkv{fused_name(base + "/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d,
-                                        3 * a.local_d, em.act(), static_cast<double>(bias)};
-    const std::uint32_t av = core_forward(em, a, base, {em.gathered_matmul(qkv, std::move(deps)).product});
-    const StepEmitter::WeightMatmul out{fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens, a.local_d,
+                                        a.local_q + 2 * a.local_kv, em.act(), static_cast<double>(bias)};
+    const std::uint32_t q_k_v = rotary(em, node, a, base + "/rotary", Phase::Forward, em.gathered_matmul(qkv, std::move(deps)).product);
+    const std::uint32_t av = core_forward(em, a, base, {q_k_v});
+    const StepEmitter::WeightMatmul out{fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens, a.local_q,
                                         a.d, em.act(), static_cast<double>(bias)};
     return s.model_shards == 1 ? em.weight_matmul(out, {av}) : em.scattered_matmul(out, base + "/out", {av});
   }
@@ -95,7 +132,7 @@ class Attention : public LayerKind {
     const std::string base = s.name + "/bwd";
     const AttentionGeometry a = geometry(em, node);
     const DType act = em.act();
-    const StepEmitter::WeightMatmul out_dx{base + "/out/dX", Phase::Backward, a.tokens, a.d, a.local_d, act, 0, 0, true,
+    const StepEmitter::WeightMatmul out_dx{base + "/out/dX", Phase::Backward, a.tokens, a.d, a.local_q, act, 0, 0, true,
                                            StepEmitter::GradientOperand::Lhs};
     // Split over a model axis, the output's gradient arrives split by tokens. With collective
     // matmul the output projection's input gradient takes each share as it arrives.
@@ -111,20 +148,21 @@ class Attention : public LayerKind {
     // the weight gradients (as XLA's latency-hiding scheduler orders them).
     const bool dx_first = s.model_shards > 1 && ctx.needs_dx;
     const auto out_weight_gradient = [&] {
-      return em.quantized_weight_gradient(em.matmul(base + "/out/dW", Phase::Backward, a.local_d, a.tokens, a.d, DType::F32, dy));
+      return em.quantized_weight_gradient(em.matmul(base + "/out/dW", Phase::Backward, a.local_q, a.tokens, a.d, DType::F32, dy));
     };
     std::uint32_t dw_out = dx_first || !ctx.needs_dw ? 0 : out_weight_gradient(), dw_qkv = 0;
     const std::uint32_t d_av = out_dx_product ? out_dx_product->product : em.weight_matmul(out_dx, dy);
-    const std::vector<std::uint32_t> dqkv = em.flash_attention() ? flash_backward(em, a, base, d_av) : dense_backward(em, a, base, d_av);
+    std::vector<std::uint32_t> dqkv = em.flash_attention() ? flash_backward(em, a, base, d_av) : dense_backward(em, a, base, d_av);
+    if (s.rotary) dqkv = {rotary(em, node, a, base + "/rotary_grad", Phase::Backward, dqkv)};  // the inverse rotation
     const auto qkv_weight_gradient = [&] {
       return em.quantized_weight_gradient(
-          em.matmul(base + "/qkv/dW", Phase::Backward, a.d, a.tokens, 3 * a.local_d, DType::F32, dqkv));
+          em.matmul(base + "/qkv/dW", Phase::Backward, a.d, a.tokens, a.local_q + 2 * a.local_kv, DType::F32, dqkv));
     };
     if (!dx_first && ctx.needs_dw) dw_qkv = qkv_weight_gradient();
     Backward r;
     if (ctx.needs_dx) {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
-      const StepEmitter::WeightMatmul dx{base + "/qkv/dX" + epi.name_suffix, Phase::Backward, a.tokens, 3 * a.local_d, a.d,
+      const StepEmitter::WeightMatmul dx{base + "/qkv/dX" + epi.name_suffix, Phase::Backward, a.tokens, a.local_q + 2 * a.local_kv, a.d,
                                          act, epi.vpu_ops, epi.operand_bytes, true, StepEmitter::GradientOperand::Lhs};
       // Each core's heads give a part of the input's gradient.
       r.dx = s.model_shards > 1 ? em.scattered_matmul(dx, base + "/qkv/dX", dqkv) : em.weight_matmul(dx, dqkv);
@@ -137,7 +175,7 @@ class Attention : public LayerKind {
     }
     if (s.use_bias) {
       em.fuse_bias_gradient(dw_out, a.tokens * a.d);
-      em.fuse_bias_gradient(dw_qkv, 3 * a.tokens * a.local_d);
+      em.fuse_bias_gradient(dw_qkv, a.tokens * (a.local_q + 2 * a.local_kv));
     }
     r.grads = {dw_out, dw_qkv};
     return r;
@@ -147,12 +185,14 @@ class Attention : public LayerKind {
   std::optional<std::uint32_t> recompute_around_weight_matmuls(StepEmitter& em, const Node& node,
                                                                 std::vector<std::uint32_t> deps) const override {
     const AttentionGeometry a = geometry(em, node);
-    return core_forward(em, a, node.spec.name + "/fwd", std::move(deps));
+    const std::string base = node.spec.name + "/fwd";
+    if (node.spec.rotary) deps = {rotary(em, node, a, base + "/rotary", Phase::Forward, std::move(deps))};
+    return core_forward(em, a, base, std::move(deps));
   }
   std::uint64_t weight_matmul_output_bytes(const StepEmitter& em, const Node& node) const override {
     const AttentionGeometry a = geometry(em, node);
     const std::uint64_t out = a.tokens * a.d / (em.sequence_parallel() && node.spec.model_shards > 1 ? node.spec.model_shards : 1);
-    return (3 * a.tokens * a.local_d + out) * em.act_bytes();
+    return (a.tokens * (a.local_q + 2 * a.local_kv) + out) * em.act_bytes();
   }
 
   bool input_grad_epilogue() const override { return true; }
@@ -164,11 +204,28 @@ class Attention : public LayerKind {
     // elsewhere (XLA can rematerialize cheap values such as GELU's output to fit): MLPerf v0.7's
     // BERT-large ran 24 sequences of 512 on each v4 core beside the core's own weights and LAMB
     // state, where tpusim's footprint, even without it, is 18.7 GiB of the core's 16.
-    const std::uint64_t q_k_v = 3 * a.tokens * a.local_d * em.act_bytes();
+    const std::uint64_t q_k_v = a.tokens * (a.local_q + 2 * a.local_kv) * em.act_bytes();
     return q_k_v + (em.flash_attention() ? a.heads_total * a.seq * 4 : a.score_elements * em.act_bytes());
   }
 
  private:
+  // Rotary position embeddings (RoFormer; Llama, Gemma) on Q and K after `deps`, or their
+  // gradients' inverse rotation: a pass of its own over HBM that reads the tables of cos and sin
+  // (f32, a position by a head width) besides Q and K; V passes untouched. `deps` when the layer
+  // has none. (XLA could fuse it into the projection's output only without the half rotation's
+  // slices.)
+  static std::uint32_t rotary(StepEmitter& em, const Node& node, const AttentionGeometry& a, const std::string& name, Phase phase,
+                              std::vector<std::uint32_t> deps) {
+    if (!node.spec.rotary) return deps.at(0);
+    const std::uint64_t e = a.tokens * (a.local_q + a.local_kv);
+    const std::uint64_t tables = 2 * a.seq * a.dh * 4;
+    return em.vector(name, phase, e, kRotaryVpuOps, e * em.act_bytes() + tables, e * em.act_bytes(), std::move(deps));
+  }
+  static std::uint32_t rotary(StepEmitter& em, const Node& node, const AttentionGeometry& a, const std::string& name, Phase phase,
+                              std::uint32_t dep) {
+    return rotary(em, node, a, name, phase, std::vector<std::uint32_t>{dep});
+  }
+
   // QK^T, the softmax and AV after `deps`, by the flash kernel or as XLA runs them without one.
   static std::uint32_t core_forward(StepEmitter& em, const AttentionGeometry& a, const std::string& base,
                                     std::vector<std::uint32_t> deps) {
@@ -224,7 +281,7 @@ class Attention : public LayerKind {
   // dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ = dS K, dK = dS^T Q.
   static std::vector<std::uint32_t> flash_backward(StepEmitter& em, const AttentionGeometry& a, const std::string& base,
                                                    std::uint32_t d_av) {
-    const std::uint64_t heads_out = a.tokens * a.local_d;
+    const std::uint64_t heads_out = a.tokens * a.local_q;
     const std::uint32_t delta = em.vector(base + "/flash/rowsum(dO*O)", Phase::Backward, heads_out, 2,
                                           2 * heads_out * em.act_bytes(), a.heads_total * a.seq * 4, {d_av});
     em.reduces_along_lanes(delta, 1, 2 * heads_out * em.act_bytes());  // along each head's features, outside the kernel

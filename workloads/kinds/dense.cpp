@@ -81,8 +81,10 @@ class Dense : public MatmulLayerKind {
       const bool dx_first = s.tensor_parallel == "column" && ctx.needs_dx;
       if (!dx_first && ctx.needs_dw) dw = weight_gradient(dy);
       if (ctx.needs_dx) {
-        // Split by columns, each core's columns give a part of the input's gradient.
-        r.dx = s.tensor_parallel == "column" ? em.scattered_matmul(dx, base + "/dX", dy) : em.weight_matmul(dx, dy);
+        // Split by columns, each core's columns give a part of the input's gradient (summed over
+        // the axis here, or by the lowering once for a column group).
+        r.dx = s.tensor_parallel == "column" && s.column_group.empty() ? em.scattered_matmul(dx, base + "/dX", dy)
+                                                                        : em.weight_matmul(dx, dy);
         r.has_dx = true;
       }
       if (dx_first && ctx.needs_dw) dw = weight_gradient(dy);

@@ -1,20 +1,32 @@
-// Batch normalization (statistics over the batch and spatial axes, per channel) and layer
-// normalization (statistics over each row's features): the same passes, different statistics.
+// Batch normalization (statistics over the batch and spatial axes, per channel), layer
+// normalization (statistics over each row's features) and RMS normalization (Zhang and Sennrich
+// 2019; Llama, Gemma: each row divided by its root mean square and scaled, no mean and no
+// shift): the same passes, different statistics and vector work.
 #include "workloads/kinds/common.hpp"
 #include "workloads/kinds/registry.hpp"
 
 namespace tpusim::kinds {
 namespace {
 
+// An RMS norm's vector work per element, counted as kNormVpuOps is: forward the square, the
+// row's sum, the normalizing product and the scale; its gradient the scaled dy, its product with
+// x, the row's sum, two scalings, the difference, and the scale's gradient (product and sum).
+constexpr double kRmsNormVpuOps = 4;
+constexpr double kRmsNormGradVpuOps = 8;
+
 class Normalization : public LayerKind {
  public:
-  explicit Normalization(bool over_batch) : LayerKind(over_batch ? "batch_norm" : "layer_norm"), over_batch_(over_batch) {}
+  enum class Statistics { Batch, Row, RootMeanSquare };
+  Normalization(const char* name, Statistics statistics) : LayerKind(name), over_batch_(statistics == Statistics::Batch),
+      forward_ops_(statistics == Statistics::RootMeanSquare ? kRmsNormVpuOps : kNormVpuOps),
+      backward_ops_(statistics == Statistics::RootMeanSquare ? kRmsNormGradVpuOps : kNormGradVpuOps),
+      shifts_(statistics != Statistics::RootMeanSquare) {}
 
   void infer(Node& node, const InferContext&) const override {
     node.out = node.in;
-    // gamma and beta; batch norm also keeps two moving statistics, which Keras counts as
+    // gamma (and beta); batch norm also keeps two moving statistics, which Keras counts as
     // (non-trainable) parameters.
-    node.trainable = 2 * node.in.back();
+    node.trainable = (shifts_ ? 2 : 1) * node.in.back();
     node.params = over_batch_ ? 4 * node.in.back() : node.trainable;
   }
 
@@ -24,7 +36,7 @@ class Normalization : public LayerKind {
   // norm charge.
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const std::uint64_t e_in = in_elements(em, node);
-    const std::uint32_t op = em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_in, kNormVpuOps,
+    const std::uint32_t op = em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_in, forward_ops_,
                                        input_passes() * e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(), std::move(deps));
     em.reduces_along_lanes(op, lane_reductions(), e_in * em.act_bytes());
     return op;
@@ -35,7 +47,7 @@ class Normalization : public LayerKind {
   // layer's pass costs the same (its input gradient needs the sums of dy and dy * x anyway).
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
     const std::uint64_t e_in = in_elements(em, node);
-    const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, kNormGradVpuOps,
+    const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, backward_ops_,
                                        (input_passes() + 1) * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
     em.reduces_along_lanes(op, lane_reductions(), 2 * e_in * em.act_bytes());  // the sums of dy and of dy * x
     Backward r;
@@ -46,7 +58,7 @@ class Normalization : public LayerKind {
   bool elementwise() const override { return true; }
   FusedShare fused_forward(const Node&, std::uint64_t e, bool stats_from_producer) const override {
     FusedShare share;
-    share.vpu_ops = kNormVpuOps;
+    share.vpu_ops = forward_ops_;
     // Batch statistics need the whole tensor first; row statistics (layer norm) stay in VMEM.
     if (over_batch_ && !stats_from_producer) share.read_elements = e;
     share.lane_reductions = lane_reductions();
@@ -54,7 +66,7 @@ class Normalization : public LayerKind {
   }
   FusedShare fused_backward(const Node&, std::uint64_t e, std::uint32_t act_bytes) const override {
     FusedShare share;
-    share.vpu_ops = kNormGradVpuOps;
+    share.vpu_ops = backward_ops_;
     share.read_bytes = e * act_bytes;  // the normalized input
     share.lane_reductions = lane_reductions();
     return share;
@@ -73,17 +85,24 @@ class Normalization : public LayerKind {
   std::uint64_t input_passes() const { return over_batch_ ? 2 : 1; }
 
   bool over_batch_;
+  double forward_ops_, backward_ops_;
+  bool shifts_;  // has beta
 };
 
 }  // namespace
 
 const LayerKind& batch_norm_kind() {
-  static const Normalization kind(true);
+  static const Normalization kind("batch_norm", Normalization::Statistics::Batch);
   return kind;
 }
 
 const LayerKind& layer_norm_kind() {
-  static const Normalization kind(false);
+  static const Normalization kind("layer_norm", Normalization::Statistics::Row);
+  return kind;
+}
+
+const LayerKind& rms_norm_kind() {
+  static const Normalization kind("rms_norm", Normalization::Statistics::RootMeanSquare);
   return kind;
 }
 

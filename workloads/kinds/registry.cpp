@@ -14,7 +14,7 @@ namespace {
 const std::vector<const LayerKind*>& all_kinds() {
   using namespace kinds;
   static const std::vector<const LayerKind*> kinds = {
-      &flatten_kind(),  &dense_kind(),       &conv2d_kind(),   &batch_norm_kind(),      &layer_norm_kind(),
+      &flatten_kind(),  &dense_kind(),       &conv2d_kind(),   &batch_norm_kind(),      &layer_norm_kind(), &rms_norm_kind(),
       &activation_kind(), &max_pool_kind(),  &avg_pool_kind(), &global_avg_pool_kind(), &add_kind(),
       &dropout_kind(),  &embedding_kind(),   &patch_embedding_kind(), &attention_kind(), &take_first_kind(),
       &concat_kind(),   &multiply_kind(),     &depthwise_conv2d_kind(), &matmul_kind(),   &reshape_kind(),

@@ -11,6 +11,7 @@ const LayerKind& conv2d_kind();
 const LayerKind& depthwise_conv2d_kind();
 const LayerKind& batch_norm_kind();
 const LayerKind& layer_norm_kind();
+const LayerKind& rms_norm_kind();
 const LayerKind& activation_kind();
 const LayerKind& max_pool_kind();
 const LayerKind& avg_pool_kind();
