@@ -48,9 +48,26 @@ class OnnxImporter {
 
   ImportedModel run() {
     find_parameters_and_input();
+    if (fixed_batch_.exported == 0) return import();
+    // torch.onnx.export's default: no dynamic_axes, the batch fixed at the traced input's.
+    try {
+      ImportedModel out = import();
+      out.notes.insert(out.notes.begin(),
+                       fmt::format("the export has a fixed batch of {} (no dynamic_axes): the leading axis of \"{}\" is taken as the "
+                                   "batch", fixed_batch_.exported, fixed_batch_.input));
+      return out;
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("{} (the export has a fixed batch of {}, taken as the leading axis of \"{}\"; export "
+                                              "with torch.onnx.export(..., dynamic_axes={{\"{}\": {{0: \"batch\"}}}}) to mark the "
+                                              "batch)", e.what(), fixed_batch_.exported, fixed_batch_.input, fixed_batch_.input));
+    }
+  }
+
+ private:
+  ImportedModel import() {
     // Evaluated at two batches, a tensor's shape says which axis carries the batch.
-    at_batch2_ = infer_onnx_shapes(m_, 2, origin_);
-    at_batch3_ = infer_onnx_shapes(m_, 3, origin_);
+    at_batch2_ = infer_onnx_shapes(m_, 2, origin_, fixed_batch_);
+    at_batch3_ = infer_onnx_shapes(m_, 3, origin_, fixed_batch_);
     index_graph();
     for (std::size_t i = 0; i < m_.nodes.size(); ++i)
       if (!folded_.count(i)) map_node(i);
@@ -67,7 +84,6 @@ class OnnxImporter {
     return out;
   }
 
- private:
   [[noreturn]] void fail_top(const std::string& what) const { throw std::invalid_argument(fmt::format("{}: {}", origin_, what)); }
   [[noreturn]] void fail(std::size_t node, const std::string& what) const {
     const OnnxNode& n = m_.nodes[node];
@@ -103,6 +119,7 @@ class OnnxImporter {
                                           data.size()));
     const OnnxValueInfo& x = *data[0];
     input_name_ = x.name;
+    if (!x.dims.empty() && x.dims[0].value > 0 && x.dims.size() >= 2) fixed_batch_ = {x.name, x.dims[0].value};
     for (const auto& in : m_.inputs) {
       if (in.name == input_name_ || params_.count(in.name)) continue;
       std::vector<std::int64_t> dims;
@@ -826,6 +843,7 @@ class OnnxImporter {
   const OnnxModel& m_;
   std::string origin_;
   std::map<std::string, std::vector<std::int64_t>> params_;  // parameter -> its dims
+  FixedBatch fixed_batch_;  // the data input's, when the export fixed it
   OnnxShapes at_batch2_, at_batch3_;
   std::set<std::string> activations_;
   std::map<std::string, std::size_t> producer_;

@@ -18,7 +18,8 @@ constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
 
 class ShapeInference {
  public:
-  ShapeInference(const OnnxModel& m, std::int64_t batch, std::string origin) : m_(m), batch_(batch), origin_(std::move(origin)) {}
+  ShapeInference(const OnnxModel& m, std::int64_t batch, std::string origin, FixedBatch fixed)
+      : m_(m), batch_(batch), origin_(std::move(origin)), fixed_(std::move(fixed)) {}
 
   OnnxShapes run() {
     for (const auto& t : m_.initializers) {
@@ -30,6 +31,7 @@ class ShapeInference {
       elem_type_[in.name] = in.elem_type;
       OnnxShape s;
       for (const auto& d : in.dims) s.push_back(d.value >= 0 ? d.value : batch_);
+      if (in.name == fixed_.input && fixed_.exported > 0 && !s.empty()) s[0] = batch_;
       set(in.name, s, std::nullopt);
     }
     for (std::size_t i = 0; i < m_.nodes.size(); ++i) node(i);
@@ -281,6 +283,7 @@ class ShapeInference {
     if (op == "Reshape") {
       const OnnxShape& in = shape(i, 0);
       std::vector<std::int64_t> target = ints(i, 1);
+      if (follows_batch(target) && !in.empty() && in[0] == batch_) target[0] = batch_;
       std::int64_t known = 1, infer = -1;
       for (std::size_t d = 0; d < target.size(); ++d) {
         if (target[d] == 0 && !m_.nodes[i].int_attribute("allowzero", 0)) {
@@ -305,7 +308,8 @@ class ShapeInference {
       return output(i, 0, target, v ? std::optional(*v) : std::nullopt);
     }
     if (op == "Expand") {
-      const auto target = ints(i, 1);
+      auto target = ints(i, 1);
+      if (follows_batch(target)) target[0] = batch_;
       return output(i, 0, broadcast(i, shape(i, 0), target));
     }
     if (op == "Pad") {
@@ -493,17 +497,23 @@ class ShapeInference {
   }
   static std::vector<double> to_doubles(const std::vector<std::int64_t>& v) { return std::vector<double>(v.begin(), v.end()); }
 
+  // A fixed-batch export's shape constant whose leading size is the exported batch.
+  bool follows_batch(const std::vector<std::int64_t>& target) const {
+    return fixed_.exported > 0 && batch_ != fixed_.exported && !target.empty() && target[0] == fixed_.exported;
+  }
+
   const OnnxModel& m_;
   std::int64_t batch_;
   std::string origin_;
+  FixedBatch fixed_;
   OnnxShapes out_;
   std::map<std::string, std::int32_t> elem_type_;
 };
 
 }  // namespace
 
-OnnxShapes infer_onnx_shapes(const OnnxModel& model, std::int64_t batch, const std::string& origin) {
-  return ShapeInference(model, batch, origin).run();
+OnnxShapes infer_onnx_shapes(const OnnxModel& model, std::int64_t batch, const std::string& origin, const FixedBatch& fixed) {
+  return ShapeInference(model, batch, origin, fixed).run();
 }
 
 }  // namespace tpusim

@@ -5,6 +5,8 @@ torchvision/summary.json with each model's torch parameter count and node op typ
 
     /usr/bin/python3 tests/data/import/make_torchvision_onnx.py      # Debian's python3-torch 1.13
 
+Also torchvision/fixed_batch/: models exported with torch.onnx.export's defaults (no dynamic_axes).
+
 efficientnet_b0 and convnext_tiny (stochastic depth: "Bernoulli, out parameter is not supported")
 and googlenet (adaptive_avg_pool2d to a size that is not a factor) do not export with torch 1.13.
 """
@@ -20,6 +22,41 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "torchvision")
 MODELS = ["alexnet", "vgg11", "squeezenet1_0", "mobilenet_v2", "mobilenet_v3_small", "regnet_y_400mf",
           "shufflenet_v2_x1_0", "densenet121"]
+# Exported as torch.onnx.export does by default: no dynamic_axes (the batch fixed at the traced
+# input's), shape arithmetic constant-folded, torch's own input name; -> (batch traced at).
+FIXED_BATCH = {"resnet18": 1, "shufflenet_v2_x1_0": 4}
+
+
+class TinyAttention(torch.nn.Module):
+    """One nn.TransformerEncoderLayer (d 32, 4 heads, batch first): its attention folds the batch
+    into the heads of a reshape, which a fixed-batch export leaves as a constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+def export_fixed_batch(summary):
+    out = os.path.join(OUT, "fixed_batch")
+    os.makedirs(out, exist_ok=True)
+    models = {name: (getattr(torchvision.models, name), (batch, 3, 224, 224)) for name, batch in FIXED_BATCH.items()}
+    models["tiny_attention"] = (TinyAttention, (2, 16, 32))  # [batch, sequence, features]
+    for name, (make, shape) in models.items():
+        torch.manual_seed(0)
+        model = make(weights=None) if make is not TinyAttention else make()
+        model.train()
+        file = f"{name}_b{shape[0]}.onnx"
+        path = os.path.join(out, file)
+        torch.onnx.export(model, torch.randn(*shape), path, opset_version=17, export_params=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+        summary["fixed_batch/" + file[:-5]] = {
+            "bytes": os.path.getsize(path),
+            "input_shape": list(shape),
+            "trainable_parameters": sum(p.numel() for p in model.parameters()),
+        }
 
 
 def main():
@@ -40,6 +77,7 @@ def main():
             "trainable_parameters": sum(p.numel() for p in model.parameters()),
             "op_types": dict(sorted(collections.Counter(n.op_type for n in graph.node).items())),
         }
+    export_fixed_batch(summary)
     with open(os.path.join(OUT, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=False)
         f.write("\n")
