@@ -34,11 +34,23 @@ const char* collective_algorithm_name(CollectiveAlgorithm a) {
   return "?";
 }
 
+namespace {
+
+constexpr CollectiveAlgorithm kCollectiveAlgorithms[] = {CollectiveAlgorithm::Ring, CollectiveAlgorithm::BidirRing,
+                                                         CollectiveAlgorithm::Torus, CollectiveAlgorithm::TorusAllAxes};
+
+}  // namespace
+
 CollectiveAlgorithm parse_collective_algorithm(const std::string& name) {
-  for (auto a : {CollectiveAlgorithm::Ring, CollectiveAlgorithm::BidirRing, CollectiveAlgorithm::Torus,
-                 CollectiveAlgorithm::TorusAllAxes})
+  for (auto a : kCollectiveAlgorithms)
     if (name == collective_algorithm_name(a)) return a;
   throw std::invalid_argument("unknown collective algorithm \"" + name + "\"");
+}
+
+std::vector<std::string> collective_algorithm_names() {
+  std::vector<std::string> names;
+  for (auto a : kCollectiveAlgorithms) names.emplace_back(collective_algorithm_name(a));
+  return names;
 }
 
 const char* phase_name(Phase p) {

@@ -96,6 +96,7 @@ const char* collective_kind_name(CollectiveKind k);
 const char* collective_algorithm_name(CollectiveAlgorithm a);
 // Inverse of collective_algorithm_name(); throws std::invalid_argument for other names.
 CollectiveAlgorithm parse_collective_algorithm(const std::string& name);
+std::vector<std::string> collective_algorithm_names();  // every algorithm's, in declaration order
 
 // A collective among the chips of a group (the cores of a chip combine through its HBM first).
 struct CollectiveSpec {

@@ -1,6 +1,7 @@
 #include "hw/tensor_core.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -178,11 +179,11 @@ void TensorCore::sequencer() {
     }
     return kVector;
   };
-  static const std::vector<std::string> kStepNames = [] {
-    std::vector<std::string> names;
-    for (int s = 0; s < 10000; ++s) names.push_back("step " + std::to_string(s));
-    return names;
-  }();
+  // The reporter keeps a pointer to each step's name: shared by every core, grown to this
+  // program's steps (a deque's elements stay where they are as it grows), whatever the limit
+  // the configuration puts on steps.
+  static std::deque<std::string> step_names;
+  while (step_names.size() < program_.steps) step_names.push_back("step " + std::to_string(step_names.size()));
   host_.wakes.set_rank(WakeQueue::rank(host_.slot(site_.chip), site_.core, WakeQueue::kSequencerRole));
   for (std::uint32_t step = 0; step < program_.steps; ++step) {
     step_ = step;
@@ -209,7 +210,7 @@ void TensorCore::sequencer() {
     }
     while (!std::all_of(done_.begin(), done_.end(), [](bool d) { return d; })) sc_core::wait(op_done_);
     step_end_ps_.push_back(now_ps());
-    steps_reporter_.busy({step_start, now_ps()}, &kStepNames[step], step);
+    steps_reporter_.busy({step_start, now_ps()}, &step_names[step], step);
     if (step_observer_) step_observer_(step);
   }
   finished_ = true;

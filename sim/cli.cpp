@@ -403,7 +403,7 @@ int parse_and_run(int argc, char** argv) {
   coll_cmd->add_option("--topology", coll_request.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
   coll_cmd->add_option("--set", coll_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
   coll_cmd->add_option("--algorithm", coll_algorithm, "ring, bidir_ring, torus (axis by axis) or torus_all_axes")
-      ->check(one_of({"ring", "bidir_ring", "torus", "torus_all_axes"}))->capture_default_str();
+      ->check(one_of(collective_algorithm_names()))->capture_default_str();
   coll_cmd->add_option("--group", coll_group, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")
       ->capture_default_str();
   coll_cmd->add_option("--chunk-bytes", coll.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)")->transform(byte_size());

@@ -975,6 +975,21 @@ BOOST_AUTO_TEST_CASE(every_layer_kind_declares_keys_the_parameter_table_document
   });
 }
 
+// Issue 40: the workload's choices of activation, loss, optimizer and collective algorithm were
+// lists copied by hand beside the tables that cost them (a drift surfaced as a bare map::at).
+// Each choice list is now its owner's table: every choice has a cost, and nothing costed is
+// left out of the choices.
+BOOST_AUTO_TEST_CASE(choice_lists_are_their_owners_tables) {
+  BOOST_TEST(find_param("workload", "model.layers[].activation")->choices == activation_names(), boost::test_tools::per_element());
+  BOOST_TEST(find_param("workload", "model.loss")->choices == loss_names(), boost::test_tools::per_element());
+  BOOST_TEST(find_param("workload", "training.optimizer.name")->choices == optimizer_names(), boost::test_tools::per_element());
+  BOOST_TEST(find_param("workload", "training.all_reduce.algorithm")->choices == collective_algorithm_names(),
+             boost::test_tools::per_element());
+  for (const auto& a : activation_names()) BOOST_TEST(activation_vpu_ops(a) + activation_grad_vpu_ops(a) >= 0.0);
+  BOOST_CHECK_EXCEPTION(optimizer_cost("adamm"), std::invalid_argument,
+                        [](const std::invalid_argument& e) { return std::string(e.what()) == "unknown optimizer \"adamm\""; });
+}
+
 // A layer that is not a view must cost something in the forward pass: no kind may fall through the
 // lowering for free.
 BOOST_AUTO_TEST_CASE(every_layer_of_the_zoo_emits_work_unless_it_is_a_view) {

@@ -159,25 +159,73 @@ ModelGraph analyze_model(const Workload& w) {
   return g;
 }
 
-double activation_vpu_ops(const std::string& activation) {
-  static const std::map<std::string, double> kOps = {
-      {"linear", 0}, {"relu", 1}, {"sigmoid", 4}, {"tanh", 4}, {"gelu", 8}, {"softmax", 6},
+namespace {
+
+// An activation's VPU ops per element, forward and for its gradient. The table is the list of
+// activations: the workload's choices (sim/params.cpp) come from it.
+struct ActivationCost {
+  const char* name;
+  double forward, gradient;
+};
+const std::vector<ActivationCost>& activation_table() {
+  static const std::vector<ActivationCost> table = {
+      {"linear", 0, 0}, {"relu", 1, 2}, {"sigmoid", 4, 3}, {"tanh", 4, 3}, {"gelu", 8, 10}, {"softmax", 6, 4},
       // MobileNet's: relu6 clamps (max, min); hard_sigmoid scales, shifts and clamps; hard_swish
       // multiplies by it; silu (swish) multiplies by a sigmoid.
-      {"relu6", 2}, {"hard_sigmoid", 3}, {"hard_swish", 4}, {"silu", 5},
+      {"relu6", 2, 3}, {"hard_sigmoid", 3, 3}, {"hard_swish", 4, 5}, {"silu", 5, 6},
       // The pieces of a normalization written out (an imported RMSNorm): square multiplies,
       // sqrt and reciprocal are a transcendental unit's rsqrt and a multiply, pow is exp(p log x).
-      {"square", 1}, {"sqrt", 4}, {"reciprocal", 4}, {"pow", 8}};
-  return kOps.at(activation);
+      {"square", 1, 2}, {"sqrt", 4, 3}, {"reciprocal", 4, 3}, {"pow", 8, 10}};
+  return table;
 }
 
-double activation_grad_vpu_ops(const std::string& activation) {
-  static const std::map<std::string, double> kOps = {
-      {"linear", 0}, {"relu", 2}, {"sigmoid", 3}, {"tanh", 3}, {"gelu", 10}, {"softmax", 4},
-      {"relu6", 3}, {"hard_sigmoid", 3}, {"hard_swish", 5}, {"silu", 6},
-      {"square", 2}, {"sqrt", 3}, {"reciprocal", 3}, {"pow", 10}};
-  return kOps.at(activation);
+template <typename Row>
+const Row& row_named(const std::vector<Row>& table, const std::string& name, const char* what) {
+  for (const Row& row : table)
+    if (name == row.name) return row;
+  throw std::invalid_argument(fmt::format("unknown {} \"{}\"", what, name));
 }
+
+template <typename Row>
+std::vector<std::string> names_of(const std::vector<Row>& table) {
+  std::vector<std::string> names;
+  for (const Row& row : table) names.emplace_back(row.name);
+  return names;
+}
+
+// A loss's VPU ops per logit: softmax (max, subtract, exp, sum, divide) plus the gradient
+// (p - y), one fused pass.
+struct LossCost {
+  const char* name;
+  double ops;
+};
+const std::vector<LossCost>& loss_table() {
+  static const std::vector<LossCost> table = {{"sparse_categorical_crossentropy", 10}, {"categorical_crossentropy", 11}, {"mse", 4}};
+  return table;
+}
+
+// LARS (You et al. 2017, MLPerf ResNet-50's optimizer at large batch): momentum with weight
+// decay plus each layer's weight and gradient norms for its trust ratio, taken in a first pass
+// over the weights and gradients. LAMB (You et al. 2019, MLPerf BERT's): Adam's update r plus
+// weight decay, scaled by ||w|| / ||r||; r's norm needs all of r, so the update reads the
+// weights and both moments again to apply it.
+struct NamedOptimizerCost {
+  const char* name;
+  OptimizerCost cost;
+};
+const std::vector<NamedOptimizerCost>& optimizer_table() {
+  static const std::vector<NamedOptimizerCost> table = {{"sgd", {2, 0, 0}},  {"momentum", {4, 1, 0}}, {"lars", {8, 1, 2}},
+                                                        {"adam", {14, 2, 0}}, {"adamw", {16, 2, 0}},  {"lamb", {20, 2, 3}}};
+  return table;
+}
+
+}  // namespace
+
+double activation_vpu_ops(const std::string& activation) { return row_named(activation_table(), activation, "activation").forward; }
+double activation_grad_vpu_ops(const std::string& activation) {
+  return row_named(activation_table(), activation, "activation").gradient;
+}
+std::vector<std::string> activation_names() { return names_of(activation_table()); }
 
 std::uint32_t activation_lane_reductions(const std::string& activation, bool gradient) {
   if (activation != "softmax") return 0;
@@ -188,23 +236,10 @@ std::uint32_t loss_lane_reductions(const std::string& loss) {
   return loss == "mse" ? 0 : 2;  // cross-entropy's log-softmax: the max, then the sum
 }
 
-double loss_vpu_ops(const std::string& loss) {
-  // Softmax (max, subtract, exp, sum, divide) plus the gradient (p - y), one fused pass.
-  static const std::map<std::string, double> kOps = {
-      {"sparse_categorical_crossentropy", 10}, {"categorical_crossentropy", 11}, {"mse", 4}};
-  return kOps.at(loss);
-}
+double loss_vpu_ops(const std::string& loss) { return row_named(loss_table(), loss, "loss").ops; }
+std::vector<std::string> loss_names() { return names_of(loss_table()); }
 
-OptimizerCost optimizer_cost(const std::string& optimizer) {
-  // LARS (You et al. 2017, MLPerf ResNet-50's optimizer at large batch): momentum with weight
-  // decay plus each layer's weight and gradient norms for its trust ratio, taken in a first pass
-  // over the weights and gradients. LAMB (You et al. 2019, MLPerf BERT's): Adam's update r plus
-  // weight decay, scaled by ||w|| / ||r||; r's norm needs all of r, so the update reads the
-  // weights and both moments again to apply it.
-  static const std::map<std::string, OptimizerCost> kCost = {{"sgd", {2, 0, 0}},   {"momentum", {4, 1, 0}},
-                                                             {"lars", {8, 1, 2}},  {"adam", {14, 2, 0}},
-                                                             {"adamw", {16, 2, 0}}, {"lamb", {20, 2, 3}}};
-  return kCost.at(optimizer);
-}
+OptimizerCost optimizer_cost(const std::string& optimizer) { return row_named(optimizer_table(), optimizer, "optimizer").cost; }
+std::vector<std::string> optimizer_names() { return names_of(optimizer_table()); }
 
 }  // namespace tpusim

@@ -61,9 +61,13 @@ ModelGraph analyze_model(const Workload& workload);
 // variance, subtract, scale, shift), and its gradient.
 constexpr double kNormVpuOps = 8;
 constexpr double kNormGradVpuOps = 12;
+// Each throws std::invalid_argument for a name its table lacks; the *_names() are the tables'
+// names in order, which the workload's choices are.
 double activation_vpu_ops(const std::string& activation);
 double activation_grad_vpu_ops(const std::string& activation);
+std::vector<std::string> activation_names();
 double loss_vpu_ops(const std::string& loss);  // forward and its gradient, fused, per logit
+std::vector<std::string> loss_names();
 // Reductions along the last axis, one after another, of an activation (its gradient) and of a
 // loss with its gradient: a softmax's max, then its sum; its gradient's sum of dy * y.
 std::uint32_t activation_lane_reductions(const std::string& activation, bool gradient);
@@ -77,5 +81,6 @@ struct OptimizerCost {
   std::uint32_t reread_f32_per_param = 0;
 };
 OptimizerCost optimizer_cost(const std::string& optimizer);
+std::vector<std::string> optimizer_names();
 
 }  // namespace tpusim
