@@ -52,7 +52,7 @@ def kept_run_path(runs_dir, point):
 def save_run(runs_dir, point, figure, summary, seconds):
     """Keeps `point`'s figure, and what the evaluation's fit reads of its summary, in runs_dir."""
     kept = {"id": point["id"], "tpusim": point["tpusim"], "figure": figure, "seconds": round(seconds, 1),
-            "summary": None if summary is None else {k: summary[k] for k in ("step_time_s", "eval") if k in summary}}
+            "summary": None if summary is None else {k: summary[k] for k in ("step_time_s", "eval", "validation") if k in summary}}
     os.makedirs(runs_dir, exist_ok=True)
     path = kept_run_path(runs_dir, point)
     with open(path + ".tmp", "w") as f:
@@ -296,10 +296,16 @@ def main():
     if fit:
         print_eval_host_fit(fit, args.markdown)
 
+    # Each training point's kind (as its run's summary names it) and error: what every run of the
+    # same kind reports as its error band (summary.json "validation").
+    point_records = {p["id"]: {"kind": summaries[p["id"]]["validation"]["kind"], "error_pct": round(errors[p["id"]], 2),
+                               "held_out": not p.get("fitted_for")}
+                     for p in points if summaries.get(p["id"]) and "validation" in summaries[p["id"]]}
     if args.record:
         if args.only:
             sys.exit("validate: --record needs every point (no --only)")
         data["recorded"] = {c: t["mean_abs_error_pct"] for c, t in table.items()}
+        data["recorded_points"] = point_records
         with open(args.data, "w") as f:
             json.dump(data, f, indent=2, ensure_ascii=False)
             f.write("\n")
@@ -309,6 +315,17 @@ def main():
                  for c, t in table.items() if c in recorded and t["mean_abs_error_pct"] > recorded[c] + TOLERANCE_POINTS]
         if worse:
             print("validate: the mean error grew by more than one point: " + "; ".join(worse), file=sys.stderr)
+            sys.exit(1)
+        # The bands runs report must be today's: a point's error or kind moved from its record
+        # means recording again (--record), so no run quotes a figure the model no longer gives.
+        kept = data.get("recorded_points", {})
+        moved = [f"{i}: {r['kind']}, {r['error_pct']:+.1f}% against {kept[i]['kind']}, {kept[i]['error_pct']:+.1f}% recorded"
+                 for i, r in point_records.items()
+                 if i in kept and (abs(r["error_pct"] - kept[i]["error_pct"]) > TOLERANCE_POINTS or r["kind"] != kept[i]["kind"])]
+        missing = [i for i in point_records if i not in kept]
+        if moved or missing:
+            print("validate: the recorded error bands are out of date (run bench/validate.py --record): " +
+                  "; ".join(moved + [f"{i}: not recorded" for i in missing]), file=sys.stderr)
             sys.exit(1)
 
 

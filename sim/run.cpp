@@ -26,6 +26,7 @@
 #include "sim/cost_energy.hpp"
 #include "sim/csv.hpp"
 #include "sim/digest.hpp"
+#include "sim/validation_band.hpp"
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
 #include "sim/invariants.hpp"
@@ -526,6 +527,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   if (tokens_per_sample > 0)
     summary["tokens_per_s_per_chip"] = tokens_per_sample * summary["samples_per_s_per_chip"].get<double>();
   summary["mfu"] = model_flops / (step_s * peak);
+  // How far to trust the figures above: the public points of this kind of run.
+  summary["validation"] = validation_band(
+      training_run_kind(hw.name, step.model, step.mesh.model_size > 1, w.fsdp), public_validation_set_path());
   if (w.eval_examples > 0) {
     // The evaluation's device time: its examples' forward passes in batches of the training
     // step's, each as long as the steady step's forward pass took (from the step's start to its
@@ -777,6 +781,7 @@ std::string format_summary(const ojson& s) {
     const bool int8 = s.contains("quantization");
     t += fmt::format("  MFU            {}{}\n", pct(s["mfu"].get<double>()),
                      int8 ? " of the bfloat16 peak (int8 matmuls run at up to twice it)" : "");
+    if (s.contains("validation")) t += fmt::format("  validation     {}\n", s["validation"]["text"].get<std::string>());
     const ojson& b = s["breakdown"];
     t += fmt::format("  breakdown      compute {} ({}), memory-bound {} ({}), exposed comm {} ({}), input wait {} ({}), idle {} ({})\n",
                      time(b["compute_s"]), pct(b["compute_s"].get<double>() / step), time(b["memory_bound_s"]),

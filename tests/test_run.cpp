@@ -17,6 +17,7 @@
 #include "hw/systolic_timing.hpp"
 #include "hw/topology.hpp"
 #include "sim/config.hpp"
+#include "sim/validation_band.hpp"
 #include "traces/chrome_trace.hpp"
 #include "workloads/lower.hpp"
 #include "run_helpers.hpp"
@@ -116,6 +117,52 @@ BOOST_AUTO_TEST_CASE(default_example_writes_every_output_with_the_summary_fields
   const json config = json::parse(read_file(run->out() + "/effective_config.json"));
   BOOST_TEST(config["hw"]["slice"]["topology"] == "2x2");
   BOOST_TEST(config["workload"]["training"]["global_batch"] == 1024);
+}
+
+// Issue 37: every run says how far to trust its numbers: the public points of its kind and their
+// recorded errors (bench/validate.py --record), the nearest kind's when none is exactly its, or
+// that there is no public measurement of it.
+BOOST_AUTO_TEST_CASE(every_run_says_how_far_to_trust_its_numbers) {
+  const json set = read_json(public_validation_set_path());
+  // Independently of the band's code: the recorded points of a kind and their mean held-out error.
+  auto recorded = [&](const std::string& prefix, bool exact) {
+    std::vector<double> all, held;
+    for (const auto& [id, r] : set["recorded_points"].items()) {
+      const std::string kind = r["kind"];
+      if (exact ? kind != prefix : kind.rfind(prefix, 0) != 0) continue;
+      all.push_back(std::fabs(r["error_pct"].get<double>()));
+      if (r["held_out"].get<bool>()) held.push_back(all.back());
+    }
+    const auto& used = held.empty() ? all : held;
+    double mean = 0;
+    for (double e : used) mean += e / static_cast<double>(used.size());
+    return std::make_pair(all.size(), mean);
+  };
+  // The default example: no public measurement of an MLP on v2.
+  const auto none = run_example("--trace none");
+  BOOST_TEST(none->summary["validation"]["kind"] == "tpu_v2 other training");
+  BOOST_TEST(none->summary["validation"]["match"] == "none");
+  BOOST_TEST(none->summary["validation"]["points"] == 0);
+  BOOST_TEST(contains(none->result.out, "  validation     no public measurement of tpu_v2 other training: this number is unvalidated"),
+             none->result.out);
+  // MLPerf's ResNet-50 on v4: the v4 ResNet points of the public set.
+  const auto resnet = run_example("--trace none --hw tpu_v4 --set workload.training.steps=1 --set workload.training.per_replica_batch=8",
+                                  source_path("workloads/examples/resnet50_mlperf.json"));
+  const json& band = resnet->summary["validation"];
+  BOOST_TEST(band["kind"] == "tpu_v4 convolutional training");
+  BOOST_TEST(band["match"] == "exact");
+  const auto [points, mean] = recorded("tpu_v4 convolutional training", true);
+  BOOST_TEST(points >= 3u);
+  BOOST_TEST(band["points"] == points);
+  BOOST_TEST(band["mean_abs_error_pct"].get<double>() == std::round(mean * 10) / 10);
+  BOOST_TEST(contains(read_file(resnet->out() + "/report.html"), "how far to trust it"));
+  // A layout the set lacks: the same generation and family's points, said to be other layouts.
+  const json nearest = validation_band("tpu_v5p transformer training", public_validation_set_path());
+  BOOST_TEST(nearest["match"] == "nearest");
+  BOOST_TEST(nearest["points"] == recorded("tpu_v5p transformer training", false).first);
+  BOOST_TEST(contains(nearest["text"].get<std::string>(), "of tpu_v5p transformer training (other layouts)"));
+  // A set that cannot be read is said to be.
+  BOOST_TEST(validation_band("tpu_v4 convolutional training", "/nonexistent/public_set.json")["match"] == "none");
 }
 
 BOOST_AUTO_TEST_CASE(trace_is_structurally_valid) {

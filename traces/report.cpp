@@ -635,6 +635,7 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
   add("throughput", format(Unit::samples_per_s, number_at(row, {"samples_per_s"})));
   add("throughput per chip", format(Unit::samples_per_s, number_at(row, {"samples_per_s_per_chip"})));
   add("MFU", format(Unit::percent, number_at(row, {"mfu"})));
+  add("how far to trust it", string_at(row, {"validation", "text"}));
   add("memory per core", memory_cell(row));
   add("USD per step", format(Unit::usd, number_at(row, {"cost", "usd_per_step"})));
   add("USD per million samples", format(Unit::usd, number_at(row, {"cost", "usd_per_million_samples"})));

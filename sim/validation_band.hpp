@@ -1,0 +1,29 @@
+// How far to trust a run's numbers: the public validation points of the same kind of run, and
+// the errors bench/validate.py --record kept for them (tests/data/validation/public_set.json,
+// "recorded_points"). Every `tpusim run` summary carries it, so no figure goes out without the
+// evidence behind it, or the statement that there is none.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "workloads/model.hpp"
+
+namespace tpusim {
+
+// A training run's kind: "tpu_v5p transformer training, tensor parallel, FSDP". The model family
+// is transformer (any attention layer), convolutional (any convolution) or other.
+std::string training_run_kind(const std::string& hw_name, const ModelGraph& model, bool tensor_parallel, bool fsdp);
+
+// {kind, match, points, held_out_points, mean_abs_error_pct, worst_abs_error_pct, text}: the
+// recorded points of exactly this kind, else of the same generation and model family ("nearest"),
+// else none ("no public measurement"). Errors are the held-out points' when there are any (points
+// no constant was fitted on), else every point's. `set_path`: the public set; one that cannot be
+// read gives a band that says so.
+nlohmann::ordered_json validation_band(const std::string& kind, const std::string& set_path);
+
+// The public set this build reads.
+std::string public_validation_set_path();
+
+}  // namespace tpusim
