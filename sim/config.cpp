@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <regex>
 #include <sstream>
 
@@ -348,6 +349,34 @@ T get(const json& doc, const std::string& path) {
   return doc.at(json::json_pointer(pointer)).get<T>();
 }
 
+// hw.slow_chip_draw: a seeded fraction of the slice's chips, other than those hw.slow_chips names,
+// made slow with a clock drawn uniformly between min and max. mt19937_64's sequence is fixed by
+// the standard and the mapping to chips and clocks is written out here (not a library
+// distribution, whose results differ between implementations), so a seed gives the same chips
+// everywhere.
+void draw_slow_chips(const json& draw, HwConfig& hw, const std::string& origin) {
+  const double fraction = draw.at("fraction").get<double>();
+  const double low = draw.at("core_freq_scale_min").get<double>(), high = draw.at("core_freq_scale_max").get<double>();
+  if (low > high)
+    fail(origin, "hw.slow_chip_draw.core_freq_scale_min",
+         fmt::format("{} is above hw.slow_chip_draw.core_freq_scale_max ({})", low, high));
+  std::vector<std::uint32_t> candidates;
+  for (std::uint32_t chip = 0; chip < hw.chip_count(); ++chip)
+    if (std::none_of(hw.slow_chips.begin(), hw.slow_chips.end(), [&](const SlowChip& s) { return s.chip == chip; }))
+      candidates.push_back(chip);
+  const auto count = std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(std::llround(fraction * hw.chip_count())));
+  if (count == 0) return;
+  std::mt19937_64 rng(draw.at("seed").get<std::uint64_t>());
+  for (std::size_t i = 0; i < count; ++i)  // a partial Fisher-Yates shuffle: the first `count` are drawn
+    std::swap(candidates[i], candidates[i + rng() % (candidates.size() - i)]);
+  std::vector<std::uint32_t> drawn(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(count));
+  std::sort(drawn.begin(), drawn.end());
+  for (std::uint32_t chip : drawn) {
+    const double unit = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // in [0, 1)
+    hw.slow_chips.push_back({chip, low + (high - low) * unit, 1.0});
+  }
+}
+
 HwConfig build_hw(const json& d, const std::string& origin) {
   HwConfig hw;
   hw.name = get<std::string>(d, "name");
@@ -506,6 +535,7 @@ HwConfig build_hw(const json& d, const std::string& origin) {
       if (hw.slow_chips[j].chip == hw.slow_chips[i].chip)
         fail(origin, fmt::format("hw.slow_chips[{}].chip", i), fmt::format("chip {} is listed twice", hw.slow_chips[i].chip));
   }
+  draw_slow_chips(d.at("slow_chip_draw"), hw, origin);
   for (std::size_t i = 0; i < hw.faults.size(); ++i)
     if (hw.faults[i].chip >= hw.chip_count())
       fail(origin, fmt::format("hw.faults[{}].chip", i),

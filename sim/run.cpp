@@ -390,6 +390,12 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   }
   summary["chips"] = hw.chip_count();
   summary["cores"] = hw.core_count();
+  if (!hw.slow_chips.empty()) {  // named in hw.slow_chips, or drawn by hw.slow_chip_draw
+    ojson slow = ojson::array();
+    for (const SlowChip& s : hw.slow_chips)
+      slow.push_back({{"chip", s.chip}, {"core_freq_scale", s.core_freq_scale}, {"hbm_bw_scale", s.hbm_bw_scale}});
+    summary["slow_chips"] = slow;
+  }
   summary["replicas"] = step.replicas;
   summary["global_batch"] = step.global_batch;
   summary["per_replica_batch"] = step.per_replica_batch;
@@ -741,6 +747,14 @@ std::string format_summary(const ojson& s) {
                    s["global_batch"].get<std::uint64_t>(), s["per_replica_batch"].get<std::uint64_t>(),
                    s["per_core_batch"].get<std::uint64_t>(), s["precision"].get<std::string>(),
                    s["optimizer"].get<std::string>(), steps, steps == 1 ? "" : "s");
+  if (s.contains("slow_chips")) {
+    std::string listed;
+    const ojson& slow = s["slow_chips"];
+    for (std::size_t i = 0; i < std::min<std::size_t>(slow.size(), 4); ++i)
+      listed += fmt::format("{}chip {} at {:.1f}% clock", i ? ", " : "", slow[i]["chip"].get<std::uint32_t>(),
+                            100 * slow[i]["core_freq_scale"].get<double>());
+    t += fmt::format("  slow chips     {} of {}: {}{}\n", slow.size(), s["chips"].get<std::uint64_t>(), listed, slow.size() > 4 ? ", ..." : "");
+  }
   if (s.value("frozen_parameters", std::uint64_t{0}) > 0)
     t += fmt::format("  parameters     {}: {} trained, {} frozen (no gradient, all-reduce or optimizer state)\n",
                      s["parameters"].get<std::uint64_t>(), s["trainable_parameters"].get<std::uint64_t>(),

@@ -4,7 +4,11 @@
 #include <regex>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <set>
+
+#include <fmt/format.h>
 
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
@@ -331,4 +335,47 @@ BOOST_AUTO_TEST_CASE(durations_and_time_left_read_as_a_person_says_them) {
   BOOST_TEST(time_left_text(30, 1, 4, 20) == "about 1 min 10 s left");  // 20 s of the next spent
   BOOST_TEST(time_left_text(30, 0, 4) == "");                        // no pace yet
   BOOST_TEST(time_left_text(30, 4, 4) == "");                        // done
+}
+
+// Issue 39: a fleet's spread of slow parts as configuration. hw.slow_chip_draw makes a seeded
+// fraction of the slice slow, with clocks drawn between min and max: the same seed the same
+// chips (written-out mapping, not a library distribution), another seed others; chips that
+// hw.slow_chips names are not drawn again.
+BOOST_AUTO_TEST_CASE(a_seeded_fraction_of_slow_chips_is_drawn_the_same_way_every_time) {
+  auto slow_of = [](std::vector<std::string> sets) {
+    ConfigRequest request;
+    request.hw = "tpu_v4";
+    request.topology = "4x4x4";
+    request.sets = std::move(sets);
+    return load_config(request).hw.slow_chips;
+  };
+  const std::vector<std::string> draw = {"hw.slow_chip_draw.fraction=0.125", "hw.slow_chip_draw.core_freq_scale_min=0.8",
+                                         "hw.slow_chip_draw.core_freq_scale_max=0.95"};
+  const auto a = slow_of(draw), b = slow_of(draw);
+  BOOST_TEST_REQUIRE(a.size() == 8u);  // 12.5% of 64 chips
+  std::set<std::uint32_t> chips;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    BOOST_TEST(a[i].chip == b[i].chip);
+    BOOST_TEST(a[i].core_freq_scale == b[i].core_freq_scale);
+    BOOST_TEST(a[i].core_freq_scale >= 0.8);
+    BOOST_TEST(a[i].core_freq_scale <= 0.95);
+    BOOST_TEST(a[i].hbm_bw_scale == 1.0);
+    chips.insert(a[i].chip);
+  }
+  BOOST_TEST(chips.size() == 8u);
+  std::vector<std::string> reseeded = draw;
+  reseeded.push_back("hw.slow_chip_draw.seed=2");
+  const auto c = slow_of(reseeded);
+  bool same = true;
+  for (std::size_t i = 0; i < c.size(); ++i) same = same && c[i].chip == a[i].chip;
+  BOOST_TEST(!same);
+  std::vector<std::string> named = draw;
+  named.push_back(fmt::format("hw.slow_chips=[{{\"chip\": {}, \"core_freq_scale\": 0.5}}]", a[0].chip));
+  const auto d = slow_of(named);
+  BOOST_TEST(d.size() == 9u);  // the named chip, and eight drawn among the others
+  BOOST_TEST(std::count_if(d.begin(), d.end(), [&](const SlowChip& s) { return s.chip == a[0].chip; }) == 1);
+  ConfigRequest bad;
+  bad.hw = "tpu_v4";
+  bad.sets = {"hw.slow_chip_draw.core_freq_scale_min=0.99", "hw.slow_chip_draw.core_freq_scale_max=0.9"};
+  BOOST_TEST(contains(load_error(bad), "hw.slow_chip_draw.core_freq_scale_min: 0.99 is above hw.slow_chip_draw.core_freq_scale_max (0.9)"));
 }
