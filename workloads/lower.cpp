@@ -640,15 +640,18 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // into one all-reduce of the sum), with the elements of the whole tensor.
   std::vector<std::vector<std::uint32_t>> partial_dy(n);
   std::vector<const Node*> partial_from(n, nullptr);  // a column layer that left one
+  // One pass adding up the gradients `parts` of a tensor of `rows` elements (nothing to add: the one).
+  auto summed = [&](StepEmitter& e, const std::string& name, std::uint64_t rows, std::vector<std::uint32_t> parts) {
+    if (parts.size() < 2) return parts;
+    return std::vector<std::uint32_t>{e.vector(name, Phase::Backward, rows, static_cast<double>(parts.size() - 1),
+                                               parts.size() * rows * act_bytes, rows * act_bytes, parts)};
+  };
   for (std::size_t i = n; i-- > 0;) {
     const Node& node = model.nodes[i];
     if (!partial_dy[i].empty()) {
       StepEmitter& column = on(*partial_from[i]);  // the whole tensor, every token
       const std::uint64_t e = column.rows(elements(node.out));
-      std::vector<std::uint32_t> parts = std::move(partial_dy[i]);
-      if (parts.size() > 1)
-        parts = {column.vector(node.spec.name + "/bwd/sum_partial_grads", Phase::Backward, e, static_cast<double>(parts.size() - 1),
-                           parts.size() * e * act_bytes, e * act_bytes, parts)};
+      const std::vector<std::uint32_t> parts = summed(column, node.spec.name + "/bwd/sum_partial_grads", e, std::move(partial_dy[i]));
       dy[i].push_back(column.model_partial_sums(node.spec.name + "/bwd/dY_model_sum", Phase::Backward, e, parts));
     }
     if (dy[i].empty()) continue;  // not on the loss's path
@@ -665,9 +668,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     const bool parts = !node.kind->is_view() && !node.consumers.empty() &&
                        std::all_of(node.consumers.begin(), node.consumers.end(), takes_part);
     const std::uint64_t out_rows = on(node).rows(elements(node.out));
-    if (deps.size() > 1 && !fused(i) && !parts)
-      deps = {em.vector(node.spec.name + "/bwd/sum_grads", Phase::Backward, out_rows, static_cast<double>(deps.size() - 1),
-                        deps.size() * out_rows * act_bytes, out_rows * act_bytes, deps)};
+    if (!fused(i) && !parts) deps = summed(em, node.spec.name + "/bwd/sum_grads", out_rows, std::move(deps));
 
     if (fused(i)) {
       // The whole chain's backward, reached at its last layer; its gradient flows to the chain's

@@ -127,7 +127,7 @@ std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shard
     LayerSpec& s = layers[node.index];
     if (node.spec.type == "attention") {
       if (node.spec.heads % shards) fail(node, fmt::format("{} heads do not split over a model axis of {}", node.spec.heads, shards));
-      const std::uint64_t kv_heads = node.spec.kv_heads ? node.spec.kv_heads : node.spec.heads;
+      const std::uint64_t kv_heads = node.spec.key_value_heads();
       if (kv_heads % shards)
         fail(node, fmt::format("{} key/value heads do not split over a model axis of {} (tpusim does not replicate them)",
                                kv_heads, shards));

@@ -53,6 +53,9 @@ struct LayerSpec {
   // and up projections): the first one's name. Their input's gradient is summed over the model
   // axis once for the group.
   std::string column_group;
+
+  // attention: the key/value heads, kv_heads or (0) as many as the query heads.
+  std::uint64_t key_value_heads() const { return kv_heads ? kv_heads : heads; }
   std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output; add_parameter: the learned tensor
   std::uint64_t tokens = 0;                     // prepend_tokens: learned rows put first
 };

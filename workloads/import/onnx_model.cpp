@@ -769,10 +769,7 @@ class OnnxImporter {
         fail_top(fmt::format("training_info: update_binding names \"{}\", which is not a parameter of the graph", p));
       updated.insert(p);
     }
-    struct Owned {
-      bool any = false, updated = false;
-    };
-    std::map<std::string, Owned> owned;  // layer -> what it reads of the parameters
+    std::map<std::string, bool> any_updated;  // a layer reading parameters -> whether training updates one
     for (const OnnxNode& n : m_.nodes) {
       if (n.outputs.empty()) continue;
       const auto layer = produced_.find(n.outputs[0]);
@@ -781,14 +778,13 @@ class OnnxImporter {
         if (in.empty() || is_activation(in)) continue;
         const std::string p = parameter_behind(in);
         if (p.empty()) continue;
-        Owned& o = owned[layer->second];
-        o.any = true;
-        o.updated = o.updated || updated.count(p) > 0;
+        bool& any = any_updated[layer->second];
+        any = any || updated.count(p) > 0;
       }
     }
     std::size_t frozen = 0;
-    for (const auto& [name, o] : owned) {
-      if (!o.any || o.updated) continue;
+    for (const auto& [name, any] : any_updated) {
+      if (any) continue;
       layers_[by_name_.at(name)].spec["trainable"] = false;
       ++frozen;
     }

@@ -21,17 +21,14 @@ namespace {
 // output projection the query heads' rows, whose partial sums are added up over the model axis
 // (and the input's gradient likewise).
 struct Widths {
-  std::uint64_t seq, d;
-  std::uint64_t q, kv;  // of this core's query heads, and of its key/value heads
+  std::uint64_t seq, d, dh;  // dh: one head's width
+  std::uint64_t q, kv;       // of this core's query heads, and of its key/value heads
 };
-
-std::uint64_t kv_heads_of(const LayerSpec& s) { return s.kv_heads ? s.kv_heads : s.heads; }
-std::uint64_t head_dim_of(const LayerSpec& s, std::uint64_t d) { return s.head_dim ? s.head_dim : d / s.heads; }
 
 Widths widths(const Node& node) {
   const LayerSpec& s = node.spec;
-  const std::uint64_t seq = node.in[0], d = node.in[1], dh = head_dim_of(s, d);
-  return {seq, d, s.heads / s.model_shards * dh, kv_heads_of(s) / s.model_shards * dh};
+  const std::uint64_t seq = node.in[0], d = node.in[1], dh = s.head_dim ? s.head_dim : d / s.heads;
+  return {seq, d, dh, s.heads / s.model_shards * dh, s.key_value_heads() / s.model_shards * dh};
 }
 
 // Per sample: the four projections' FLOPs, and QK^T's and AV's.
@@ -60,7 +57,7 @@ AttentionGeometry geometry(const StepEmitter& em, const Node& node) {
   const Widths w = widths(node);
   a.seq = w.seq;
   a.d = w.d;
-  a.dh = head_dim_of(node.spec, a.d);
+  a.dh = w.dh;
   a.local_q = w.q;
   a.local_kv = w.kv;
   a.heads_total = em.batch() * (node.spec.heads / node.spec.model_shards);
@@ -86,7 +83,7 @@ class Attention : public LayerKind {
     const std::uint64_t d = node.in[1];
     if (!s.head_dim && d % s.heads)
       ctx.fail("heads", fmt::format("{} heads do not divide the width {} (give head_dim for heads of another width)", s.heads, d));
-    const std::uint64_t kv_heads = kv_heads_of(s);
+    const std::uint64_t kv_heads = s.key_value_heads();
     if (kv_heads > s.heads || s.heads % kv_heads)
       ctx.fail("kv_heads", fmt::format("{} key/value heads do not divide the {} query heads into groups", kv_heads, s.heads));
     if (s.heads % s.model_shards) ctx.fail("heads", fmt::format("{} heads do not split over {} cores", s.heads, s.model_shards));
