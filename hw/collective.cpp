@@ -90,6 +90,33 @@ SchedulePart torus_part(const Torus& torus, std::uint32_t chip, const Collective
   return part;
 }
 
+// The DCN stage of a reduction over several slices: what each part holds after its reduce-scatter
+// passes (its share of the buffer, 1/group of it) is all-reduced with the chip's peers in the
+// other slices, a ring reduce-scatter and all-gather over the DCN, before the part's all-gather
+// passes bring the result back to the whole group. A group of one chip all-reduces the whole buffer.
+void add_dcn_stage(CollectiveSchedule& schedule, const CollectiveSpec& spec) {
+  if (schedule.parts.empty()) schedule.parts.push_back(SchedulePart{});
+  for (SchedulePart& part : schedule.parts) {
+    auto after_reduce = part.passes.begin();
+    std::uint64_t held = spec.bytes;
+    while (after_reduce != part.passes.end() && after_reduce->reduce) {
+      // A line's two directions carry the same shards; a ring's each carry half of them.
+      held = after_reduce->line ? after_reduce->shard_bytes : after_reduce->shard_bytes * after_reduce->directions();
+      ++after_reduce;
+    }
+    RingPass pass;
+    pass.dcn_slices = spec.dcn_slices;
+    pass.shard_bytes = ceil_div<std::uint64_t>(held, spec.dcn_slices);
+    pass.steps = spec.dcn_slices - 1;
+    pass.reduce = true;
+    pass.label = "RS dcn";
+    RingPass gather = pass;
+    gather.reduce = false;
+    gather.label = "AG dcn";
+    part.passes.insert(after_reduce, {pass, gather});
+  }
+}
+
 }  // namespace
 
 bool ring_sends(const RingPass& pass, std::uint32_t dir, std::uint32_t step) {
@@ -105,9 +132,17 @@ std::uint64_t schedule_sent_bytes(const CollectiveSchedule& schedule) {
   std::uint64_t bytes = 0;
   for (const SchedulePart& part : schedule.parts)
     for (const RingPass& pass : part.passes)
-      for (std::uint32_t dir = 0; dir < pass.directions(); ++dir)
+      for (std::uint32_t dir = 0; dir < pass.directions() && !pass.over_dcn(); ++dir)
         for (std::uint32_t step = 0; step < pass.steps; ++step)
           if (ring_sends(pass, dir, step)) bytes += pass.shard_bytes;
+  return bytes;
+}
+
+std::uint64_t schedule_dcn_sent_bytes(const CollectiveSchedule& schedule) {
+  std::uint64_t bytes = 0;
+  for (const SchedulePart& part : schedule.parts)
+    for (const RingPass& pass : part.passes)
+      if (pass.over_dcn()) bytes += pass.shard_bytes * pass.steps;
   return bytes;
 }
 
@@ -126,7 +161,10 @@ std::uint32_t group_size(const Torus& torus, std::uint32_t mask) {
   return p;
 }
 
-CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec) {
+namespace {
+
+// The passes within the slice.
+CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec) {
   CollectiveSchedule schedule;
   const auto axes = group_axes_of(torus, spec.group_axes);
   schedule.group_size = group_size(torus, spec.group_axes);
@@ -172,11 +210,24 @@ CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const
   return schedule;
 }
 
+}  // namespace
+
+CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec) {
+  CollectiveSchedule schedule = plan_ici_collective(torus, chip, spec);
+  const bool reduces = spec.kind == CollectiveKind::AllReduce || spec.kind == CollectiveKind::ReduceScatter;
+  if (spec.dcn_slices > 1 && reduces && spec.bytes > 0) add_dcn_stage(schedule, spec);
+  return schedule;
+}
+
 double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& schedule, const HwConfig& hw,
                                 const CollectiveSpec& spec) {
   const VectorUnitShape vpu{hw.core.vpu.lanes, hw.core.vpu.sublanes, hw.core.vpu.alus_per_element};
   const Clock clock{hw.core.freq_mhz};
   if (schedule.parts.empty()) return 0;
+  // The parts run their DCN passes at about the same time, on the chip's one DCN port.
+  std::size_t parts_over_dcn = 0;
+  for (const auto& part : schedule.parts)
+    parts_over_dcn += std::any_of(part.passes.begin(), part.passes.end(), [](const RingPass& p) { return p.over_dcn(); });
   double slowest_part = 0;
   for (const auto& part : schedule.parts) {
     double t = 0;
@@ -188,8 +239,10 @@ double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& sc
         max_hops = std::max(max_hops, torus.route(pass.ring[i], pass.ring[(i + 1) % p]).size());
         if (pass.directions() == 2) max_hops = std::max(max_hops, torus.route(pass.ring[(i + 1) % p], pass.ring[i]).size());
       }
-      const double latency_s = static_cast<double>(max_hops) * hw.ici.hop_latency_ns * 1e-9;
-      const double transfer_s = ps_to_s(transfer_ps(pass.shard_bytes, hw.ici.payload_bw_gbps()));
+      const double latency_s = pass.over_dcn() ? hw.dcn.latency_us * 1e-6 : static_cast<double>(max_hops) * hw.ici.hop_latency_ns * 1e-9;
+      const double transfer_s =
+          ps_to_s(transfer_ps(pass.shard_bytes, pass.over_dcn() ? hw.dcn.bw_gbps_per_chip / static_cast<double>(parts_over_dcn)
+                                                                : hw.ici.payload_bw_gbps()));
       // Both directions' shards arrive together and queue on the one vector unit.
       double add_s = 0;
       if (pass.reduce) {

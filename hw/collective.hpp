@@ -32,10 +32,14 @@ struct RingPass {
   // direction carrying whole shards to the chips on that side; a chip sends and receives only in
   // the steps its place on the line gives it (ring_sends, ring_receives).
   bool line = false;
-  std::string label;                // "RS x", "AG y", "RS ring"
+  std::string label;                // "RS x", "AG y", "RS ring", "RS dcn"
+  // A pass over the data-center network among this many slices (0: an ICI pass). Its ring is the
+  // chip's peers at the same place in every slice, which are not simulated: `ring` stays empty.
+  std::uint32_t dcn_slices = 0;
 
   // Direction 0 sends to the next chip in `ring`, direction 1 to the previous one.
   std::uint32_t directions() const { return bidirectional || line ? 2 : 1; }
+  bool over_dcn() const { return dcn_slices > 0; }
 };
 
 // Whether this chip sends (receives) a shard in direction `dir` at ring step `step`. On a ring
@@ -71,13 +75,16 @@ CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const
 // its hops): a shard in every direction and step it sends in. The end-of-run checks hold the
 // collective units to it, so that no fault goes unseen because every chip shares it.
 std::uint64_t schedule_sent_bytes(const CollectiveSchedule& schedule);
+// The same for what it sends over the DCN to its peers in other slices.
+std::uint64_t schedule_dcn_sent_bytes(const CollectiveSchedule& schedule);
 
 // Alpha-beta time of a schedule when nothing contends. A ring step forwards what the step before
 // brought as it arrives (cut-through), so a pass of n steps takes one step's hop latency (the
 // slowest edge's hops) and transfer, plus n - 1 times the longer of the two: bandwidth-bound
 // passes pay the latency once, latency-bound ones once per step. A reduce-scatter's additions
 // (gamma) run as the bytes arrive and only show when the vector unit is slower than the link;
-// parts run side by side. HBM traffic is assumed hidden behind the links.
+// parts run side by side. HBM traffic is assumed hidden behind the links. A DCN pass is timed
+// the same way at the chip's DCN bandwidth and latency.
 double collective_closed_form_s(const Torus& torus, const CollectiveSchedule& schedule, const HwConfig& hw,
                                 const CollectiveSpec& spec);
 

@@ -15,6 +15,14 @@ CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip,
   arrivals.bind(*this);
   part_count_ = std::max<std::uint32_t>(1, torus.axes());  // one part per axis at most
   add_lane();  // lane 0, so that a chip's first collective tracks are there from the start
+  if (hw.slices > 1) {
+    UnitInfo info;
+    info.path = fmt::format("chip{}.dcn", chip_);
+    info.kind = UnitKind::Dcn;
+    info.chip = chip_;
+    info.label = "dcn";
+    dcn_ = Reporter(sink_, info);
+  }
   SC_METHOD(book_in_order);
   sensitive << work_posted_;
   dont_initialize();
@@ -42,16 +50,23 @@ void CollectiveUnit::book_in_order() {
       case WorkKind::WriteBack:
         hbm_access(tlm::TLM_WRITE_COMMAND, w.bytes, w.label, w.step, w.at);
         break;
-      case WorkKind::Arrival: {
-        // A piece is added as its bytes come in, so it is done when the last byte is there or when
-        // the vector unit gets through it, whichever is later.
-        Picos taken = w.at;
-        if (w.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(w.bytes, w.element_bytes), w.head, w.label, w.step));
-        else hbm_access(tlm::TLM_WRITE_COMMAND, w.bytes, w.label, w.step, w.at);  // a gathered piece lands in HBM
-        Inbox& box = inbox(w.key);
-        box.head_ps = std::min(box.head_ps, w.head);
-        box.piece_ready_ps.push_back(taken);
-        if (box.piece_ready_ps.size() == w.pieces) completed_parts |= 1u << (w.key.part % kMaxParts);
+      case WorkKind::Arrival:
+        take_in(w, w.head, w.at, completed_parts);
+        break;
+      case WorkKind::DcnSend: {
+        // The peer this piece goes to sends its own piece of the step to this chip at the same
+        // moment, and it arrives when this one arrives there.
+        // Cut-through, as on the ICI: the piece goes out as its bytes come in (from `head`), and
+        // cannot be out before its last byte is there (`at`).
+        const Picos start = std::max({w.head, dcn_free_ps_, now_ps()});
+        dcn_free_ps_ = std::max(start + transfer_ps(w.bytes, hw_.dcn.bw_gbps_per_chip), w.at);
+        counts_.dcn_sent_bytes += w.bytes;
+        UnitRequest job;
+        job.label = w.label;
+        job.step = w.step;
+        dcn_.busy({start, dcn_free_ps_}, job, w.bytes);
+        const Picos latency = ns_to_ps(hw_.dcn.latency_us * 1000);
+        take_in(w, start + latency, dcn_free_ps_ + latency, completed_parts);
         break;
       }
     }
@@ -59,6 +74,31 @@ void CollectiveUnit::book_in_order() {
   posted_.clear();
   for (std::uint32_t part = 0; part < kMaxParts; ++part)
     if (completed_parts >> part & 1u) step_arrived_[part].notify(sc_core::SC_ZERO_TIME);
+}
+
+void CollectiveUnit::take_in(const RingWork& w, Picos head, Picos tail, std::uint32_t& completed_parts) {
+  // A piece is added as its bytes come in, so it is done when the last byte is there or when the
+  // vector unit gets through it, whichever is later.
+  Picos taken = tail;
+  if (w.reduce) taken = std::max(taken, vpu_add(ceil_div<std::uint64_t>(w.bytes, w.element_bytes), head, w.label, w.step));
+  else hbm_access(tlm::TLM_WRITE_COMMAND, w.bytes, w.label, w.step, tail);  // a gathered piece lands in HBM
+  Inbox& box = inbox(w.key);
+  box.head_ps = std::min(box.head_ps, head);
+  box.piece_ready_ps.push_back(taken);
+  if (box.piece_ready_ps.size() == w.pieces) completed_parts |= 1u << (w.key.part % kMaxParts);
+}
+
+CollectiveUnit::Inbox CollectiveUnit::take_step(const StepKey& key, std::uint64_t pieces) {
+  for (;;) {
+    const auto it = std::find_if(inbox_.begin(), inbox_.end(), [&key](const Inbox& b) { return b.key == key; });
+    if (it != inbox_.end() && it->piece_ready_ps.size() == pieces) {
+      Inbox taken = std::move(*it);
+      *it = std::move(inbox_.back());  // the order of the entries does not matter
+      inbox_.pop_back();
+      return taken;
+    }
+    sc_core::wait(step_arrived_[key.part % kMaxParts]);
+  }
 }
 
 void CollectiveUnit::add_lane() {
@@ -135,7 +175,10 @@ void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, con
     wakes_.set_rank(wake_rank(1 + lane * kMaxParts + part));
     const Picos start = now_ps();
     const auto& passes = schedule.parts[part].passes;
-    for (std::uint32_t i = 0; i < passes.size(); ++i) run_pass(ctx, passes[i], part, i);
+    for (std::uint32_t i = 0; i < passes.size(); ++i) {
+      if (passes[i].over_dcn()) run_dcn_pass(ctx, passes[i], part, i);
+      else run_pass(ctx, passes[i], part, i);
+    }
     lanes_[lane].parts[part].busy({start, now_ps()}, ctx.label, ctx.step);
   };
   if (schedule.parts.size() == 1) {
@@ -200,18 +243,8 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
     for (std::uint32_t dir = 0; dir < directions; ++dir) {
       forwards[dir] = ring_receives(pass, dir, s);
       if (!forwards[dir]) continue;
-      const StepKey key{ctx.instance, part, index, dir, s};
-      for (;;) {
-        const auto it = std::find_if(inbox_.begin(), inbox_.end(), [&key](const Inbox& b) { return b.key == key; });
-        if (it != inbox_.end() && it->piece_ready_ps.size() == pieces) {
-          before[dir] = std::move(*it);
-          done = std::max(done, before[dir].piece_ready_ps.back());
-          *it = std::move(inbox_.back());  // the order of the entries does not matter
-          inbox_.pop_back();
-          break;
-        }
-        sc_core::wait(step_arrived_[part % kMaxParts]);
-      }
+      before[dir] = take_step(StepKey{ctx.instance, part, index, dir, s}, pieces);
+      done = std::max(done, before[dir].piece_ready_ps.back());
     }
     while (own_ready == kPending) sc_core::wait(step_arrived_[part % kMaxParts]);
     own_before = own_ready;
@@ -222,6 +255,42 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
   if (pass.reduce)
     post({StepKey{ctx.instance, part, index, kOwnShard, pass.steps}, WorkKind::WriteBack, done, 0,
           pass.line ? pass.shard_bytes : pass.shard_bytes * directions, true, elem_bytes, 1, ctx.label, ctx.step, nullptr});
+  wakes_.wait_until(done);
+}
+
+// The peers over the DCN are this chip's mirror images in the other slices, which are not
+// simulated: by symmetry each does what this chip does when it does it, so the piece this chip
+// receives in a step arrives as the one it sends arrives at its peer (DcnSend books both).
+void CollectiveUnit::run_dcn_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index) {
+  const std::uint64_t piece = ring_piece_bytes(pass, ctx.spec.chunk_bytes);
+  const std::uint64_t pieces = ceil_div<std::uint64_t>(pass.shard_bytes, piece);
+  auto piece_bytes = [&](std::uint64_t j) { return j + 1 < pieces ? piece : pass.shard_bytes - piece * (pieces - 1); };
+  const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
+  Inbox before;  // what the step before brought, which this step forwards (with the own shard added)
+  Picos own_before = 0, done = now_ps();
+  for (std::uint32_t s = 0; s < pass.steps; ++s) {
+    const StepKey key{ctx.instance, part, index, 0, s};
+    if (s > 0) wakes_.wait_until(std::max(before.head_ps, now_ps()));
+    for (std::uint64_t j = 0; j < pieces; ++j) {
+      const Picos available = s > 0 ? std::max(before.piece_ready_ps[j], own_before) : now_ps();
+      post({key, WorkKind::DcnSend, available, now_ps(), piece_bytes(j), pass.reduce, elem_bytes,
+            static_cast<std::uint32_t>(pieces), ctx.label, ctx.step, nullptr});
+    }
+    Picos own_ready = now_ps();
+    if (pass.reduce) {
+      own_ready = kPending;
+      post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::OwnShardRead, now_ps(), 0, pass.shard_bytes, true,
+            elem_bytes, 1, ctx.label, ctx.step, &own_ready});
+    }
+    before = take_step(key, pieces);
+    done = std::max(done, before.piece_ready_ps.back());
+    while (own_ready == kPending) sc_core::wait(step_arrived_[part % kMaxParts]);
+    own_before = own_ready;
+    done = std::max(done, own_ready);
+  }
+  if (pass.reduce)
+    post({StepKey{ctx.instance, part, index, kOwnShard, pass.steps}, WorkKind::WriteBack, done, 0, pass.shard_bytes, true,
+          elem_bytes, 1, ctx.label, ctx.step, nullptr});
   wakes_.wait_until(done);
 }
 

@@ -1,6 +1,7 @@
 // A chip's collective unit: runs this chip's share of a collective (hw/collective.hpp's ring
-// passes) over the ICI router, with the reduction on core 0's vector unit and the operands
-// streamed from and to the chip's HBM, so collectives compete with compute for both.
+// passes) over the ICI router, and over its DCN port to the other slices, with the reduction on
+// core 0's vector unit and the operands streamed from and to the chip's HBM, so collectives
+// compete with compute for both.
 //
 // The chip's cores reach it through `socket` (a UnitRequest with `collective` set). It waits until
 // every core of the chip has arrived, combines their contributions through HBM (two cores of a
@@ -49,6 +50,7 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
     std::uint64_t sent_bytes = 0;
     std::uint64_t sent_link_bytes = 0;
     std::uint64_t arrived_bytes = 0;
+    std::uint64_t dcn_sent_bytes = 0;
   };
   const Counts& counts() const { return counts_; }
   // Instances this chip has joined and not completed, and ring steps whose pieces are not all
@@ -98,7 +100,8 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   // asking for it happen to run: several ask at the same instant (the parts of an all-axes
   // collective, the neighbours sending to this chip), and the order the SystemC kernel runs
   // them in differs from chip to chip, which made symmetric chips drift apart.
-  enum class WorkKind : std::uint8_t { Arrival, OwnShardRead, WriteBack };
+  // DcnSend: a piece onto the DCN port, and (its mirror image) the peer's piece arriving.
+  enum class WorkKind : std::uint8_t { Arrival, OwnShardRead, WriteBack, DcnSend };
   struct RingWork {
     StepKey key;
     WorkKind kind = WorkKind::Arrival;
@@ -122,6 +125,11 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   // A piece arrives (at the tail time it carries): book its addition or its HBM write for then.
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
   void run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
+  void run_dcn_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
+  // Waits until every piece of `key`'s step is in; what the step brought, in order.
+  Inbox take_step(const StepKey& key, std::uint64_t pieces);
+  // Books a piece arriving at `tail` (its first byte at `head`): added, or written to HBM.
+  void take_in(const RingWork& work, Picos head, Picos tail, std::uint32_t& completed_parts);
   void post(const RingWork& work);
   // A method process: books the work posted in the delta cycle before, sorted by what it is for.
   void book_in_order();
@@ -171,6 +179,9 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   // are allocated and freed for every step and are cache misses on a large slice.
   std::vector<Inbox> inbox_;
   std::vector<RingWork> posted_;
+  // The DCN port: free from then on, its transfers in the order they are booked.
+  Picos dcn_free_ps_ = 0;
+  Reporter dcn_;
   sc_core::sc_event work_posted_;
   // One payload serves every request (Request::reset): HBM, the vector unit and the router
   // answer without yielding, so no two requests are ever in flight at once.

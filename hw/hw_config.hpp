@@ -116,6 +116,13 @@ struct HostConfig {
   double launch_overhead_us = 0;
 };
 
+// The data-center network between slices (Cloud TPU multislice): a chip's traffic to its peer in
+// another slice leaves by DMA to its host, crosses the network and lands by DMA in the peer's HBM.
+struct DcnConfig {
+  double bw_gbps_per_chip = 0;  // per direction; 0: none published, so no multislice
+  double latency_us = 10;
+};
+
 // Power of one chip as the summary's energy model takes it (sim/cost_energy.hpp).
 struct ChipPower {
   double idle_w = 0;
@@ -171,7 +178,11 @@ struct HwConfig {
   HbmConfig hbm;
   IciConfig ici;
   HostConfig host;
+  DcnConfig dcn;
   std::vector<std::uint32_t> slice_dims;  // torus shape in chips, e.g. {4, 4}
+  // Identical slices joined by the DCN, each holding data-parallel replicas. One is simulated:
+  // by symmetry its chips' peers in the other slices do what they do, at the same time.
+  std::uint32_t slices = 1;
   std::vector<SlowChip> slow_chips;       // none on a homogeneous slice
   std::vector<SlowLink> slow_links;
   std::vector<InjectedFault> faults;  // none outside the tests of the checks
@@ -212,6 +223,8 @@ struct HwConfig {
     return n;
   }
   std::uint64_t core_count() const { return chip_count() * chip.cores; }
+  // Every slice's chips (chip_count() is one slice's).
+  std::uint64_t total_chip_count() const { return chip_count() * slices; }
   // Peak of the modelled MXUs (not the documented figure) so that MFU of a perfectly busy
   // MXU is exactly 1.
   double peak_bf16_flops_per_chip() const {

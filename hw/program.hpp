@@ -108,6 +108,9 @@ struct CollectiveSpec {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::TorusAllAxes;
   std::uint32_t group_axes = 0x7;  // bit a set: the group spans torus axis a (0x7: the whole slice)
   std::uint64_t chunk_bytes = 0;   // pieces a ring step is sent in, pipelined with the reduction; 0: one
+  // A reduction whose group also spans this many slices over the DCN (1: this slice only): what
+  // the ICI part leaves on each chip is all-reduced with the chip's peers in the other slices.
+  std::uint32_t dcn_slices = 1;
 };
 
 struct InfeedWork {

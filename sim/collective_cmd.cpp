@@ -31,7 +31,8 @@ std::uint32_t parse_group(const std::string& text) {
 }
 
 ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
-  const CollectiveSpec& spec = request.spec;
+  CollectiveSpec spec = request.spec;
+  spec.dcn_slices = hw_in.slices;  // --slices: the group spans that many slices over the DCN
   if (spec.bytes == 0 || spec.bytes > (std::uint64_t{1} << 40))
     throw InputError(fmt::format("--bytes {}: expected between 1 and {}", spec.bytes, std::uint64_t{1} << 40));
   HwConfig hw = hw_in;
@@ -42,6 +43,9 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   for (std::uint8_t a = 0; a < 3; ++a)
     if ((request.named_axes || spec.group_axes != 0x7) && (spec.group_axes >> a & 1u) && a >= torus.axes())
       throw InputError(fmt::format("--group: a {} slice has no {} axis", torus.shape(), "xyz"[a]));
+  if (spec.dcn_slices > 1 && spec.kind != CollectiveKind::AllReduce && spec.kind != CollectiveKind::ReduceScatter)
+    throw InputError(fmt::format("--slices {}: only a reduction (all-reduce, reduce-scatter) crosses to other slices; "
+                                 "an {} stays within one", spec.dcn_slices, collective_kind_name(spec.kind)));
   const CollectiveSchedule schedule = plan_collective(torus, 0, spec);
   const std::uint32_t p = schedule.group_size;
 
@@ -82,6 +86,10 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   out["concurrent"] = request.concurrent;
   out["group_size"] = p;
   out["groups"] = torus.chip_count() / p;
+  if (spec.dcn_slices > 1) {
+    out["slices"] = spec.dcn_slices;
+    out["dcn_sent_bytes_per_chip"] = schedule_dcn_sent_bytes(schedule);
+  }
   add_times(out, hw, time_s);
   const double alpha_beta = collective_closed_form_s(torus, schedule, hw, spec);
   out["alpha_beta_s"] = alpha_beta;

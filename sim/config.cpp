@@ -483,6 +483,9 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   hw.host.pcie_bw_gbps = get<double>(d, "host.pcie_bw_gbps");
   hw.host.pcie_latency_ns = get<double>(d, "host.pcie_latency_ns");
   hw.host.launch_overhead_us = get<double>(d, "host.launch_overhead_us");
+  hw.dcn.bw_gbps_per_chip = get<double>(d, "dcn.bw_gbps_per_chip");
+  hw.dcn.latency_us = get<double>(d, "dcn.latency_us");
+  hw.slices = get<std::uint32_t>(d, "slice.count");
 
   const std::string topology = get<std::string>(d, "slice.topology");
   try {
@@ -574,6 +577,22 @@ HwConfig build_hw(const json& d, const std::string& origin) {
                            "link per ring can be down)", o.chip, l.chip, "xyz"[l.axis]));
       }
     }
+  }
+  if (hw.slices > 1) {
+    if (hw.dcn.bw_gbps_per_chip <= 0)
+      fail(origin, "hw.dcn.bw_gbps_per_chip",
+           fmt::format("{} slices need the data-center network between them, and {} has no DCN bandwidth published; "
+                       "set it (--set hw.dcn.bw_gbps_per_chip=GB/s per chip)", hw.slices, hw.name));
+    // One slice stands for all: a chip or link unlike its peers in the other slices would make
+    // them differ, which the simulation of one slice cannot show.
+    const char* asymmetric = !hw.slow_chips.empty() ? "hw.slow_chips"
+                             : !hw.slow_links.empty() ? "hw.slow_links"
+                             : !hw.faults.empty()     ? "hw.faults"
+                                                      : nullptr;
+    if (asymmetric)
+      fail(origin, "hw.slice.count",
+           fmt::format("{} slices are simulated as one, so they must be identical; {} (or hw.slow_chip_draw) makes one "
+                       "differ: not modelled with more than one slice", hw.slices, asymmetric));
   }
   if (m.channel_width_bits % 8 != 0)
     fail(origin, "hw.hbm.channel_width_bits", fmt::format("expected a multiple of 8, got {}", m.channel_width_bits));
@@ -933,6 +952,7 @@ Config load_config(const ConfigRequest& request_as_given) {
   validate_object(config.hw_doc, "hw", "", "hw", hw_origin);
   if (!request.workload_path.empty()) validate_object(config.workload_doc, "workload", "", "workload", request.workload_path);
   if (!request.topology.empty()) apply_set(config.hw_doc, config.workload_doc, "hw.slice.topology=" + request.topology);
+  if (request.slices > 0) apply_set(config.hw_doc, config.workload_doc, fmt::format("hw.slice.count={}", request.slices));
   for (const auto& s : request.sets) {
     apply_set(config.hw_doc, config.workload_doc, s);
     clear_the_other_of_a_pair(config, s);

@@ -20,6 +20,7 @@ struct ConfigRequest {
   // effective configuration ({"hw": ..., "workload": ...}) keeps its own hardware unless asked.
   bool hw_given = true;
   std::string topology;       // empty: the preset's slice
+  std::uint32_t slices = 0;   // 0: the hardware's hw.slice.count
   std::vector<std::string> sets;  // "hw.hbm.bw_gbps=1000", "workload.training.global_batch=2048"
 };
 

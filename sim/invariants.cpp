@@ -90,7 +90,7 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
     v.add("MXU FLOPs", fmt::format("the program's matmuls count {:.6g} FLOPs per core and step, the model {:.6g}",
                                    program_flops, model_flops));
 
-  std::uint64_t dma_total = 0, hbm_total = 0, sent = 0, sent_link = 0, arrived = 0, completed = 0;
+  std::uint64_t dma_total = 0, hbm_total = 0, sent = 0, sent_link = 0, arrived = 0, completed = 0, dcn_sent = 0;
   // Each simulated chip stands for `stands_for` chips of the slice (hw/symmetry.hpp).
   const std::uint64_t stands_for = system.simulated().multiplicity;
   CountedSum useful_flops, executed_flops;
@@ -126,12 +126,20 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
                                      chip.memory().name(), served, into_hbm));
     // What the program's collectives ask this chip to send: counted from their plans, not from
     // what its peers did, so that a fault every chip shares (none of them taking part) is seen.
-    std::uint64_t asked = 0;
-    for (const Op& op : program.ops)
-      if (op.kind == OpKind::Collective) asked += schedule_sent_bytes(plan_collective(system.torus(), chip.id(), op.collective));
+    std::uint64_t asked = 0, asked_dcn = 0;
+    for (const Op& op : program.ops) {
+      if (op.kind != OpKind::Collective) continue;
+      const CollectiveSchedule schedule = plan_collective(system.torus(), chip.id(), op.collective);
+      asked += schedule_sent_bytes(schedule);
+      asked_dcn += schedule_dcn_sent_bytes(schedule);
+    }
     if (c.sent_bytes != steps * asked)
       v.add("ICI bytes", fmt::format("{}: the program's collectives ask it to send {} bytes over {} steps, it sent {}",
                                      chip.collective.name(), steps * asked, steps, c.sent_bytes));
+    if (c.dcn_sent_bytes != steps * asked_dcn)
+      v.add("DCN bytes", fmt::format("{}: the program's collectives ask it to send {} bytes to other slices over {} steps, it sent {}",
+                                     chip.collective.name(), steps * asked_dcn, steps, c.dcn_sent_bytes));
+    dcn_sent += c.dcn_sent_bytes;
     sent += c.sent_bytes;
     sent_link += c.sent_link_bytes;
     arrived += c.arrived_bytes;
@@ -180,6 +188,7 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
   return {{"dma_bytes", dma_total * stands_for},
           {"hbm_bytes", hbm_total * stands_for},
           {"ici_link_bytes", link_total * stands_for},
+          {"dcn_bytes", dcn_sent * stands_for},
           {"mxu_flops_model", static_cast<double>(steps) * model_flops * cores},
           {"mxu_flops_useful", useful_flops.total()},
           {"mxu_flops_executed", executed_flops.total()},

@@ -221,15 +221,22 @@ std::optional<FittingLayout> smallest_fitting_layout(const Workload& w, const Hw
 // What one core's collectives carry in a step, by the mesh axis they span: their count and the
 // bytes of their buffers (an all-reduce's whole buffer, a gather's result); the bytes that cross
 // links are traffic_per_step.ici_bytes.
-ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh) {
+// Over several slices, "dcn" counts the collectives that cross to the other slices and what each
+// chip sends over the DCN for them (from their plans; chip 0's, every chip sends as much).
+ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh, const Torus& torus) {
   ojson out = {{"data", {{"count", 0}, {"bytes", 0}}}};
   if (mesh.model_size > 1) out["model"] = {{"count", 0}, {"bytes", 0}};
+  std::uint64_t over_dcn = 0, dcn_sent_bytes = 0;
   for (const Op& op : program.ops) {
     if (op.kind != OpKind::Collective) continue;
     ojson& axis = out[op.collective.group_axes == mesh.model_axes && mesh.model_size > 1 ? "model" : "data"];
     axis["count"] = axis["count"].get<std::uint64_t>() + 1;
     axis["bytes"] = axis["bytes"].get<std::uint64_t>() + op.collective.bytes;
+    if (op.collective.dcn_slices <= 1) continue;
+    ++over_dcn;
+    dcn_sent_bytes += schedule_dcn_sent_bytes(plan_collective(torus, 0, op.collective));
   }
+  if (over_dcn > 0) out["dcn"] = {{"count", over_dcn}, {"sent_bytes_per_chip", dcn_sent_bytes}};
   return out;
 }
 
@@ -385,11 +392,13 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["hw"] = hw.name;
   summary["topology"] = topology_string(hw.slice_dims);
   if (!config.accelerator.empty()) {
-    summary["accelerator_type"] = config.accelerator;
+    // Several slices as Cloud TPU names them: "4x v5e-256".
+    summary["accelerator_type"] = hw.slices > 1 ? fmt::format("{}x {}", hw.slices, config.accelerator) : config.accelerator;
     summary["accelerator_mapping"] = config.accelerator_note;
   }
-  summary["chips"] = hw.chip_count();
-  summary["cores"] = hw.core_count();
+  summary["slices"] = hw.slices;
+  summary["chips"] = hw.total_chip_count();
+  summary["cores"] = hw.core_count() * hw.slices;
   if (!hw.slow_chips.empty()) {  // named in hw.slow_chips, or drawn by hw.slow_chip_draw
     ojson slow = ojson::array();
     for (const SlowChip& s : hw.slow_chips)
@@ -511,7 +520,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   const std::size_t n = ends.size();
   const Window window{n >= 2 ? ends[n - 2] : 0, ends[n - 1]};
   const double step_s = seconds(window.length());
-  const double chips = static_cast<double>(hw.chip_count());
+  const double chips = static_cast<double>(hw.total_chip_count());
   const double peak = hw.peak_bf16_flops_per_chip() * chips;
   const double model_flops = step.model_flops_per_step;
 
@@ -535,7 +544,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["mfu"] = model_flops / (step_s * peak);
   // How far to trust the figures above: the public points of this kind of run.
   summary["validation"] = validation_band(
-      training_run_kind(hw.name, step.model, step.mesh.model_size > 1, w.fsdp), public_validation_set_path());
+      training_run_kind(hw.name, step.model, step.mesh.model_size > 1, w.fsdp, hw.slices > 1), public_validation_set_path());
   if (w.eval_examples > 0) {
     // The evaluation's device time: its examples' forward passes in batches of the training
     // step's, each as long as the steady step's forward pass took (from the step's start to its
@@ -607,12 +616,15 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["utilization"] = {{"mxu", fraction(UnitKind::Mxu)},
                             {"vpu", fraction(UnitKind::Vpu)},
                             {"hbm", fraction(UnitKind::Hbm)},
-                            {"ici", fraction(UnitKind::IciLink)}};
-  summary["traffic_per_step"] = {{"hbm_bytes", use[UnitKind::Hbm].bytes},
-                                 {"ici_bytes", use[UnitKind::IciLink].bytes},
-                                 {"pcie_bytes", use[UnitKind::Pcie].bytes}};
-  summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, step.mesh);
-  const StepFigures figures{step_s, seconds(ends[0]), hw.chip_count(), step.global_batch, fraction(UnitKind::Mxu),
+                            {"ici", fraction(UnitKind::IciLink)},
+                            {"dcn", fraction(UnitKind::Dcn)}};
+  // Every slice moves what the simulated one does.
+  summary["traffic_per_step"] = {{"hbm_bytes", use[UnitKind::Hbm].bytes * hw.slices},
+                                 {"ici_bytes", use[UnitKind::IciLink].bytes * hw.slices},
+                                 {"pcie_bytes", use[UnitKind::Pcie].bytes * hw.slices},
+                                 {"dcn_bytes", use[UnitKind::Dcn].bytes * hw.slices}};
+  summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, step.mesh, system.torus());
+  const StepFigures figures{step_s, seconds(ends[0]), hw.total_chip_count(), step.global_batch, fraction(UnitKind::Mxu),
                             fraction(UnitKind::Hbm)};
   summary["cost"] = cost_json(hw, config.workload, figures);
   summary["energy"] = energy_json(hw, config.workload, figures);
@@ -738,9 +750,12 @@ std::string format_summary(const ojson& s) {
     return fmt::format("{:.3g}", v);  // a large model's few samples per second per chip keep three figures
   };
   std::string t;
-  t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas)\n", s["workload"].get<std::string>(),
-                   s["hw"].get<std::string>(), s["topology"].get<std::string>(), s["chips"].get<std::uint64_t>(),
-                   s["cores"].get<std::uint64_t>(), s["replicas"].get<std::uint64_t>());
+  const std::uint64_t slices = s.value("slices", std::uint64_t{1});
+  const std::string slice = slices > 1 ? fmt::format("{} slices of {}", slices, s["topology"].get<std::string>())
+                                       : s["topology"].get<std::string>();
+  t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas{})\n", s["workload"].get<std::string>(),
+                   s["hw"].get<std::string>(), slice, s["chips"].get<std::uint64_t>(), s["cores"].get<std::uint64_t>(),
+                   s["replicas"].get<std::uint64_t>(), slices > 1 ? " in each" : "");
   if (s.contains("accelerator_mapping")) t += fmt::format("  accelerator    {}\n", s["accelerator_mapping"].get<std::string>());
   const std::uint32_t steps = s["steps"].get<std::uint32_t>();
   t += fmt::format("  batch          {} global, {} per replica, {} per core; {}, {}, {} step{}\n",
@@ -809,8 +824,8 @@ std::string format_summary(const ojson& s) {
                        straggler["core"].get<std::string>(), time(straggler["time_lost_s"].get<double>()),
                        pct(straggler["time_lost_s"].get<double>() / step));
     const ojson& u = s["utilization"];
-    t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}\n", pct(u["mxu"]), pct(u["vpu"]),
-                     pct(u["hbm"]), pct(u["ici"]));
+    t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}{}\n", pct(u["mxu"]), pct(u["vpu"]), pct(u["hbm"]),
+                     pct(u["ici"]), slices > 1 ? ", DCN " + pct(u["dcn"]) : "");
     if (s.contains("collectives_per_step") && s["collectives_per_step"].contains("model")) {
       const ojson& c = s["collectives_per_step"];
       auto axis = [&](const char* name) {

@@ -13,8 +13,10 @@
 namespace tpusim {
 
 // A training run's kind: "tpu_v5p transformer training, tensor parallel, FSDP". The model family
-// is transformer (any attention layer), convolutional (any convolution) or other.
-std::string training_run_kind(const std::string& hw_name, const ModelGraph& model, bool tensor_parallel, bool fsdp);
+// is transformer (any attention layer), convolutional (any convolution) or other; "multislice"
+// marks a run over several slices (the DCN).
+std::string training_run_kind(const std::string& hw_name, const ModelGraph& model, bool tensor_parallel, bool fsdp,
+                              bool multislice = false);
 
 // {kind, match, points, held_out_points, mean_abs_error_pct, worst_abs_error_pct, text}: the
 // recorded points of exactly this kind, else of the same generation and model family ("nearest"),

@@ -144,7 +144,9 @@ BOOST_AUTO_TEST_CASE(collectives_are_exact) {
                                  "--hw tpu_v4 --topology 4x4x4 --algorithm bidir_ring --group z",
                                  "--hw tpu_v5e --topology 16x16 --algorithm torus",
                                  "--hw tpu_v3 --topology 32x2 --algorithm torus --op reduce-scatter",
-                                 "--hw tpu_v4 --topology 4x8x4 --algorithm torus --op all-gather --chunk-bytes 65536"}) {
+                                 "--hw tpu_v4 --topology 4x8x4 --algorithm torus --op all-gather --chunk-bytes 65536",
+                                 "--hw tpu_v5e --topology 16x16 --slices 4",
+                                 "--hw tpu_v5p --topology 4x4x4 --slices 3 --op reduce-scatter --chunk-bytes 1048576"}) {
     json full = collective("--bytes 16777216 --all-chips " + args);
     json folded = collective("--bytes 16777216 " + args);
     BOOST_TEST_CONTEXT(args) {
@@ -207,6 +209,10 @@ BOOST_AUTO_TEST_CASE(training_steps_are_exact) {
       "gpt2_small.json --hw tpu_v3 --topology 32 --set workload.training.per_replica_batch=1",
       "vit_b16.json --hw tpu_v4 --topology 2x2x4 --set workload.training.per_replica_batch=2",
       mlp + " --hw tpu_v4 --topology 4x4x4 --set workload.training.optimizer.name=sgd" + input_bound,
+      // Several slices: each is folded as one slice is.
+      mlp + " --hw tpu_v5e --topology 16x16 --slices 4",
+      "gpt2_small.json --hw tpu_v5p --topology 2x2x4 --slices 2 --set workload.training.per_replica_batch=2 --set workload.training.fsdp=true",
+      mlp + " --hw tpu_v6e --topology 16x16 --slices 3 --set workload.training.weight_update_sharding=true" + per8,
   };
   BOOST_TEST(cases.size() >= 30u);
   TempDir dir;

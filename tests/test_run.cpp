@@ -161,6 +161,11 @@ BOOST_AUTO_TEST_CASE(every_run_says_how_far_to_trust_its_numbers) {
   BOOST_TEST(nearest["match"] == "nearest");
   BOOST_TEST(nearest["points"] == recorded("tpu_v5p transformer training", false).first);
   BOOST_TEST(contains(nearest["text"].get<std::string>(), "of tpu_v5p transformer training (other layouts)"));
+  BOOST_TEST(!contains(nearest["text"].get<std::string>(), "DCN"));
+  // Several slices: the set's single-slice points, and the DCN said to be unvalidated.
+  const json multislice = validation_band("tpu_v5p transformer training, FSDP, multislice", public_validation_set_path());
+  BOOST_TEST(multislice["match"] == "nearest");
+  BOOST_TEST(contains(multislice["text"].get<std::string>(), "none over several slices: the DCN stage is unvalidated"));
   // A set that cannot be read is said to be.
   BOOST_TEST(validation_band("tpu_v4 convolutional training", "/nonexistent/public_set.json")["match"] == "none");
 }
@@ -944,4 +949,58 @@ BOOST_AUTO_TEST_CASE(an_interrupted_run_closes_every_output_as_valid_partial_res
   const CommandResult check = run_tpusim("trace-check '" + out + "/trace.json'");
   BOOST_TEST(check.exit_code == 0, check.out);
   BOOST_TEST(fs::exists(out + "/report.html"));
+}
+
+// Cloud TPU multislice (--slices): identical slices hold data-parallel replicas and reduce the
+// gradients over the DCN; one slice is simulated for all of them.
+BOOST_AUTO_TEST_CASE(several_slices_hold_replicas_and_reduce_their_gradients_over_the_dcn) {
+  const std::string per8 = "--hw v5e-8 --set workload.training.global_batch=0 --set workload.training.per_replica_batch=8 ";
+  const auto one = run_example(per8);
+  const auto four = run_example(per8 + "--slices 4");
+  const json& s = four->summary;
+  BOOST_TEST(s["slices"] == 4);
+  BOOST_TEST(s["chips"] == 32);
+  BOOST_TEST(s["accelerator_type"] == "4x v5e-8");
+  BOOST_TEST(s["replicas"] == one->summary["replicas"]);
+  BOOST_TEST(s["global_batch"].get<std::uint64_t>() == 4 * one->summary["global_batch"].get<std::uint64_t>());
+  BOOST_TEST(four->result.out.find("tpu_v5e 4 slices of 2x4 (32 chips, 32 cores, 8 replicas in each)") != std::string::npos,
+             four->result.out);
+  // Each chip sends 2 (k - 1) / k of its 1/8 share of every gradient bucket over the DCN (up to
+  // the rounding of the shares); every slice's chips send as much.
+  const std::uint64_t grad_bytes = s["collectives_per_step"]["data"]["bytes"].get<std::uint64_t>();
+  const double expected = 2.0 * 3 / 4 * static_cast<double>(grad_bytes) / 8;
+  const auto sent = s["collectives_per_step"]["dcn"]["sent_bytes_per_chip"].get<std::uint64_t>();
+  BOOST_TEST(std::abs(static_cast<double>(sent) - expected) <= 64.0, sent << " vs " << expected);
+  BOOST_TEST(s["traffic_per_step"]["dcn_bytes"].get<std::uint64_t>() == sent * 32);
+  BOOST_TEST(one->summary["traffic_per_step"]["dcn_bytes"] == 0);
+  BOOST_TEST(!one->summary["collectives_per_step"].contains("dcn"));
+  BOOST_TEST(s["utilization"]["dcn"].get<double>() > 0.0);
+  // The DCN's 3.125 GB/s per chip is slower than anything on the slice: the step waits for it.
+  BOOST_TEST(s["step_time_s"].get<double>() > one->summary["step_time_s"].get<double>() + sent / 3.125e9 / 2);
+  // The DCN port has its own track in the trace.
+  const json trace = read_json(four->out() + "/trace.json");
+  bool dcn_track = false;
+  for (const json& e : trace["traceEvents"])
+    dcn_track = dcn_track || (e["name"] == "thread_name" && e["args"]["name"] == "dcn");
+  BOOST_TEST(dcn_track);
+  // --slices 1 is the single slice, byte for byte.
+  const auto single = run_example(per8 + "--slices 1");
+  BOOST_TEST(read_file(single->out() + "/summary.csv") == read_file(one->out() + "/summary.csv"));
+}
+
+BOOST_AUTO_TEST_CASE(several_slices_need_a_dcn_and_identical_slices) {
+  ConfigRequest request;
+  request.workload_path = example_workload();
+  request.hw = "tpu_v4";
+  request.slices = 2;
+  BOOST_TEST(load_error(request).find("hw.dcn.bw_gbps_per_chip: 2 slices need the data-center network between them, and "
+                                      "tpu_v4 has no DCN bandwidth published") != std::string::npos, load_error(request));
+  request.sets = {"hw.dcn.bw_gbps_per_chip=6.25"};
+  BOOST_TEST(load_error(request) == "");
+  request.sets.push_back("hw.slow_chip_draw.fraction=0.5");
+  BOOST_TEST(load_error(request).find("hw.slice.count: 2 slices are simulated as one, so they must be identical") != std::string::npos,
+             load_error(request));
+  const CommandResult zero = run_tpusim("run '" + example_workload() + "' --slices 0 -o /nonexistent/out");
+  BOOST_TEST(zero.exit_code == 2);
+  BOOST_TEST(zero.err.find("--slices") != std::string::npos, zero.err);
 }

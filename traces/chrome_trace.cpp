@@ -26,6 +26,7 @@ const char* unit_kind_name(UnitKind k) {
     case UnitKind::Host: return "host";
     case UnitKind::Collective: return "collective";
     case UnitKind::Steps: return "steps";
+    case UnitKind::Dcn: return "dcn";
   }
   return "?";
 }
@@ -37,6 +38,7 @@ TraceLevel level_of(UnitKind kind) {
     case UnitKind::Sequencer:
     case UnitKind::Collective:
     case UnitKind::IciLink:
+    case UnitKind::Dcn:
     case UnitKind::Pcie: return TraceLevel::Ops;
     default: return TraceLevel::Tiles;
   }
@@ -70,7 +72,10 @@ std::uint32_t track_sort_index(const UnitInfo& info) {
   int consumed = 0;
   const bool of_core = std::sscanf(info.path.c_str(), "chip%u.core%u.%n", &chip, &core, &consumed) == 2 && consumed > 0;
   if (!of_core) {
-    const std::uint32_t rank = info.kind == UnitKind::Collective ? 0 : info.kind == UnitKind::IciLink ? 1 : 2;
+    const std::uint32_t rank = info.kind == UnitKind::Collective ? 0
+                               : info.kind == UnitKind::IciLink ? 1
+                               : info.kind == UnitKind::Dcn     ? 2
+                                                                : 3;
     return at(1024, rank, info.index);
   }
   const std::string unit = info.path.substr(static_cast<std::size_t>(consumed));
@@ -160,6 +165,7 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
   const std::string counter = info.kind == UnitKind::Hbm       ? "HBM GB/s"
                               : info.kind == UnitKind::IciLink ? info.label + " GB/s"
                               : info.kind == UnitKind::Pcie    ? "PCIe GB/s"
+                              : info.kind == UnitKind::Dcn     ? "DCN GB/s"
                                                                : "";
   if (counter_of_unit_.size() <= unit) counter_of_unit_.resize(unit + 1, nullptr);
   const std::uint32_t pid = pid_of_unit_[unit];

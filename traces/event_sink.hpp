@@ -7,7 +7,7 @@
 
 namespace tpusim {
 
-enum class UnitKind : std::uint8_t { Sequencer, Mxu, Vpu, Dma, Hbm, IciLink, Pcie, Host, Collective, Steps };
+enum class UnitKind : std::uint8_t { Sequencer, Mxu, Vpu, Dma, Hbm, IciLink, Pcie, Host, Collective, Steps, Dcn };
 const char* unit_kind_name(UnitKind k);
 
 struct UnitInfo {

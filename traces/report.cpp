@@ -629,7 +629,9 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
     if (!value.empty()) figures.emplace_back(name, value);
   };
   const double chips = number_at(row, {"chips"});
-  add("slice", std::isnan(chips) ? "" : fmt::format("{} {}, {} chips, global batch {}", hw, topology, chips, number_at(row, {"global_batch"})));
+  const double slices = number_at(row, {"slices"});
+  const std::string shape = slices > 1 ? fmt::format("{} slices of {}", slices, topology) : topology;
+  add("slice", std::isnan(chips) ? "" : fmt::format("{} {}, {} chips, global batch {}", hw, shape, chips, number_at(row, {"global_batch"})));
   add("step time (steady state)", format(Unit::seconds, number_at(row, {"step_time_s"})));
   add("first step", format(Unit::seconds, number_at(row, {"first_step_time_s"})));
   add("throughput", format(Unit::samples_per_s, number_at(row, {"samples_per_s"})));

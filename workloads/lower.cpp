@@ -243,18 +243,22 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // Data parallelism: one replica per core, or per chip when the chip's cores form one device.
   const std::uint64_t chips = hw.chip_count();
   out.replicas = static_cast<std::uint32_t>((hw.chip.megacore ? chips : chips * hw.chip.cores) / mesh.model_size);
+  // Every slice holds as many replicas, each with its share of the global batch.
+  const std::uint64_t all_replicas = std::uint64_t{out.replicas} * hw.slices;
   const std::uint32_t cores_per_replica = hw.chip.megacore ? hw.chip.cores : 1;
   const char* batch_key = w.per_replica_batch > 0 ? "per_replica_batch" : "global_batch";
   if (w.per_replica_batch > 0) {
     out.per_replica_batch = w.per_replica_batch;
-    out.global_batch = w.per_replica_batch * out.replicas;
+    out.global_batch = w.per_replica_batch * all_replicas;
   } else {
     out.global_batch = w.global_batch;
-    if (w.global_batch % out.replicas != 0)
+    const std::string slices = hw.slices > 1 ? fmt::format("{} {} slices", hw.slices, topology_string(hw.slice_dims))
+                                             : fmt::format("a {} slice", topology_string(hw.slice_dims));
+    if (w.global_batch % all_replicas != 0)
       throw std::invalid_argument(fmt::format(
-          "workload.training.global_batch: {} does not divide over the {} replicas of a {} {} slice "
-          "(expected a multiple of {})", w.global_batch, out.replicas, topology_string(hw.slice_dims), hw.name, out.replicas));
-    out.per_replica_batch = w.global_batch / out.replicas;
+          "workload.training.global_batch: {} does not divide over the {} replicas of {} of {} "
+          "(expected a multiple of {})", w.global_batch, all_replicas, slices, hw.name, all_replicas));
+    out.per_replica_batch = w.global_batch / all_replicas;
   }
   if (out.per_replica_batch % cores_per_replica != 0)
     throw std::invalid_argument(fmt::format(
@@ -313,7 +317,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
 
   // Collectives across the replicas (the data axes), with the workload's algorithm and chunking.
   auto collective_over = [&](std::uint32_t axes, CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t bytes,
-                             DType dtype, std::vector<std::uint32_t> deps) {
+                             DType dtype, std::vector<std::uint32_t> deps, std::uint32_t dcn_slices = 1) {
     CollectiveSpec spec;
     spec.kind = kind;
     spec.bytes = bytes;
@@ -321,12 +325,17 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     spec.algorithm = w.all_reduce_algorithm;
     spec.group_axes = axes;
     spec.chunk_bytes = w.all_reduce_chunk_bytes;
+    spec.dcn_slices = dcn_slices;
     return em.collective(name, phase, spec, std::move(deps));
   };
   auto data_collective = [&](CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t bytes, DType dtype,
                              std::vector<std::uint32_t> deps) {
     return collective_over(mesh.data_axes, kind, phase, name, bytes, dtype, std::move(deps));
   };
+  // Gradients are summed over every replica: the last reduction of a bucket within the slice also
+  // crosses the DCN to the other slices (XLA's hierarchical reduction: reduce-scatter on ICI,
+  // all-reduce of the shard over the DCN, all-gather on ICI).
+  const std::uint32_t dcn_slices = hw.slices;
 
   // Sharded weights are gathered across the replicas in the compute type (XLA moves the cast to
   // bfloat16 ahead of the gather).
@@ -625,12 +634,12 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
                                                       grads + "/reduce-scatter", bk.params * grad_bytes, grad_dtype, deps);
       const std::uint64_t shard = (bk.params + fsdp_replicas - 1) / fsdp_replicas;
       bk.all_reduce = collective_over(mesh.data_axes & ~mesh.fsdp_axes, CollectiveKind::AllReduce, Phase::Gradients,
-                                      grads + "/shard/all-reduce", shard * grad_bytes, grad_dtype, {scattered});
+                                      grads + "/shard/all-reduce", shard * grad_bytes, grad_dtype, {scattered}, dcn_slices);
       return;
     }
-    bk.all_reduce = data_collective(sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, Phase::Gradients,
-                                    grads + (sharded_update ? "/reduce-scatter" : "/all-reduce"), bk.params * grad_bytes,
-                                    grad_dtype, deps);
+    bk.all_reduce = collective_over(mesh.data_axes, sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+                                    Phase::Gradients, grads + (sharded_update ? "/reduce-scatter" : "/all-reduce"),
+                                    bk.params * grad_bytes, grad_dtype, deps, dcn_slices);
   };
   // Clipping each replica's own gradients needs their global norm, so no bucket's all-reduce can
   // start before the last gradient exists.
@@ -813,7 +822,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   for (const Node& node : model.nodes) share.push_back(1.0 / token_shards(node));
   out.textbook_flops_per_core = model.training_flops_per_sample(share) * static_cast<double>(b);
   out.model_flops_per_step = mesh.model_size > 1 ? out.model.training_flops_per_sample() * static_cast<double>(out.global_batch)
-                                                  : out.model_flops_per_core * static_cast<double>(hw.core_count());
+                                                  : out.model_flops_per_core * static_cast<double>(hw.core_count() * hw.slices);
 
   // Memory per core. A megacore chip holds one copy of the replica's state for its cores.
   const std::uint64_t params = model.params(), trainable = model.trainable();

@@ -25,14 +25,14 @@ struct LoweredStep {
   ModelGraph model;       // the model, whole
   ModelGraph core_model;  // what one core runs: the model, its layers split over a mesh's model axis
   Mesh mesh;  // the slice's data and model axes (model_size 1: data parallelism only)
-  std::uint64_t global_batch = 0;
-  std::uint32_t replicas = 0;
+  std::uint64_t global_batch = 0;  // over every slice
+  std::uint32_t replicas = 0;      // in one slice
   std::uint64_t per_replica_batch = 0;
   std::uint64_t per_core_batch = 0;
   double model_flops_per_core = 0;  // analytic matmul FLOPs of one step on one core
   // The same from the layers' textbook counts (not from the ops), for the end-of-run check.
   double textbook_flops_per_core = 0;
-  // Of the whole slice: the cores' sum, or, with a model axis, the whole model's count at the
+  // Of every slice: the cores' sum, or, with a model axis, the whole model's count at the
   // global batch (a replicated layer's duplicated work is no model FLOP).
   double model_flops_per_step = 0;
   MemoryFootprint memory;
