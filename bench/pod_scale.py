@@ -5,7 +5,8 @@ Usage: python3 bench/pod_scale.py [--tpusim build/tpusim] [--baseline OTHER_TPUS
 
 Prints wall seconds and peak MB (GNU time) of: one ResNet-50 step (per_replica_batch 8) on v4
 2x2x4 and 16x16x16 and their ratio; one BERT-large (seq 128) step on the full v5p pod 16x20x28;
-a 1 GiB all-reduce on v4 16x16x16, beside the baseline build's when given (run alternately,
+a 1 GiB all-reduce on v4 16x16x16, beside the baseline build's when given; GPT-3 175B with FSDP
+on one v6e-256 and on 16 over the DCN, and their ratio (run alternately,
 since the machine is shared and only figures taken side by side compare).
 """
 import argparse
@@ -26,6 +27,13 @@ CASES = {
                                     "--set", "workload.training.steps=1", "--trace", "none"],
     "all-reduce 1 GiB v4 16x16x16": ["collective", "--bytes", "1073741824", "--hw", "tpu_v4", "--topology", "16x16x16"],
 }
+# GPT-3 175B with FSDP on one v6e-256 and on 16 of them over the DCN (issue 38: one slice stands
+# for all, so the 16 should cost what the one does).
+GPT3_FSDP = ["run", "workloads/mlperf/gpt3_175b_mlperf.json", "--hw", "v6e-256", "--set", "workload.training.mesh.model=",
+             "--set", "workload.training.mesh.sequence_parallel=false", "--set", "workload.training.mesh.collective_matmul=false",
+             "--set", "workload.training.per_replica_batch=1", "--trace", "none"]
+CASES["gpt3_175b fsdp v6e-256"] = GPT3_FSDP
+CASES["gpt3_175b fsdp 16x v6e-256"] = GPT3_FSDP + ["--slices", "16"]
 
 
 def measure(binary, args):
@@ -63,6 +71,7 @@ def main():
                      f"{statistics.median(base_runs) / max(medians[name], 0.01):.0f}x slower")
         print(line, flush=True)
     print(f"16x16x16 / 2x2x4 wall time: {medians['resnet50 v4 16x16x16'] / medians['resnet50 v4 2x2x4']:.2f}")
+    print(f"16 slices / 1 slice wall time: {medians['gpt3_175b fsdp 16x v6e-256'] / medians['gpt3_175b fsdp v6e-256']:.2f}")
 
 
 if __name__ == "__main__":
