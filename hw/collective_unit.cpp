@@ -147,7 +147,8 @@ void CollectiveUnit::from_core(int, tlm::tlm_generic_payload& payload, sc_core::
     // Whichever core arrives last runs the chip's part, which must not take that core's rank.
     const std::uint64_t core_rank = wakes_.set_rank(wake_rank(0));
     const Context ctx{spec, job.instance, job.label, job.step};
-    if (hw_.chip.cores > 1 && (spec.kind == CollectiveKind::AllReduce || spec.kind == CollectiveKind::ReduceScatter)) {
+    if (hw_.chip.cores > 1 && !spec.cores_combined &&
+        (spec.kind == CollectiveKind::AllReduce || spec.kind == CollectiveKind::ReduceScatter)) {
       // The cores' contributions are summed through HBM before the chips exchange anything.
       const std::uint64_t elements = ceil_div<std::uint64_t>(spec.bytes, dtype_bytes(spec.dtype));
       wakes_.wait_until(hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx.label, ctx.step));

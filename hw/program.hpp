@@ -111,6 +111,9 @@ struct CollectiveSpec {
   // A reduction whose group also spans this many slices over the DCN (1: this slice only): what
   // the ICI part leaves on each chip is all-reduced with the chip's peers in the other slices.
   std::uint32_t dcn_slices = 1;
+  // The chip's cores summed their contributions in an earlier stage of the same reduction (the
+  // ICI reduce-scatter before a DCN all-reduce): the chip's one buffer goes as it is.
+  bool cores_combined = false;
 };
 
 struct InfeedWork {

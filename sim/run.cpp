@@ -229,12 +229,14 @@ ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh, const T
   std::uint64_t over_dcn = 0, dcn_sent_bytes = 0;
   for (const Op& op : program.ops) {
     if (op.kind != OpKind::Collective) continue;
+    if (op.collective.dcn_slices > 1) {
+      ++over_dcn;
+      dcn_sent_bytes += schedule_dcn_sent_bytes(plan_collective(torus, 0, op.collective));
+      if (op.collective.group_axes == 0) continue;  // over the DCN alone
+    }
     ojson& axis = out[op.collective.group_axes == mesh.model_axes && mesh.model_size > 1 ? "model" : "data"];
     axis["count"] = axis["count"].get<std::uint64_t>() + 1;
     axis["bytes"] = axis["bytes"].get<std::uint64_t>() + op.collective.bytes;
-    if (op.collective.dcn_slices <= 1) continue;
-    ++over_dcn;
-    dcn_sent_bytes += schedule_dcn_sent_bytes(plan_collective(torus, 0, op.collective));
   }
   if (over_dcn > 0) out["dcn"] = {{"count", over_dcn}, {"sent_bytes_per_chip", dcn_sent_bytes}};
   return out;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/collective.hpp"
 #include "hw/topology.hpp"
 #include "workloads/layer_kind.hpp"
 #include "workloads/step_emitter.hpp"
@@ -317,7 +318,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
 
   // Collectives across the replicas (the data axes), with the workload's algorithm and chunking.
   auto collective_over = [&](std::uint32_t axes, CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t bytes,
-                             DType dtype, std::vector<std::uint32_t> deps, std::uint32_t dcn_slices = 1) {
+                             DType dtype, std::vector<std::uint32_t> deps) {
     CollectiveSpec spec;
     spec.kind = kind;
     spec.bytes = bytes;
@@ -325,17 +326,53 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     spec.algorithm = w.all_reduce_algorithm;
     spec.group_axes = axes;
     spec.chunk_bytes = w.all_reduce_chunk_bytes;
-    spec.dcn_slices = dcn_slices;
     return em.collective(name, phase, spec, std::move(deps));
   };
   auto data_collective = [&](CollectiveKind kind, Phase phase, const std::string& name, std::uint64_t bytes, DType dtype,
                              std::vector<std::uint32_t> deps) {
     return collective_over(mesh.data_axes, kind, phase, name, bytes, dtype, std::move(deps));
   };
-  // Gradients are summed over every replica: the last reduction of a bucket within the slice also
-  // crosses the DCN to the other slices (XLA's hierarchical reduction: reduce-scatter on ICI,
-  // all-reduce of the shard over the DCN, all-gather on ICI).
-  const std::uint32_t dcn_slices = hw.slices;
+  // Gradients are summed over every replica. Over several slices, XLA reduces hierarchically, each
+  // stage a collective of its own: a reduce-scatter on the ICI, an all-reduce over the DCN of the
+  // share each chip holds, and (for an all-reduce) an all-gather on the ICI. The DCN stage runs on
+  // the hosts' network, not the ICI, so it and the gather after it go on a stream of their own:
+  // the next bucket's reduce-scatter does not queue behind them.
+  // The sequencer waits at an op until its inputs are done, so a stage that takes a collective
+  // still in flight is placed later in program order: after the next reduction's reduce-scatter
+  // (or at the end of the backward pass), as XLA's scheduler places a collective's done late.
+  constexpr std::uint32_t kDcnStream = 2;
+  const Torus torus = Torus::of(hw);
+  std::vector<std::function<void()>> later_stages;
+  auto issue_later_stages = [&] {
+    for (const auto& stage : later_stages) stage();
+    later_stages.clear();
+  };
+  // Reduces `bytes` over `axes` (and every slice) and sets `*result` to the op that completes it.
+  auto gradient_reduction = [&](std::uint32_t axes, CollectiveKind kind, const std::string& name, std::uint64_t bytes,
+                                DType dtype, std::vector<std::uint32_t> deps, std::function<void(std::uint32_t)> result) {
+    const std::string what = kind == CollectiveKind::AllReduce ? "/all-reduce" : "/reduce-scatter";
+    if (hw.slices == 1) return result(collective_over(axes, kind, Phase::Gradients, name + what, bytes, dtype, std::move(deps)));
+    const std::uint32_t scattered =
+        collective_over(axes, CollectiveKind::ReduceScatter, Phase::Gradients, name + "/reduce-scatter", bytes, dtype, std::move(deps));
+    issue_later_stages();
+    later_stages.push_back([&, axes, kind, name, bytes, dtype, scattered, result] {
+      CollectiveSpec dcn;
+      dcn.kind = CollectiveKind::AllReduce;
+      dcn.bytes = ceil_div<std::uint64_t>(bytes, group_size(torus, axes));
+      dcn.dtype = dtype;
+      dcn.group_axes = 0;  // no ICI stage: the chip's peers in the other slices only
+      dcn.dcn_slices = hw.slices;
+      dcn.cores_combined = true;
+      dcn.chunk_bytes = w.all_reduce_chunk_bytes;
+      const std::uint32_t across = em.collective(name + "/dcn/all-reduce", Phase::Gradients, dcn, {scattered});
+      program.ops[across].stream = kDcnStream;
+      if (kind != CollectiveKind::AllReduce) return result(across);
+      const std::uint32_t gathered =
+          collective_over(axes, CollectiveKind::AllGather, Phase::Gradients, name + "/all-gather", bytes, dtype, {across});
+      program.ops[gathered].stream = kDcnStream;
+      result(gathered);
+    });
+  };
 
   // Sharded weights are gathered across the replicas in the compute type (XLA moves the cast to
   // bfloat16 ahead of the gather).
@@ -629,17 +666,18 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   };
   auto issue_all_reduce = [&](Bucket& bk, const std::vector<std::uint32_t>& deps) {
     const std::string grads = bucket_name(bk);
+    const std::size_t index = static_cast<std::size_t>(&bk - buckets.data());  // `buckets` grows: keep the index
+    const auto reduced_by = [&buckets, index](std::uint32_t op) { buckets[index].all_reduce = op; };
     if (hybrid_fsdp) {
       const std::uint32_t scattered = collective_over(mesh.fsdp_axes, CollectiveKind::ReduceScatter, Phase::Gradients,
                                                       grads + "/reduce-scatter", bk.params * grad_bytes, grad_dtype, deps);
       const std::uint64_t shard = (bk.params + fsdp_replicas - 1) / fsdp_replicas;
-      bk.all_reduce = collective_over(mesh.data_axes & ~mesh.fsdp_axes, CollectiveKind::AllReduce, Phase::Gradients,
-                                      grads + "/shard/all-reduce", shard * grad_bytes, grad_dtype, {scattered}, dcn_slices);
+      gradient_reduction(mesh.data_axes & ~mesh.fsdp_axes, CollectiveKind::AllReduce, grads + "/shard", shard * grad_bytes,
+                         grad_dtype, {scattered}, reduced_by);
       return;
     }
-    bk.all_reduce = collective_over(mesh.data_axes, sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
-                                    Phase::Gradients, grads + (sharded_update ? "/reduce-scatter" : "/all-reduce"),
-                                    bk.params * grad_bytes, grad_dtype, deps, dcn_slices);
+    gradient_reduction(mesh.data_axes, sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grads,
+                       bk.params * grad_bytes, grad_dtype, deps, reduced_by);
   };
   // Clipping each replica's own gradients needs their global norm, so no bucket's all-reduce can
   // start before the last gradient exists.
@@ -774,6 +812,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     issue_all_reduce(buckets.back(), buckets.back().grads);  // the last, partly filled bucket
   }
 
+  issue_later_stages();
   // The optimizer updates each bucket's weights once its gradients are reduced.
   std::vector<std::uint32_t> reduced;
   for (const auto& bk : buckets) reduced.push_back(bk.all_reduce);
