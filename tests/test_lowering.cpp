@@ -275,6 +275,15 @@ BOOST_AUTO_TEST_CASE(fsdp_over_one_axis_gathers_over_it_and_all_reduces_the_shar
       shard_reduced += op.collective.bytes;
       const Op& before = step.program.ops[op.deps.at(0)];  // the scatter whose shard it sums
       BOOST_TEST((before.kind == OpKind::Collective && before.collective.kind == CollectiveKind::ReduceScatter), op.name);
+      // The sequencer waits at an op for its inputs: the all-reduce comes after the next
+      // bucket's backward ops (or the last bucket's, after the backward pass), never right behind
+      // its reduce-scatter, where it held back the backward pass's compute.
+      const bool compute_between = std::any_of(step.program.ops.begin() + op.deps.at(0) + 1, step.program.ops.begin() + i,
+                                               [](const Op& o) { return o.kind != OpKind::Collective; });
+      const bool last_bucket = std::none_of(step.program.ops.begin() + i, step.program.ops.end(), [&](const Op& o) {
+        return o.kind == OpKind::Collective && o.collective.kind == CollectiveKind::ReduceScatter;
+      });
+      BOOST_TEST((compute_between || last_bucket), op.name);
     } else {
       ++other;
     }

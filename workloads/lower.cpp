@@ -340,12 +340,14 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // The sequencer waits at an op until its inputs are done, so a stage that takes a collective
   // still in flight is placed later in program order: after the next reduction's reduce-scatter
   // (or at the end of the backward pass), as XLA's scheduler places a collective's done late.
+  // (Placed right after the collective it waits for, it held back the backward pass's compute.)
   constexpr std::uint32_t kDcnStream = 2;
   const Torus torus = Torus::of(hw);
   std::vector<std::function<void()>> later_stages;
   auto issue_later_stages = [&] {
-    for (const auto& stage : later_stages) stage();
+    const auto stages = std::move(later_stages);  // a stage may leave a later stage of its own
     later_stages.clear();
+    for (const auto& stage : stages) stage();
   };
   // Reduces `bytes` over `axes` (and every slice) and sets `*result` to the op that completes it.
   auto gradient_reduction = [&](std::uint32_t axes, CollectiveKind kind, const std::string& name, std::uint64_t bytes,
@@ -669,11 +671,16 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     const std::size_t index = static_cast<std::size_t>(&bk - buckets.data());  // `buckets` grows: keep the index
     const auto reduced_by = [&buckets, index](std::uint32_t op) { buckets[index].all_reduce = op; };
     if (hybrid_fsdp) {
+      // The shards are then summed over the other data axes: a stage that waits for the
+      // reduce-scatter, so it goes later in program order.
       const std::uint32_t scattered = collective_over(mesh.fsdp_axes, CollectiveKind::ReduceScatter, Phase::Gradients,
                                                       grads + "/reduce-scatter", bk.params * grad_bytes, grad_dtype, deps);
-      const std::uint64_t shard = (bk.params + fsdp_replicas - 1) / fsdp_replicas;
-      gradient_reduction(mesh.data_axes & ~mesh.fsdp_axes, CollectiveKind::AllReduce, grads + "/shard", shard * grad_bytes,
-                         grad_dtype, {scattered}, reduced_by);
+      const std::uint64_t shard_bytes = (bk.params + fsdp_replicas - 1) / fsdp_replicas * grad_bytes;
+      issue_later_stages();
+      later_stages.push_back([&, grads, shard_bytes, scattered, reduced_by] {
+        gradient_reduction(mesh.data_axes & ~mesh.fsdp_axes, CollectiveKind::AllReduce, grads + "/shard", shard_bytes, grad_dtype,
+                           {scattered}, reduced_by);
+      });
       return;
     }
     gradient_reduction(mesh.data_axes, sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grads,
