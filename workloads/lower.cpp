@@ -349,7 +349,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     later_stages.clear();
     for (const auto& stage : stages) stage();
   };
-  // Reduces `bytes` over `axes` (and every slice) and sets `*result` to the op that completes it.
+  // Reduces `bytes` over `axes` (and every slice) and hands `result` the op that completes it.
   auto gradient_reduction = [&](std::uint32_t axes, CollectiveKind kind, const std::string& name, std::uint64_t bytes,
                                 DType dtype, std::vector<std::uint32_t> deps, std::function<void(std::uint32_t)> result) {
     const std::string what = kind == CollectiveKind::AllReduce ? "/all-reduce" : "/reduce-scatter";
