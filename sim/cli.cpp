@@ -434,6 +434,9 @@ int parse_and_run(int argc, char** argv) {
   sweep_cmd->add_option("--vary", sweep_varies, "KEY=V1,V2,...: a workload.* or hw.* key and its values (repeatable; the first varies slowest)");
   sweep_cmd->add_option("--hw", sweep_hw, hw_help("; several, comma-separated, vary it"))->capture_default_str();
   sweep_cmd->add_option("--topology", sweep_topology, "Slice shape; several, comma-separated, vary it");
+  std::string sweep_slices;
+  sweep_cmd->add_option("--slices", sweep_slices,
+                        "Slices joined by the data-center network (hw.slice.count); several, comma-separated, vary it");
   sweep_cmd->add_option("--set", sweep.sets, "Fixed override for every point (repeatable)");
   sweep_cmd->add_option("-o,--out", sweep.out_dir, "Output directory (default: out/sweep_<workload file name>)");
   sweep.jobs = 0;
@@ -575,6 +578,9 @@ int parse_and_run(int argc, char** argv) {
       const auto hws = list(sweep_hw), topologies = list(sweep_topology);
       if (hws.size() > 1) sweep.axes.push_back({"hw", hws});
       if (topologies.size() > 1) sweep.axes.push_back({"topology", topologies});
+      const auto slices = list(sweep_slices);
+      if (slices.size() > 1) sweep.axes.push_back({"hw.slice.count", slices});
+      if (slices.size() == 1) sweep.sets.push_back("hw.slice.count=" + slices[0]);
       for (const auto& v : sweep_varies) sweep.axes.push_back(parse_vary(v));
       if (hws.size() == 1) sweep.fixed_hw = hws[0];
       if (topologies.size() == 1) sweep.fixed_topology = topologies[0];

@@ -48,6 +48,7 @@ struct Point {
 };
 
 std::string short_key(const std::string& key) {
+  if (key == "hw.slice.count") return "slices";  // "count" alone says nothing
   const auto dot = key.rfind('.');
   return dot == std::string::npos ? key : key.substr(dot + 1);
 }

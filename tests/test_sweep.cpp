@@ -65,6 +65,21 @@ BOOST_AUTO_TEST_CASE(every_point_is_a_row_in_point_order_whatever_the_parallelis
   BOOST_TEST(point["global_batch"] == 1024);
 }
 
+// --slices varies the number of slices over the DCN as --topology varies the shape.
+BOOST_AUTO_TEST_CASE(slices_vary_like_any_key) {
+  TempDir dir;
+  const CommandResult r = sweep("-o '" + dir.path("s") + "' --hw v5e-8 --slices 1,4 --set workload.training.global_batch=0 "
+                                "--set workload.training.per_replica_batch=8 --trace none");
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const json sw = json::parse(read_file(dir.path("s/sweep.json")));
+  BOOST_REQUIRE(sw["rows"].size() == 2u);
+  BOOST_TEST(sw["rows"][0]["summary"]["chips"] == 8);
+  BOOST_TEST(sw["rows"][1]["summary"]["chips"] == 32);
+  BOOST_TEST(sw["rows"][1]["summary"]["accelerator_type"] == "4x v5e-8");
+  BOOST_TEST(sw["rows"][1]["summary"]["global_batch"].get<int>() == 4 * sw["rows"][0]["summary"]["global_batch"].get<int>());
+  BOOST_TEST(fs::exists(dir.path("s/points/001_slices=4/summary.json")));
+}
+
 BOOST_AUTO_TEST_CASE(failed_and_oom_points_are_rows_with_their_reason) {
   TempDir dir;
   const CommandResult r = sweep("-o '" + dir.path("s") + "' --vary workload.training.global_batch=1024,1020 --vary hw.hbm.capacity_bytes=17179869184,2097152");
