@@ -99,11 +99,7 @@ void add_dcn_stage(CollectiveSchedule& schedule, const CollectiveSpec& spec) {
   for (SchedulePart& part : schedule.parts) {
     auto after_reduce = part.passes.begin();
     std::uint64_t held = spec.bytes;
-    while (after_reduce != part.passes.end() && after_reduce->reduce) {
-      // A line's two directions carry the same shards; a ring's each carry half of them.
-      held = after_reduce->line ? after_reduce->shard_bytes : after_reduce->shard_bytes * after_reduce->directions();
-      ++after_reduce;
-    }
+    for (; after_reduce != part.passes.end() && after_reduce->reduce; ++after_reduce) held = after_reduce->result_bytes();
     RingPass pass;
     pass.dcn_slices = spec.dcn_slices;
     pass.shard_bytes = ceil_div<std::uint64_t>(held, spec.dcn_slices);

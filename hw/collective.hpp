@@ -40,6 +40,9 @@ struct RingPass {
   // Direction 0 sends to the next chip in `ring`, direction 1 to the previous one.
   std::uint32_t directions() const { return bidirectional || line ? 2 : 1; }
   bool over_dcn() const { return dcn_slices > 0; }
+  // What a reduce-scatter pass leaves on this chip: its shard from each ring direction; a line's
+  // two directions both carry the same shards.
+  std::uint64_t result_bytes() const { return line ? shard_bytes : shard_bytes * directions(); }
 };
 
 // Whether this chip sends (receives) a shard in direction `dir` at ring step `step`. On a ring
@@ -52,8 +55,13 @@ bool ring_receives(const RingPass& pass, std::uint32_t dir, std::uint32_t step);
 
 // A ring step's shard goes in pieces of `chunk_bytes` (0: one piece), the last possibly shorter,
 // so that adding one piece overlaps receiving the next.
-inline std::uint64_t ring_piece_bytes(const RingPass& pass, std::uint64_t chunk_bytes) {
-  return chunk_bytes > 0 ? std::min(chunk_bytes, pass.shard_bytes) : pass.shard_bytes;
+struct RingPieces {
+  std::uint64_t shard_bytes = 0, size = 0, count = 0;
+  std::uint64_t bytes(std::uint64_t j) const { return j + 1 < count ? size : shard_bytes - size * (count - 1); }
+};
+inline RingPieces ring_pieces(const RingPass& pass, std::uint64_t chunk_bytes) {
+  const std::uint64_t size = chunk_bytes > 0 ? std::min(chunk_bytes, pass.shard_bytes) : pass.shard_bytes;
+  return {pass.shard_bytes, size, size > 0 ? (pass.shard_bytes + size - 1) / size : 0};
 }
 
 // A sequence of passes; the parts of a schedule run concurrently, each on its own share of data.

@@ -201,9 +201,8 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
   const auto p = static_cast<std::uint32_t>(pass.ring.size());
   const std::uint32_t neighbour[2] = {pass.ring[(pass.position + 1) % p], pass.ring[(pass.position + p - 1) % p]};
   const std::uint32_t directions = pass.directions();
-  const std::uint64_t piece = ring_piece_bytes(pass, ctx.spec.chunk_bytes);
-  const std::uint64_t pieces = ceil_div<std::uint64_t>(pass.shard_bytes, piece);
-  auto piece_bytes = [&](std::uint64_t j) { return j + 1 < pieces ? piece : pass.shard_bytes - piece * (pieces - 1); };
+  const RingPieces split = ring_pieces(pass, ctx.spec.chunk_bytes);
+  const std::uint64_t pieces = split.count;
   const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
   const auto hops = [&](std::uint32_t to) { return static_cast<std::uint32_t>(torus_.route(chip_, to).size()); };
   const std::uint32_t hops_to[2] = {hops(neighbour[0]), directions == 2 ? hops(neighbour[1]) : 0};
@@ -227,7 +226,7 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
       const RingDelivery delivery{ctx.instance, part, index, dir, s, static_cast<std::uint32_t>(pieces), pass.reduce, elem_bytes};
       for (std::uint64_t j = 0; j < pieces; ++j) {
         const Picos available = forwards[dir] ? std::max(before[dir].piece_ready_ps[j], own_before) : now_ps();
-        send(neighbour[dir], hops_to[dir], piece_bytes(j), available, delivery, ctx.label, ctx.step);
+        send(neighbour[dir], hops_to[dir], split.bytes(j), available, delivery, ctx.label, ctx.step);
       }
     }
 
@@ -254,8 +253,8 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
   // The pass is over here once what came last is in; a reduce-scatter's result, this chip's
   // shard (both rings' halves of it), goes back to HBM.
   if (pass.reduce)
-    post({StepKey{ctx.instance, part, index, kOwnShard, pass.steps}, WorkKind::WriteBack, done, 0,
-          pass.line ? pass.shard_bytes : pass.shard_bytes * directions, true, elem_bytes, 1, ctx.label, ctx.step, nullptr});
+    post({StepKey{ctx.instance, part, index, kOwnShard, pass.steps}, WorkKind::WriteBack, done, 0, pass.result_bytes(), true,
+          elem_bytes, 1, ctx.label, ctx.step, nullptr});
   wakes_.wait_until(done);
 }
 
@@ -263,9 +262,8 @@ void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uin
 // simulated: by symmetry each does what this chip does when it does it, so the piece this chip
 // receives in a step arrives as the one it sends arrives at its peer (DcnSend books both).
 void CollectiveUnit::run_dcn_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index) {
-  const std::uint64_t piece = ring_piece_bytes(pass, ctx.spec.chunk_bytes);
-  const std::uint64_t pieces = ceil_div<std::uint64_t>(pass.shard_bytes, piece);
-  auto piece_bytes = [&](std::uint64_t j) { return j + 1 < pieces ? piece : pass.shard_bytes - piece * (pieces - 1); };
+  const RingPieces split = ring_pieces(pass, ctx.spec.chunk_bytes);
+  const std::uint64_t pieces = split.count;
   const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
   Inbox before;  // what the step before brought, which this step forwards (with the own shard added)
   Picos own_before = 0, done = now_ps();
@@ -274,7 +272,7 @@ void CollectiveUnit::run_dcn_pass(const Context& ctx, const RingPass& pass, std:
     if (s > 0) wakes_.wait_until(std::max(before.head_ps, now_ps()));
     for (std::uint64_t j = 0; j < pieces; ++j) {
       const Picos available = s > 0 ? std::max(before.piece_ready_ps[j], own_before) : now_ps();
-      post({key, WorkKind::DcnSend, available, now_ps(), piece_bytes(j), pass.reduce, elem_bytes,
+      post({key, WorkKind::DcnSend, available, now_ps(), split.bytes(j), pass.reduce, elem_bytes,
             static_cast<std::uint32_t>(pieces), ctx.label, ctx.step, nullptr});
     }
     Picos own_ready = now_ps();
@@ -290,7 +288,7 @@ void CollectiveUnit::run_dcn_pass(const Context& ctx, const RingPass& pass, std:
     done = std::max(done, own_ready);
   }
   if (pass.reduce)
-    post({StepKey{ctx.instance, part, index, kOwnShard, pass.steps}, WorkKind::WriteBack, done, 0, pass.shard_bytes, true,
+    post({StepKey{ctx.instance, part, index, kOwnShard, pass.steps}, WorkKind::WriteBack, done, 0, pass.result_bytes(), true,
           elem_bytes, 1, ctx.label, ctx.step, nullptr});
   wakes_.wait_until(done);
 }

@@ -88,14 +88,17 @@ CLI::Validator one_of(std::vector<std::string> choices) {
       shown);
 }
 
+// --slices N: hw.slice.count, within the bounds the registry gives it.
+void add_slices_option(CLI::App& cmd, std::uint32_t& slices, const std::string& help) {
+  cmd.add_option("--slices", slices, help)->check(whole_number_of("slices"))->check(CLI::Range(1u, 4096u));
+}
+
 void add_config_options(CLI::App& cmd, ConfigRequest& request) {
   cmd.add_option("--hw", request.hw, hw_help())->capture_default_str();
   cmd.add_option("--topology", request.topology, "Slice shape in chips, e.g. 2x2, 4x4, 4x4x4 (default: the preset's)");
-  cmd.add_option("--slices", request.slices,
-                 "Slices of that shape joined by the data-center network, data parallel across them (Cloud TPU multislice; "
-                 "default: hw.slice.count, 1)")
-      ->check(whole_number_of("slices"))
-      ->check(CLI::Range(1u, 4096u));
+  add_slices_option(cmd, request.slices,
+                    "Slices of that shape joined by the data-center network, data parallel across them (Cloud TPU "
+                    "multislice; default: hw.slice.count, 1)");
   cmd.add_option("--set", request.sets, "Override a key: hw.<path>=VALUE or workload.<path>=VALUE (repeatable; see list-params)")
       ->allow_extra_args(false);
 }
@@ -407,11 +410,9 @@ int parse_and_run(int argc, char** argv) {
   coll_cmd->add_option("--hw", coll_request.hw, hw_help())->capture_default_str();
   coll_cmd->add_option("--topology", coll_request.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
   coll_cmd->add_option("--set", coll_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
-  coll_cmd->add_option("--slices", coll_request.slices,
-                       "Slices the group also spans over the data-center network: a reduction's ICI stage, then an "
-                       "all-reduce with the chips' peers in the other slices (default 1)")
-      ->check(whole_number_of("slices"))
-      ->check(CLI::Range(1u, 4096u));
+  add_slices_option(*coll_cmd, coll_request.slices,
+                    "Slices the group also spans over the data-center network: a reduction's ICI stage, then an "
+                    "all-reduce with the chips' peers in the other slices (default 1)");
   coll_cmd->add_option("--algorithm", coll_algorithm, "ring, bidir_ring, torus (axis by axis) or torus_all_axes")
       ->check(one_of(collective_algorithm_names()))->capture_default_str();
   coll_cmd->add_option("--group", coll_group, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")

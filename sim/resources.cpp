@@ -88,9 +88,8 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
         intervals += 1;
         for (const RingPass& pass : part.passes) {
           if (!pass.reduce || pass.shard_bytes == 0) continue;
-          const std::uint64_t piece = ring_piece_bytes(pass, op.collective.chunk_bytes);
-          intervals += static_cast<double>(pass.steps * pass.directions() *
-                                           ((pass.shard_bytes + piece - 1) / piece)) / hw.chip.cores;
+          intervals += static_cast<double>(pass.steps * pass.directions() * ring_pieces(pass, op.collective.chunk_bytes).count) /
+                       hw.chip.cores;
         }
       }
     }

@@ -15,6 +15,8 @@ namespace {
 // What the band says of tpusim beyond the public set: checked against measurements outside it,
 // it was two to five times less accurate, nearly always too fast (issue 37).
 constexpr const char* kOffTheSet = "off the set tpusim has been 2-5x less accurate, mostly too fast";
+// What marks a run over several slices in its kind.
+constexpr const char* kMultislice = ", multislice";
 
 }  // namespace
 
@@ -27,7 +29,7 @@ std::string training_run_kind(const std::string& hw_name, const ModelGraph& mode
   }
   const char* family = attention ? "transformer" : convolution ? "convolutional" : "other";
   return fmt::format("{} {} training{}{}{}", hw_name, family, tensor_parallel ? ", tensor parallel" : "", fsdp ? ", FSDP" : "",
-                     multislice ? ", multislice" : "");
+                     multislice ? kMultislice : "");
 }
 
 std::string public_validation_set_path() { return TPUSIM_VALIDATION_SET; }
@@ -80,7 +82,7 @@ nlohmann::ordered_json validation_band(const std::string& kind, const std::strin
   band["worst_abs_error_pct"] = std::round(worst * 10) / 10;
   const std::string of = band["match"] == "exact" ? kind : family_prefix + " (other layouts)";
   // Points of one slice say nothing of the DCN between several.
-  const bool unvalidated_dcn = band["match"] != "exact" && kind.find(", multislice") != std::string::npos;
+  const bool unvalidated_dcn = band["match"] != "exact" && kind.find(kMultislice) != std::string::npos;
   band["text"] = fmt::format("{} public point{} of {}: {} mean |error| {:.1f}%, worst {:.1f}% ({}){}", chosen.size(),
                              chosen.size() == 1 ? "" : "s", of, held > 0 ? "held-out" : "fitted, in-set", mean, worst, kOffTheSet,
                              unvalidated_dcn ? "; none over several slices: the DCN stage is unvalidated" : "");
