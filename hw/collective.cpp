@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "hw/systolic_timing.hpp"
 #include "hw/units.hpp"
 
@@ -113,6 +115,35 @@ void add_dcn_stage(CollectiveSchedule& schedule, const CollectiveSpec& spec) {
   }
 }
 
+// An all-to-all, one torus axis after another (a two-dimensional all-to-all in two phases): along
+// an axis of p chips each chip sends every other chip on it the 1/p of its buffer bound for that
+// chip's coordinate, so the buffer keeps its size from axis to axis. The shares travel round the
+// axis's ring both ways, one hop a step, store and forward: in step t every chip passes each
+// neighbour the shares still bound t or more hops on that way (a chip exactly half way round of
+// an even ring gets half of its share each way), so every link direction carries the ring's
+// bisection load, p^2/8 shares, the load of direct routed sends, and only between neighbours.
+// (On an axis without wraparound the ring's closing hop crosses the line.)
+SchedulePart all_to_all_part(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes, std::uint64_t bytes) {
+  SchedulePart part;
+  for (auto a : axes) {
+    RingPass pass;
+    pass.ring = snake(torus, chip, {a});
+    pass.position = position_of(pass.ring, chip);
+    const auto p = static_cast<std::uint64_t>(pass.ring.size());
+    const std::uint64_t share = ceil_div<std::uint64_t>(bytes, p);
+    pass.reduce = false;
+    pass.steps = 1;
+    pass.bidirectional = p > 2;
+    const std::uint64_t last = p % 2 == 0 && p > 2 ? ceil_div<std::uint64_t>(share, 2) : share;  // the farthest share
+    for (std::uint64_t t = 1; 2 * t <= p; ++t) {
+      pass.shard_bytes = (p / 2 - t) * share + last;
+      pass.label = fmt::format("A2A {} {}", axis_label(a), t);
+      part.passes.push_back(pass);
+    }
+  }
+  return part;
+}
+
 }  // namespace
 
 bool ring_sends(const RingPass& pass, std::uint32_t dir, std::uint32_t step) {
@@ -176,6 +207,10 @@ CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, c
     pass.steps = 1;
     pass.label = "permute";
     schedule.parts.push_back(SchedulePart{{pass}});
+    return schedule;
+  }
+  if (spec.kind == CollectiveKind::AllToAll) {  // whatever the algorithm: axis by axis
+    schedule.parts.push_back(all_to_all_part(torus, chip, axes, spec.bytes));
     return schedule;
   }
   const bool rs = spec.kind != CollectiveKind::AllGather;

@@ -20,6 +20,7 @@ const char* collective_kind_name(CollectiveKind k) {
     case CollectiveKind::ReduceScatter: return "reduce-scatter";
     case CollectiveKind::AllGather: return "all-gather";
     case CollectiveKind::Permute: return "permute";
+    case CollectiveKind::AllToAll: return "all-to-all";
   }
   return "?";
 }

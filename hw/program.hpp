@@ -85,7 +85,10 @@ struct VectorWork {
 // Permute: each chip sends its whole buffer to the next chip of its group's ring and receives the
 // previous one's (XLA's collective-permute, JAX's ppermute with a shift); with the BidirRing
 // algorithm half of it to each neighbour, receiving half from each.
-enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Permute };
+// AllToAll: each chip's buffer holds one equal share for every chip of its group (itself
+// included), and each chip ends with the shares the others held for it (XLA's all-to-all, the
+// dispatch and combine of a mixture-of-experts layer over an expert axis).
+enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Permute, AllToAll };
 enum class CollectiveAlgorithm : std::uint8_t {
   Ring,          // one unidirectional ring through the group
   BidirRing,     // two rings, one each way, half the data each
@@ -102,7 +105,8 @@ std::vector<std::string> collective_algorithm_names();  // every algorithm's, in
 struct CollectiveSpec {
   CollectiveKind kind = CollectiveKind::AllReduce;
   // The whole buffer: what goes into and out of an all-reduce, into a reduce-scatter, out of an
-  // all-gather; what each chip sends in a permute.
+  // all-gather; what each chip sends in a permute; what each chip holds before and after an
+  // all-to-all.
   std::uint64_t bytes = 0;
   DType dtype = DType::F32;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::TorusAllAxes;

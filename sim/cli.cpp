@@ -403,9 +403,9 @@ int parse_and_run(int argc, char** argv) {
   std::string coll_op = "all-reduce", coll_algorithm = "torus_all_axes", coll_group = "all", coll_dtype = "f32";
   bool coll_json = false;
   auto* coll_cmd = app.add_subcommand("collective", "Simulate one collective over the chips of a slice (one rank per chip)");
-  coll_cmd->add_option("--op", coll_op, "Collective")->check(one_of({"all-reduce", "reduce-scatter", "all-gather", "permute"}))
+  coll_cmd->add_option("--op", coll_op, "Collective")->check(one_of({"all-reduce", "reduce-scatter", "all-gather", "permute", "all-to-all"}))
       ->capture_default_str();
-  coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out)")->transform(byte_size())
+  coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out, each chip's in an all-to-all)")->transform(byte_size())
       ->required();
   coll_cmd->add_option("--hw", coll_request.hw, hw_help())->capture_default_str();
   coll_cmd->add_option("--topology", coll_request.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
@@ -601,8 +601,11 @@ int parse_and_run(int argc, char** argv) {
       coll.spec.kind = coll_op == "all-reduce"       ? CollectiveKind::AllReduce
                        : coll_op == "reduce-scatter" ? CollectiveKind::ReduceScatter
                        : coll_op == "permute"        ? CollectiveKind::Permute
+                       : coll_op == "all-to-all"     ? CollectiveKind::AllToAll
                                                      : CollectiveKind::AllGather;
       coll.spec.algorithm = parse_collective_algorithm(coll_algorithm);
+      // An all-to-all has one algorithm, axis by axis (hw/collective.cpp): say so rather than echo --algorithm.
+      if (coll.spec.kind == CollectiveKind::AllToAll) coll.spec.algorithm = CollectiveAlgorithm::Torus;
       coll.spec.group_axes = parse_group(coll_group);
       coll.named_axes = coll_group != "all";
       coll.spec.dtype = coll_dtype == "bf16" ? DType::BF16 : DType::F32;
