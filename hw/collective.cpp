@@ -115,7 +115,7 @@ void add_dcn_stage(CollectiveSchedule& schedule, const CollectiveSpec& spec) {
   }
 }
 
-// An all-to-all, one torus axis after another (a two-dimensional all-to-all in two phases): along
+// An all-to-all of `bytes`, one torus axis after another (a two-dimensional all-to-all in two phases): along
 // an axis of p chips each chip sends every other chip on it the 1/p of its buffer bound for that
 // chip's coordinate, so the buffer keeps its size from axis to axis. The shares travel round the
 // axis's ring both ways, one hop a step, store and forward: in step t every chip passes each
@@ -209,8 +209,16 @@ CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, c
     schedule.parts.push_back(SchedulePart{{pass}});
     return schedule;
   }
-  if (spec.kind == CollectiveKind::AllToAll) {  // whatever the algorithm: axis by axis
-    schedule.parts.push_back(all_to_all_part(torus, chip, axes, spec.bytes));
+  if (spec.kind == CollectiveKind::AllToAll) {
+    // Whatever the algorithm: axis by axis, on 1/k of the data per axis order, all k at once (as
+    // torus_all_axes), so that every axis's links are busy at once, as direct routed sends keep
+    // them, rather than one axis's after another's.
+    const std::uint64_t share = ceil_div<std::uint64_t>(spec.bytes, axes.size());
+    for (std::size_t j = 0; j < axes.size(); ++j) {
+      std::vector<std::uint8_t> order;
+      for (std::size_t i = 0; i < axes.size(); ++i) order.push_back(axes[(i + j) % axes.size()]);
+      schedule.parts.push_back(all_to_all_part(torus, chip, order, share));
+    }
     return schedule;
   }
   const bool rs = spec.kind != CollectiveKind::AllGather;

@@ -714,6 +714,12 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.rate = l.at("rate").get<double>();
     if (l.contains("shape")) spec.shape = l.at("shape").get<std::vector<std::uint64_t>>();
     spec.tokens = l.value("tokens", std::uint64_t{0});
+    spec.experts = l.value("experts", std::uint64_t{0});
+    spec.top_k = l.value("top_k", std::uint64_t{0});
+    spec.shared_experts = l.at("shared_experts").get<std::uint64_t>();
+    spec.gated = l.at("gated").get<bool>();
+    spec.capacity_factor = l.at("capacity_factor").get<double>();
+    spec.routing_imbalance = l.at("routing_imbalance").get<double>();
     w.layers.push_back(spec);
   }
   w.loss = get<std::string>(d, "model.loss");
@@ -746,6 +752,7 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.remat = get<bool>(d, "training.remat");
   w.mesh_model_axes = get<std::string>(d, "training.mesh.model");
   w.mesh_fsdp_axes = get<std::string>(d, "training.mesh.fsdp");
+  w.mesh_expert_axes = get<std::string>(d, "training.mesh.expert");
   w.sequence_parallel = get<bool>(d, "training.mesh.sequence_parallel");
   w.collective_matmul = get<bool>(d, "training.mesh.collective_matmul");
   w.remat_adds_per_segment = get<std::uint32_t>(d, "training.remat_adds_per_segment");

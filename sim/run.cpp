@@ -226,6 +226,7 @@ std::optional<FittingLayout> smallest_fitting_layout(const Workload& w, const Hw
 ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh, const Torus& torus) {
   ojson out = {{"data", {{"count", 0}, {"bytes", 0}}}};
   if (mesh.model_size > 1) out["model"] = {{"count", 0}, {"bytes", 0}};
+  if (mesh.expert_size > 1) out["expert"] = {{"count", 0}, {"bytes", 0}};
   std::uint64_t over_dcn = 0, dcn_sent_bytes = 0;
   for (const Op& op : program.ops) {
     if (op.kind != OpKind::Collective) continue;
@@ -234,7 +235,8 @@ ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh, const T
       dcn_sent_bytes += schedule_dcn_sent_bytes(plan_collective(torus, 0, op.collective));
       if (op.collective.group_axes == 0) continue;  // over the DCN alone
     }
-    ojson& axis = out[op.collective.group_axes == mesh.model_axes && mesh.model_size > 1 ? "model" : "data"];
+    const bool model = op.collective.group_axes == mesh.model_axes && mesh.model_size > 1;
+    ojson& axis = out[op.collective.kind == CollectiveKind::AllToAll ? "expert" : model ? "model" : "data"];
     axis["count"] = axis["count"].get<std::uint64_t>() + 1;
     axis["bytes"] = axis["bytes"].get<std::uint64_t>() + op.collective.bytes;
   }
@@ -828,12 +830,14 @@ std::string format_summary(const ojson& s) {
     const ojson& u = s["utilization"];
     t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}{}\n", pct(u["mxu"]), pct(u["vpu"]), pct(u["hbm"]),
                      pct(u["ici"]), slices > 1 ? ", DCN " + pct(u["dcn"]) : "");
-    if (s.contains("collectives_per_step") && s["collectives_per_step"].contains("model")) {
+    if (s.contains("collectives_per_step") && (s["collectives_per_step"].contains("model") || s["collectives_per_step"].contains("expert"))) {
       const ojson& c = s["collectives_per_step"];
-      auto axis = [&](const char* name) {
-        return fmt::format("{} {} ({})", name, c[name]["count"].get<std::uint64_t>(), bytes(c[name]["bytes"].get<double>()));
-      };
-      t += fmt::format("  collectives    per core and step, by mesh axis: {}, {}\n", axis("data"), axis("model"));
+      std::string axes;
+      for (const char* name : {"data", "model", "expert"})
+        if (c.contains(name))
+          axes += fmt::format("{}{} {} ({})", axes.empty() ? "" : ", ", name, c[name]["count"].get<std::uint64_t>(),
+                              bytes(c[name]["bytes"].get<double>()));
+      t += fmt::format("  collectives    per core and step, by mesh axis: {}\n", axes);
     }
     t += format_cost_and_energy(s);
   } else if (s["status"] == "oom") {

@@ -22,12 +22,15 @@ constexpr const char* kMultislice = ", multislice";
 
 std::string training_run_kind(const std::string& hw_name, const ModelGraph& model, bool tensor_parallel, bool fsdp,
                               bool multislice) {
-  bool attention = false, convolution = false;
+  bool attention = false, convolution = false, experts = false;
   for (const Node& node : model.nodes) {
     attention = attention || node.spec.type == "attention";
+    experts = experts || node.spec.type == "moe";
     convolution = convolution || node.spec.type == "conv2d" || node.spec.type == "depthwise_conv2d";
   }
-  const char* family = attention ? "transformer" : convolution ? "convolutional" : "other";
+  // A mixture of experts is a family of its own: its routing, all-to-alls and grouped matmuls are
+  // nothing a dense transformer's points measured.
+  const char* family = experts ? "mixture-of-experts" : attention ? "transformer" : convolution ? "convolutional" : "other";
   return fmt::format("{} {} training{}{}{}", hw_name, family, tensor_parallel ? ", tensor parallel" : "", fsdp ? ", FSDP" : "",
                      multislice ? kMultislice : "");
 }

@@ -13,7 +13,8 @@
 namespace tpusim {
 
 // A training run's kind: "tpu_v5p transformer training, tensor parallel, FSDP". The model family
-// is transformer (any attention layer), convolutional (any convolution) or other; "multislice"
+// is mixture-of-experts (any moe layer), transformer (any attention layer), convolutional (any
+// convolution) or other; "multislice"
 // marks a run over several slices (the DCN).
 std::string training_run_kind(const std::string& hw_name, const ModelGraph& model, bool tensor_parallel, bool fsdp,
                               bool multislice = false);

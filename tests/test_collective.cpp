@@ -160,11 +160,13 @@ BOOST_AUTO_TEST_CASE(an_all_to_all_takes_the_rings_bisection_time_and_moves_each
       BOOST_TEST(full["ici_bytes"] == folded["ici_bytes"]);
     }
   }
-  // Over two axes, one after the other: each keeps the buffer's size, so a 4x4 all-to-all takes
-  // twice a 4-chip one.
+  // Over two axes each half of the buffer goes along one axis and then the other, the two halves
+  // in opposite orders at once: every link carries what it carries in a 4-chip all-to-all of the
+  // whole buffer, over twice the steps, so a 4x4 all-to-all takes a 4-chip one's time and two
+  // more hops.
   const json square = collective("--op all-to-all --bytes 67108864 --hw " + kWrapped + " --topology 4x4");
   const json line = collective("--op all-to-all --bytes 67108864 --hw " + kWrapped + " --topology 4");
-  BOOST_TEST(square["alpha_beta_s"].get<double>() == 2 * line["alpha_beta_s"].get<double>(), boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(square["alpha_beta_s"].get<double>() == line["alpha_beta_s"].get<double>() + 2e-6, boost::test_tools::tolerance(1e-8));
   BOOST_TEST(relative_gap(square) <= 0.001);
   BOOST_TEST(square["algorithm"] == "torus");
 }

@@ -56,7 +56,11 @@ BOOST_AUTO_TEST_CASE(parameter_counts_match_the_published_models) {
       {"llama2_7b", {6738415616, 6.7e9}},         {"llama2_70b", {68976648192, 70e9}},
       {"llama3_8b", {8030261248, 8e9}},         {"llama3_70b", {70553706496, 70e9}},
       {"llama3_405b", {405853388800, 405e9}},   {"gemma_2b", {2506172416, 2.5e9}},
-      {"gemma_7b", {8537680896, 8.5e9}}};
+      {"gemma_7b", {8537680896, 8.5e9}},
+      // Mixtral 8x7B as its released config counts it (Jiang et al. 2024 quote 47B; Mistral's
+      // 46.7B), and DeepSeekMoE 16B (Dai et al. 2024: 16.4B): the same blocks with a router of
+      // width x experts and the experts' gated MLPs in place of the dense one.
+      {"mixtral_8x7b", {46702792704, 46.7e9}}, {"deepseek_moe_16b", {16375728128, 16.4e9}}};
   for (const auto& [name, counts] : expected) {
     BOOST_TEST_CONTEXT(name) {
       const auto params = model(name).params();

@@ -232,9 +232,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     throw std::invalid_argument(fmt::format("workload.training.quantization: int8: the {} MXU has no int8 path "
                                             "(core.mxu.int8_speedup is 0)", hw.name));
   const Mesh& mesh = out.mesh;
-  if (mesh.model_size > 1) {
+  if (mesh.model_size > 1 || mesh.expert_size > 1) {
     Workload per_core = w;
-    per_core.layers = shard_layers(out.model, mesh.model_size);
+    per_core.layers = shard_layers(out.model, mesh.model_size, mesh.expert_size);
     out.core_model = analyze_model(per_core);
   } else {
     out.core_model = out.model;
@@ -286,6 +286,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   program.launch_ps = ns_to_ps(hw.host.launch_overhead_us * 1000);
   StepEmitter em(program, model, b, act, passes);
   em.set_model_axis(mesh.model_axes, mesh.model_size, w.all_reduce_algorithm, w.sequence_parallel);
+  em.set_expert_axis(mesh.expert_axes);
   StepEmitter::Kernels kernels;
   kernels.flash_attention = w.flash_attention;
   kernels.int8_matmuls = w.int8_matmuls;
@@ -640,6 +641,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     std::uint64_t params = 0;
     std::string first, last;
     std::uint32_t all_reduce = 0;
+    // Data axes along which these weights differ (the expert axis, for a moe layer's experts):
+    // their gradients are summed over the other data axes only.
+    std::uint32_t local_axes = 0;
   };
   std::vector<Bucket> buckets(1);
   std::vector<std::uint32_t> all_grads;
@@ -670,20 +674,22 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     const std::string grads = bucket_name(bk);
     const std::size_t index = static_cast<std::size_t>(&bk - buckets.data());  // `buckets` grows: keep the index
     const auto reduced_by = [&buckets, index](std::uint32_t op) { buckets[index].all_reduce = op; };
+    const std::uint32_t replica_axes = mesh.data_axes & ~bk.local_axes;
     if (hybrid_fsdp) {
       // The shards are then summed over the other data axes: a stage that waits for the
       // reduce-scatter, so it goes later in program order.
       const std::uint32_t scattered = collective_over(mesh.fsdp_axes, CollectiveKind::ReduceScatter, Phase::Gradients,
                                                       grads + "/reduce-scatter", bk.params * grad_bytes, grad_dtype, deps);
       const std::uint64_t shard_bytes = (bk.params + fsdp_replicas - 1) / fsdp_replicas * grad_bytes;
+      const std::uint32_t shard_axes = replica_axes & ~mesh.fsdp_axes;
+      if (group_size(torus, shard_axes) <= 1 && hw.slices == 1) return reduced_by(scattered);  // no other replica holds them
       issue_later_stages();
-      later_stages.push_back([&, grads, shard_bytes, scattered, reduced_by] {
-        gradient_reduction(mesh.data_axes & ~mesh.fsdp_axes, CollectiveKind::AllReduce, grads + "/shard", shard_bytes, grad_dtype,
-                           {scattered}, reduced_by);
+      later_stages.push_back([&, grads, shard_bytes, shard_axes, scattered, reduced_by] {
+        gradient_reduction(shard_axes, CollectiveKind::AllReduce, grads + "/shard", shard_bytes, grad_dtype, {scattered}, reduced_by);
       });
       return;
     }
-    gradient_reduction(mesh.data_axes, sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grads,
+    gradient_reduction(replica_axes, sharded_update ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grads,
                        bk.params * grad_bytes, grad_dtype, deps, reduced_by);
   };
   // Clipping each replica's own gradients needs their global norm, so no bucket's all-reduce can
@@ -785,11 +791,24 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       else if (r.has_dx)
         dy[input].push_back(r.dx);
     }
-    if (node.trainable > 0) {
-      r.grads = summed_over_tokens(node, r.grads, node.trainable);
+    if (node.expert_local_trainable > 0) {
+      // The experts this chip holds along the expert axis: a bucket of their own, reduced over
+      // the other data axes, ahead of the partly filled one.
+      Bucket experts;
+      experts.grads = r.grads;
+      experts.params = node.expert_local_trainable;
+      experts.first = experts.last = node.spec.name + "/experts";
+      experts.local_axes = mesh.expert_axes;
+      Bucket& bk = *buckets.insert(std::prev(buckets.end()), std::move(experts));
+      if (node.trainable == node.expert_local_trainable) all_grads.insert(all_grads.end(), r.grads.begin(), r.grads.end());
+      if (overlap_all_reduce) issue_all_reduce(bk, bk.grads);
+    }
+    if (node.trainable > node.expert_local_trainable) {
+      const std::uint64_t replicated = node.trainable - node.expert_local_trainable;
+      r.grads = summed_over_tokens(node, r.grads, replicated);
       Bucket& bk = buckets.back();
       bk.grads.insert(bk.grads.end(), r.grads.begin(), r.grads.end());
-      bk.params += node.trainable;
+      bk.params += replicated;
       if (bk.first.empty()) bk.first = node.spec.name;
       bk.last = node.spec.name;
       all_grads.insert(all_grads.end(), r.grads.begin(), r.grads.end());

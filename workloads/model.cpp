@@ -136,7 +136,10 @@ ModelGraph analyze_model(const Workload& w) {
     if (!node.kind->takes_several_inputs() && node.inputs.size() != 1)
       ctx.fail("inputs", fmt::format("a {} layer takes one input", s.type));
     node.kind->infer(node, ctx);
-    if (!s.trainable) std::swap(node.trainable, node.frozen);
+    if (!s.trainable) {
+      std::swap(node.trainable, node.frozen);
+      node.expert_local_trainable = 0;
+    }
     if (elements(node.out) == 0) ctx.fail("", "the layer's output is empty");
     ctx.checked_mul(elements(node.out), 1);
     by_name[s.name] = i;

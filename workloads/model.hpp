@@ -34,6 +34,9 @@ struct Node {
   std::uint64_t params = 0;       // all of them, as Keras counts (batch norm's moving statistics included)
   std::uint64_t trainable = 0;    // those with gradients and optimizer state
   std::uint64_t frozen = 0;       // those a frozen layer (spec.trainable false) would otherwise train
+  // Of `trainable`: those this core alone holds along the mesh's expert axis (its share of a moe
+  // layer's experts), whose gradients are summed over the other data axes only.
+  std::uint64_t expert_local_trainable = 0;
   double forward_flops = 0;       // per sample, matmuls only (2 per multiply-accumulate)
 };
 

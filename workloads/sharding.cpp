@@ -43,16 +43,33 @@ Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
                                               "a {} chip's {} cores are replicas of their own", path, hw.name, hw.chip.cores));
   }
   mesh.data_axes = 0x7 & ~mesh.model_axes;
-  mesh.fsdp_axes = mesh.data_axes;
+  if (!w.mesh_expert_axes.empty() && w.mesh_expert_axes != "none") {
+    const std::string path = "workload.training.mesh.expert";
+    std::tie(mesh.expert_axes, mesh.expert_size) = axes_named(path, w.mesh_expert_axes, hw);
+    if (mesh.expert_axes & mesh.model_axes)
+      throw std::invalid_argument(fmt::format("{}: \"{}\": expected data axes; training.mesh.model \"{}\" takes {}", path,
+                                              w.mesh_expert_axes, w.mesh_model_axes, w.mesh_model_axes.size() > 1 ? "them" : "it"));
+    if (hw.chip.cores > 1 && !hw.chip.megacore)
+      throw std::invalid_argument(fmt::format("{}: expert parallelism is modelled over chips of one replica each (v4, v5e, v5p, v6e); "
+                                              "a {} chip's {} cores are replicas of their own", path, hw.name, hw.chip.cores));
+    if (w.weight_update_sharding)
+      throw std::invalid_argument(fmt::format("{}: weight_update_sharding shards every weight over every replica; with experts "
+                                              "split over an expert axis use training.fsdp instead", path));
+  }
+  // The experts' weights are split over the expert axes already: FSDP shards over the others.
+  mesh.fsdp_axes = mesh.data_axes & ~mesh.expert_axes;
   if (!w.mesh_fsdp_axes.empty()) {
     const std::string path = "workload.training.mesh.fsdp";
     mesh.fsdp_axes = axes_named(path, w.mesh_fsdp_axes, hw).first;
     if (mesh.fsdp_axes & mesh.model_axes)
       throw std::invalid_argument(fmt::format("{}: \"{}\": expected data axes; training.mesh.model \"{}\" takes {}", path,
                                               w.mesh_fsdp_axes, w.mesh_model_axes, w.mesh_model_axes.size() > 1 ? "them" : "it"));
-    for (std::size_t a = 0; a < hw.slice_dims.size(); ++a)
-      if ((mesh.data_axes & ~mesh.fsdp_axes) >> a & 1u) mesh.data_parallel_size *= hw.slice_dims[a];
+    if (mesh.fsdp_axes & mesh.expert_axes)
+      throw std::invalid_argument(fmt::format("{}: \"{}\": expected data axes outside training.mesh.expert \"{}\" (the experts are "
+                                              "split over those already)", path, w.mesh_fsdp_axes, w.mesh_expert_axes));
   }
+  for (std::size_t a = 0; a < hw.slice_dims.size(); ++a)
+    if ((mesh.data_axes & ~mesh.fsdp_axes) >> a & 1u) mesh.data_parallel_size *= hw.slice_dims[a];
   return mesh;
 }
 
@@ -116,9 +133,19 @@ std::optional<ColumnGroup> column_group(const ModelGraph& model, const Node& nod
   return std::nullopt;
 }
 
-std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shards) {
+std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shards, std::uint32_t expert_shards) {
   std::vector<LayerSpec> layers;
   for (const Node& node : model.nodes) layers.push_back(node.spec);
+  for (const Node& node : model.nodes) {
+    if (node.spec.type != "moe") continue;
+    if (shards > 1)  // replicated, every core of the axis would compute every expert: refused, not silently slow
+      throw std::invalid_argument(fmt::format("workload.training.mesh.model: layer \"{}\": a moe layer is not split over a model axis "
+                                              "in tpusim; split its experts over training.mesh.expert instead", node.spec.name));
+    if (node.spec.experts % expert_shards)
+      throw std::invalid_argument(fmt::format("workload.training.mesh.expert: layer \"{}\": {} experts do not split over an expert "
+                                              "axis of {} chips", node.spec.name, node.spec.experts, expert_shards));
+    layers[node.index].expert_shards = expert_shards;
+  }
   if (shards == 1) return layers;
   auto fail = [&](const Node& node, const std::string& what) {
     throw std::invalid_argument(fmt::format("workload.training.mesh.model: layer \"{}\": {}", node.spec.name, what));

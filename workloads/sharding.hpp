@@ -19,10 +19,13 @@ struct Mesh {
   std::uint32_t model_size = 1;    // chips along the model axes
   std::uint32_t fsdp_axes = 0x7;   // bit a: FSDP shards the weights over torus axis a (of the data axes)
   std::uint32_t data_parallel_size = 1;  // chips along the data axes outside fsdp_axes
+  std::uint32_t expert_axes = 0;   // bit a: torus axis a (a data axis) splits moe layers' experts
+  std::uint32_t expert_size = 1;   // chips along the expert axes
 };
 
-// Throws std::invalid_argument naming workload.training.mesh.model (or .fsdp) for axes the slice
-// lacks, FSDP axes that are not data axes, or a split the chip cannot take.
+// Throws std::invalid_argument naming workload.training.mesh.model (or .fsdp, .expert) for axes
+// the slice lacks, FSDP or expert axes that are not data axes (or overlap), or a split the chip
+// cannot take. FSDP's axes default to the data axes outside the expert axes.
 Mesh resolve_mesh(const Workload& workload, const HwConfig& hw);
 
 // Dense layers split by columns whose outputs meet the one dense layer split by rows: a plain
@@ -37,6 +40,8 @@ struct ColumnGroup {
 // such layers, or reaches a norm (which needs the whole row) or branches on the way.
 std::optional<ColumnGroup> column_group(const ModelGraph& model, const Node& node);
 
+// The layers one core runs with `expert_shards` chips along the expert axis: each moe layer holds
+// its share of the experts (and, per the model axis, as below).
 // The layers one core of a `shards`-way model axis runs: the columns of a column group are split
 // by columns (their units divided) and its row layer by rows (its input arrives divided);
 // attention is split by heads (query and key/value heads alike); a language model's own head by
@@ -44,6 +49,6 @@ std::optional<ColumnGroup> column_group(const ModelGraph& model, const Node& nod
 // The elementwise layers between such a pair are marked "within". Everything else is replicated
 // (and under sequence parallelism runs on 1/shards of the tokens). Throws std::invalid_argument
 // when a split layer does not divide.
-std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shards);
+std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shards, std::uint32_t expert_shards = 1);
 
 }  // namespace tpusim

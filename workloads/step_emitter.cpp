@@ -68,6 +68,18 @@ std::vector<std::uint32_t> StepEmitter::model_gathered(const std::string& name, 
   return after;
 }
 
+std::vector<std::uint32_t> StepEmitter::expert_exchange(const std::string& name, Phase phase, std::uint64_t bytes,
+                                                        std::vector<std::uint32_t> deps) {
+  if (expert_axes_ == 0) return deps;
+  CollectiveSpec spec;
+  spec.kind = CollectiveKind::AllToAll;
+  spec.bytes = bytes;
+  spec.dtype = act_;
+  spec.algorithm = CollectiveAlgorithm::Torus;  // axis by axis, the one way an all-to-all runs
+  spec.group_axes = expert_axes_;
+  return {collective(name + "/all-to-all", phase, spec, std::move(deps))};
+}
+
 std::pair<std::vector<std::uint32_t>, std::vector<std::uint32_t>> StepEmitter::split_recomputed(
     std::vector<std::uint32_t> deps) const {
   std::pair<std::vector<std::uint32_t>, std::vector<std::uint32_t>> split;

@@ -86,6 +86,13 @@ class StepEmitter {
   std::vector<std::uint32_t> model_gathered(const std::string& name, Phase phase, std::uint64_t elements,
                                             std::vector<std::uint32_t> deps);
 
+  // The mesh's expert axis (sharding.hpp): the torus axes it spans (0: none).
+  void set_expert_axis(std::uint32_t axes_mask) { expert_axes_ = axes_mask; }
+  // A moe layer's `bytes` of routed rows exchanged over the expert axis after `deps`, an
+  // all-to-all named `name`/all-to-all; without an expert axis nothing moves: `deps`.
+  std::vector<std::uint32_t> expert_exchange(const std::string& name, Phase phase, std::uint64_t bytes,
+                                             std::vector<std::uint32_t> deps);
+
   // Ops of a segment's second forward pass (rematerialization).
   void mark_recomputed(const std::vector<std::uint32_t>& ops) { recomputed_.insert(ops.begin(), ops.end()); }
 
@@ -198,6 +205,7 @@ class StepEmitter {
   std::uint32_t token_shards_ = 1;
   std::uint32_t model_axes_ = 0;
   std::uint32_t model_size_ = 1;
+  std::uint32_t expert_axes_ = 0;
   CollectiveAlgorithm model_algorithm_ = CollectiveAlgorithm::TorusAllAxes;
   bool sequence_parallel_ = false;
   Kernels kernels_;

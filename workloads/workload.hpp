@@ -56,6 +56,19 @@ struct LayerSpec {
 
   // attention: the key/value heads, kv_heads or (0) as many as the query heads.
   std::uint64_t key_value_heads() const { return kv_heads ? kv_heads : heads; }
+  // moe: experts per layer, the experts each token is routed to, shared experts every token
+  // takes; `units` is each expert's hidden width, `activation` its gate's.
+  std::uint64_t experts = 0, top_k = 0, shared_experts = 0;
+  bool gated = true;                            // moe: gate and up projections multiplied (SwiGLU), else one up projection
+  // moe: rows each expert computes per routed token row, over the balanced count: the capacity
+  // factor (GShard, Switch: each expert's buffer padded to it, tokens beyond it dropped); 0:
+  // dropless (MaxText's megablox), each expert computing what it is sent, the busiest chip
+  // routing_imbalance times the average.
+  double capacity_factor = 0;
+  double routing_imbalance = 1;
+  // Expert parallelism, set by the sharding of a mesh with an expert axis (not a workload key):
+  // the chips along it each hold experts / expert_shards of a moe layer's experts.
+  std::uint32_t expert_shards = 1;
   std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output; add_parameter: the learned tensor
   std::uint64_t tokens = 0;                     // prepend_tokens: learned rows put first
 };
@@ -93,6 +106,9 @@ struct Workload {
   // With fsdp: the data axes the weights are sharded over; the others hold data-parallel replicas
   // of those shards (MaxText's ici_fsdp_parallelism beside ici_data_parallelism). Empty: all.
   std::string mesh_fsdp_axes;
+  // Torus axes (data axes) the mesh's expert axis spans: moe layers' experts are split over its
+  // chips, and the tokens routed to them cross it in all-to-alls (expert parallelism).
+  std::string mesh_expert_axes;
   // The replicated layers between the split ones run on 1/model-axis of the tokens, all-gathers
   // and reduce-scatters in place of the all-reduces (Megatron-LM's sequence parallelism).
   bool sequence_parallel = false;

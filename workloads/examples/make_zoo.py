@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the model-zoo workloads of this folder (resnet50, bert_*, vit_b16, gpt2_*, gpt3_*, llama*, gemma_*) from their
-published architectures, so each JSON is reproducible: python3 workloads/examples/make_zoo.py
+"""Writes the model-zoo workloads of this folder (resnet50, bert_*, vit_b16, gpt2_*, gpt3_*, llama*, gemma_*, mixtral_8x7b,
+deepseek_moe_16b) from their published architectures, so each JSON is reproducible: python3 workloads/examples/make_zoo.py
 """
 import json
 import sys
@@ -242,6 +242,58 @@ def llama(name):
     return doc
 
 
+# Mixture-of-experts decoders, Llama-style blocks with a moe layer for the MLP: layers, width,
+# heads, key/value heads, head width, expert MLP width, experts, experts per token, shared
+# experts, dense MLP width of the first layers, how many first layers are dense, vocabulary,
+# sequence. Mixtral 8x7B (Jiang et al. 2024, table 1, and its released config: 46.7B
+# parameters); DeepSeekMoE 16B (Dai et al. 2024, section 5 and its released config: 64
+# fine-grained experts of 1408 with 2 shared, 6 routed per token, the first layer dense; 16.4B).
+MOE_SIZES = {
+    "mixtral_8x7b": (32, 4096, 32, 8, 128, 14336, 8, 2, 0, 0, 0, 32000, 4096),
+    "deepseek_moe_16b": (28, 2048, 16, 16, 128, 1408, 64, 6, 2, 10944, 1, 102400, 4096),
+}
+
+
+def moe(name):
+    """A decoder whose MLPs are mixtures of experts (the moe layer: a router, top-k dispatch,
+    gated experts, the weighted combine), dropless as MaxText's megablox runs them."""
+    (layers, width, heads, kv_heads, head_dim, expert_ffn, experts, top_k, shared, dense_ffn, dense_layers, vocab,
+     seq) = MOE_SIZES[name]
+    m = Layers()
+    x = m.add("embedding", "tok_embeddings", vocab=vocab, dim=width)
+    for i in range(layers):
+        p = f"layers{i}"
+        h = m.add("rms_norm", p + "_attention_norm", inputs=[x])
+        attn = {"heads": heads, "head_dim": head_dim, "causal": True, "rotary": True, "use_bias": False}
+        if kv_heads != heads:
+            attn["kv_heads"] = kv_heads
+        h = m.add("attention", p + "_attention", **attn)
+        x = m.add("add", p + "_res1", inputs=[h, x])
+        h = m.add("rms_norm", p + "_ffn_norm")
+        if i < dense_layers:
+            g = m.add("dense", p + "_ffn_gate", units=dense_ffn, activation="silu", use_bias=False)
+            u = m.add("dense", p + "_ffn_up", units=dense_ffn, use_bias=False, inputs=[h])
+            h = m.add("multiply", p + "_ffn_gated", inputs=[g, u])
+            h = m.add("dense", p + "_ffn_down", units=width, use_bias=False)
+        else:
+            fields = {"experts": experts, "top_k": top_k, "units": expert_ffn, "activation": "silu"}
+            if shared:
+                fields["shared_experts"] = shared
+            h = m.add("moe", p + "_moe", **fields)
+        x = m.add("add", p + "_res2", inputs=[h, x])
+    m.add("rms_norm", "norm")
+    m.add("dense", "output", units=vocab, use_bias=False, activation="softmax")
+    shared_text = f", {shared} shared" if shared else ""
+    dense_text = f", the first {dense_layers} layer{'s' if dense_layers > 1 else ''} a dense SwiGLU MLP of {dense_ffn}" if dense_layers else ""
+    doc = workload(name, f"{name.replace('_', ' ').title()} ({layers} layers, width {width}, {heads} heads of {head_dim}"
+                   f"{f', {kv_heads} key/value heads' if kv_heads != heads else ''}, {experts} SwiGLU experts of {expert_ffn}"
+                   f"{shared_text}, {top_k} per token, dropless{dense_text}, vocabulary {vocab}), next-token loss at sequence "
+                   f"{seq}; FSDP, flash attention and a checkpoint per layer, as MaxText trains it (add training.mesh.expert "
+                   "for expert parallelism).", [seq], "int32", m.layers, 2, "adamw", 3e-4)
+    doc["training"].update({"fsdp": True, "flash_attention": True, "remat": True, "remat_adds_per_segment": 2})
+    return doc
+
+
 def gpt3_mlperf():
     """GPT-3 175B as MLPerf Training v4.0's cloud-tpu-v5p-1024-maxtext runs it (v5p-1024.sh):
     per_device_batch_size 4 on 512 chips (2048 sequences; 32 per 8-chip model axis), tensor 8
@@ -294,5 +346,7 @@ if __name__ == "__main__":
         write(gpt3(size))
     for name in LLAMA_SIZES:
         write(llama(name))
+    for name in MOE_SIZES:
+        write(moe(name))
     if not sys.argv[1:]:  # a submission's layout, tied to its slice: beside the zoo, not in it
         write(gpt3_mlperf(), HERE.parent / "mlperf")

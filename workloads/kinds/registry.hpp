@@ -33,5 +33,6 @@ const LayerKind& multiply_parameter_kind();
 const LayerKind& subtract_kind();
 const LayerKind& divide_kind();
 const LayerKind& reduce_mean_kind();
+const LayerKind& moe_kind();
 
 }  // namespace tpusim::kinds

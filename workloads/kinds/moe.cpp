@@ -1,0 +1,273 @@
+// A mixture-of-experts MLP over [tokens, features] (Mixtral, DeepSeekMoE, Switch, GShard): a
+// router (a matmul to one logit per expert, softmax, top-k), the dispatch of each token to its
+// top_k experts, each expert a gated MLP (gate and up projections multiplied, then down) on the
+// rows it is sent, and the combine of each token's expert outputs weighted by its router
+// probabilities; shared experts (DeepSeekMoE) take every token beside them.
+//
+// As XLA and MaxText lower it: the dispatch gathers the routed rows into one buffer of
+// experts x capacity rows (a vector pass), the experts run as one batched matmul per projection
+// (a grouped matmul, batch = the core's experts), the combine scatters them back. Each expert
+// computes `capacity` rows from each chip: the balanced count (tokens x top_k / experts) times
+// the capacity factor, or, dropless, times the routing imbalance (the busiest chip's rows; the
+// all-to-alls wait for it, so every chip is simulated at it). The padding and the imbalance are
+// executed MXU work but not model FLOPs.
+//
+// With an expert axis of ep chips (sharding.hpp) each chip holds experts / ep of the experts:
+// the dispatched buffer is exchanged over the axis in an all-to-all (each chip keeps its
+// experts' rows from every chip), the experts compute ep x capacity rows each, and a second
+// all-to-all takes the results home; the backward pass exchanges the gradients the same way.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "workloads/kinds/common.hpp"
+#include "workloads/kinds/registry.hpp"
+
+namespace tpusim::kinds {
+namespace {
+
+// Router: softmax over the experts' logits (a max, a sum), then top_k rounds of max-and-mask.
+constexpr double kRouterVpuOpsBase = 6;
+constexpr double kRouterVpuOpsPerChoice = 2;
+
+struct MoeGeometry {
+  std::uint64_t tokens, d, u, experts, top_k, shared;
+  std::uint64_t local_experts;   // on this chip
+  std::uint64_t rows_per_expert; // of one local expert after the exchange: ep x capacity
+  std::uint64_t dispatched;      // rows of the dispatched buffer (every expert's capacity from this chip)
+  std::uint64_t routed;          // tokens x top_k: the rows that are model FLOPs
+  std::uint64_t in_width;        // of the gate-and-up projection: 2u gated, u plain
+  std::uint32_t act_bytes;
+};
+
+double row_factor(const LayerSpec& s) { return s.capacity_factor > 0 ? s.capacity_factor : s.routing_imbalance; }
+
+MoeGeometry geometry(const StepEmitter& em, const Node& node) {
+  const LayerSpec& s = node.spec;
+  MoeGeometry g;
+  g.tokens = em.rows(node.in[0]);
+  g.d = node.in[1];
+  g.u = s.units;
+  g.experts = s.experts;
+  g.top_k = s.top_k;
+  g.shared = s.shared_experts;
+  g.local_experts = s.experts / s.expert_shards;
+  g.routed = g.tokens * g.top_k;
+  // In millionths, so that a balanced count that divides stays whole.
+  const auto factor_ppm = static_cast<std::uint64_t>(std::llround(row_factor(s) * 1e6));
+  const std::uint64_t capacity = ceil_div<std::uint64_t>(g.routed * factor_ppm, g.experts * 1000000);
+  g.rows_per_expert = capacity * s.expert_shards;
+  g.dispatched = capacity * g.experts;
+  g.in_width = s.gated ? 2 * g.u : g.u;
+  g.act_bytes = em.act_bytes();
+  return g;
+}
+
+// Per sample: the router's, the routed experts' and the shared experts' forward FLOPs, the
+// experts' split into their gate-and-up and down projections.
+struct MoeFlops {
+  double router, routed_in, routed_down, shared_in, shared_down;
+  double forward() const { return router + routed_in + routed_down + shared_in + shared_down; }
+};
+MoeFlops flops_per_sample(const Node& node) {
+  const LayerSpec& s = node.spec;
+  const double seq = static_cast<double>(node.in[0]), d = static_cast<double>(node.in[1]), u = static_cast<double>(s.units);
+  const double in_width = s.gated ? 2 * u : u, k = static_cast<double>(s.top_k), shared = static_cast<double>(s.shared_experts);
+  return {2 * seq * d * static_cast<double>(s.experts), 2 * seq * k * d * in_width, 2 * seq * k * u * d,
+          2 * seq * shared * d * in_width, 2 * seq * shared * u * d};
+}
+
+class Moe : public LayerKind {
+ public:
+  Moe() : LayerKind("moe") {}
+  std::vector<std::string> keys() const override {
+    return {"experts", "top_k", "units", "activation", "gated", "shared_experts", "capacity_factor", "routing_imbalance"};
+  }
+  std::vector<std::string> required_keys() const override { return {"experts", "top_k", "units"}; }
+
+  void infer(Node& node, const InferContext& ctx) const override {
+    const LayerSpec& s = node.spec;
+    ctx.need_rank(node, 2, "a [tokens, features]");
+    if (s.top_k > s.experts) ctx.fail("top_k", fmt::format("{} experts per token, of {} experts", s.top_k, s.experts));
+    if (s.capacity_factor > 0 && s.capacity_factor < 1)
+      ctx.fail("capacity_factor", fmt::format("{} drops tokens even when routing is balanced; expected 0 (dropless) or at least 1",
+                                              s.capacity_factor));
+    if (s.capacity_factor > 0 && s.routing_imbalance != 1)
+      ctx.fail("routing_imbalance", "applies to dropless routing (capacity_factor 0); a capacity factor fixes each expert's rows");
+    if (s.experts % s.expert_shards)
+      ctx.fail("experts", fmt::format("{} experts do not split over {} chips", s.experts, s.expert_shards));
+    const std::uint64_t d = node.in[1];
+    node.out = node.in;
+    const std::uint64_t per_expert = ctx.checked_mul(d, s.units) * (s.gated ? 3 : 2);
+    const std::uint64_t local = ctx.checked_mul(per_expert, s.experts / s.expert_shards);
+    node.params = node.trainable = local + ctx.checked_mul(d, s.experts) + ctx.checked_mul(per_expert, s.shared_experts);
+    node.expert_local_trainable = s.expert_shards > 1 ? local : 0;
+    node.forward_flops = flops_per_sample(node).forward();
+  }
+
+  double training_flops(const Node& node, bool input_needs_grad) const override {
+    const MoeFlops f = flops_per_sample(node);
+    const bool trained = node.spec.trainable;
+    double total = f.forward();
+    if (trained) total += f.forward();  // every weight's gradient
+    // The down projections' input gradient, which the gate-and-up's weight gradient needs too.
+    if (trained || input_needs_grad) total += f.routed_down + f.shared_down;
+    if (input_needs_grad) total += f.routed_in + f.shared_in + f.router;
+    return total;
+  }
+
+  bool keeps_input(const Node& node) const override { return node.spec.trainable; }  // the router's and gate-and-up's weight gradients
+  std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
+    const MoeGeometry g = geometry(em, node);
+    // Routed: the dispatched rows, the gate-and-up pre-activations and their product, each
+    // expert's output (for the router's gradient); the router's probabilities; the shared
+    // experts' pre-activations and product.
+    const std::uint64_t routed = g.dispatched * (g.d + g.in_width + g.u) + g.routed * g.d;
+    return (routed + g.tokens * g.shared * (g.in_width + g.u)) * g.act_bytes + g.tokens * g.experts * 4;
+  }
+
+  std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
+    const LayerSpec& s = node.spec;
+    const std::string base = s.name + "/fwd";
+    const MoeGeometry g = geometry(em, node);
+    const std::uint32_t b = g.act_bytes;
+    const std::uint32_t router = em.matmul(base + "/router", Phase::Forward, g.tokens, g.d, g.experts, DType::F32, deps);
+    const std::uint32_t route = em.vector(base + "/router/softmax+top_k", Phase::Forward, g.tokens * g.experts,
+                                          kRouterVpuOpsBase + kRouterVpuOpsPerChoice * static_cast<double>(g.top_k),
+                                          g.tokens * g.experts * 4, g.routed * 8, {router});
+    em.reduces_along_lanes(route, static_cast<std::uint32_t>(2 + g.top_k), g.tokens * g.experts * 4);
+    // Each routed row gathered from its token into the expert's buffer (padding slots written).
+    std::vector<std::uint32_t> dispatch_deps = deps;
+    dispatch_deps.push_back(route);
+    const std::uint32_t dispatch = em.vector(
+        base + "/dispatch", Phase::Forward,
+        VectorWork{g.dispatched * g.d, 1, g.routed * g.d * b, g.dispatched * g.d * b, g.d * b, 0, 0, 0}, dispatch_deps);
+    const std::vector<std::uint32_t> sent = em.expert_exchange(base + "/dispatch", Phase::Forward, g.dispatched * g.d * b, {dispatch});
+    // The shared experts need no exchange: they run while the routed rows travel.
+    std::vector<std::uint32_t> combine_deps = {route};
+    if (g.shared > 0) combine_deps.push_back(shared_forward(em, node, g, base, deps));
+    const std::uint32_t down = expert_forward(em, node, g, base + "/experts", sent);
+    const std::vector<std::uint32_t> back = em.expert_exchange(base + "/combine", Phase::Forward, g.dispatched * g.d * b, {down});
+    combine_deps.insert(combine_deps.end(), back.begin(), back.end());
+    // Each token's top_k rows weighted by its probabilities and added up (with the shared experts' output).
+    const double parts = static_cast<double>(g.top_k) + (g.shared > 0 ? 1.0 : 0.0);
+    return em.vector(base + "/combine", Phase::Forward,
+                     VectorWork{g.tokens * g.d, 2 * parts, g.routed * (g.d * b + 4) + (g.shared > 0 ? g.tokens * g.d * b : 0),
+                                g.tokens * g.d * b, g.d * b, 0, 0, 0},
+                     combine_deps);
+  }
+
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
+    const LayerSpec& s = node.spec;
+    const std::string base = s.name + "/bwd";
+    const MoeGeometry g = geometry(em, node);
+    const std::uint32_t b = g.act_bytes;
+    Backward r;
+    if (!ctx.needs_dw && !ctx.needs_dx) return r;
+    // The output's gradient scattered into the experts' rows (times each token's probability),
+    // and each routed row's dot product with its expert's output, the router weights' gradient.
+    const std::uint32_t scatter = em.vector(
+        base + "/combine", Phase::Backward,
+        VectorWork{g.dispatched * g.d, 3, g.tokens * g.d * b + g.routed * (g.d * b + 4), g.dispatched * g.d * b + g.routed * 4, g.d * b, 0,
+                   0, 0},
+        dy);
+    const std::vector<std::uint32_t> received = em.expert_exchange(base + "/combine", Phase::Backward, g.dispatched * g.d * b, {scatter});
+    std::vector<std::uint32_t> dx_parts;
+    const auto routed = expert_backward(em, node, g, base + "/experts", received, ctx, r.grads);
+    if (ctx.needs_dx) {
+      const std::vector<std::uint32_t> home = em.expert_exchange(base + "/dispatch", Phase::Backward, g.dispatched * g.d * b, {routed});
+      dx_parts.push_back(em.vector(base + "/dispatch", Phase::Backward,
+                                   VectorWork{g.tokens * g.d, static_cast<double>(g.top_k), g.routed * g.d * b, g.tokens * g.d * b,
+                                              g.d * b, 0, 0, 0},
+                                   home));
+    }
+    // The router: softmax and top-k's gradient to the logits, then its weight and input gradients.
+    const std::uint32_t logits = em.vector(base + "/router/softmax+top_k", Phase::Backward, g.tokens * g.experts, 4,
+                                           g.tokens * g.experts * 4 + g.routed * 4, g.tokens * g.experts * b, {scatter});
+    if (ctx.needs_dw) r.grads.push_back(em.matmul(base + "/router/dW", Phase::Backward, g.d, g.tokens, g.experts, DType::F32, {logits}));
+    if (ctx.needs_dx) dx_parts.push_back(em.matmul(base + "/router/dX", Phase::Backward, g.tokens, g.experts, g.d, em.act(), {logits}));
+    if (g.shared > 0) {
+      const std::uint32_t shared = shared_backward(em, node, g, base + "/shared", dy, ctx, r.grads);
+      if (ctx.needs_dx) dx_parts.push_back(shared);
+    }
+    if (!ctx.needs_dx) return r;
+    r.dx = em.vector(base + "/dX_sum", Phase::Backward, g.tokens * g.d, static_cast<double>(dx_parts.size() - 1),
+                     dx_parts.size() * g.tokens * g.d * b, g.tokens * g.d * b, dx_parts);
+    r.has_dx = true;
+    return r;
+  }
+
+ private:
+  // An MLP of `experts` experts (the batch of its matmuls), `rows` rows each, `useful` of all
+  // its rows model FLOPs: gate and up in one matmul whose epilogue applies the activation and
+  // multiplies (writing the pre-activations, kept for the backward pass, and their product),
+  // then down.
+  static std::uint32_t mlp_forward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& name,
+                                   std::uint64_t experts, std::uint64_t rows, std::uint64_t useful, std::uint64_t width,
+                                   std::vector<std::uint32_t> deps) {
+    const LayerSpec& s = node.spec;
+    const std::uint64_t in_width = s.gated ? 2 * width : width;
+    const std::uint32_t in = em.matmul(fused_name(name + "/gate_up", false, s.activation) + (s.gated ? "*up" : ""), Phase::Forward,
+                                       rows, g.d, in_width, em.act(), std::move(deps),
+                                       activation_vpu_ops(s.activation) + (s.gated ? 1 : 0), 0, experts);
+    if (s.gated) em.op(in).matmul.out_write_fraction = 1.5;  // both pre-activations and their product
+    em.op(in).model_flops = 2.0 * static_cast<double>(useful * g.d * in_width);
+    const std::uint32_t down = em.matmul(name + "/down", Phase::Forward, rows, width, g.d, em.act(), {in}, 0, 0, experts);
+    em.op(down).model_flops = 2.0 * static_cast<double>(useful * width * g.d);
+    return down;
+  }
+  static std::uint32_t expert_forward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& name,
+                                      std::vector<std::uint32_t> deps) {
+    return mlp_forward(em, node, g, name, g.local_experts, g.rows_per_expert, g.routed, g.u, std::move(deps));
+  }
+  static std::uint32_t shared_forward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& base,
+                                      std::vector<std::uint32_t> deps) {
+    return mlp_forward(em, node, g, base + "/shared", 1, g.tokens, g.tokens, g.shared * g.u, std::move(deps));
+  }
+
+  // The MLP's backward: down's input gradient (its epilogue applying the activation's and the
+  // product's gradient from the kept pre-activations, writing both halves), the weight
+  // gradients, and the gate-and-up's input gradient when the input needs one (else the last op
+  // emitted). Weight gradients go to `grads`.
+  static std::uint32_t mlp_backward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& name,
+                                    std::uint64_t experts, std::uint64_t rows, std::uint64_t useful, std::uint64_t width,
+                                    std::vector<std::uint32_t> deps, const BackwardContext& ctx, std::vector<std::uint32_t>& grads) {
+    const LayerSpec& s = node.spec;
+    const std::uint64_t in_width = s.gated ? 2 * width : width;
+    const double epilogue = activation_grad_vpu_ops(s.activation) + (s.gated ? 3 : 1);
+    const std::uint32_t d_in = em.matmul(name + "/down/dX", Phase::Backward, rows, g.d, width, em.act(), deps, epilogue,
+                                         (s.gated ? 2 : 1) * g.act_bytes, experts);
+    if (s.gated) em.op(d_in).matmul.out_write_fraction = 2;  // the gate's and the up projection's gradients
+    em.op(d_in).model_flops = 2.0 * static_cast<double>(useful * g.d * width);
+    std::uint32_t last = d_in;
+    if (ctx.needs_dw) {
+      const std::uint32_t down_dw = em.matmul(name + "/down/dW", Phase::Backward, width, rows, g.d, DType::F32, deps, 0, 0, experts);
+      em.op(down_dw).model_flops = 2.0 * static_cast<double>(useful * width * g.d);
+      const std::uint32_t in_dw = em.matmul(name + "/gate_up/dW", Phase::Backward, g.d, rows, in_width, DType::F32, {d_in}, 0, 0, experts);
+      em.op(in_dw).model_flops = 2.0 * static_cast<double>(useful * g.d * in_width);
+      grads.insert(grads.end(), {down_dw, in_dw});
+      last = in_dw;
+    }
+    if (!ctx.needs_dx) return last;
+    const std::uint32_t dx = em.matmul(name + "/gate_up/dX", Phase::Backward, rows, in_width, g.d, em.act(), {d_in}, 0, 0, experts);
+    em.op(dx).model_flops = 2.0 * static_cast<double>(useful * in_width * g.d);
+    return dx;
+  }
+  static std::uint32_t expert_backward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& name,
+                                       std::vector<std::uint32_t> deps, const BackwardContext& ctx, std::vector<std::uint32_t>& grads) {
+    return mlp_backward(em, node, g, name, g.local_experts, g.rows_per_expert, g.routed, g.u, std::move(deps), ctx, grads);
+  }
+  static std::uint32_t shared_backward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& name,
+                                       std::vector<std::uint32_t> deps, const BackwardContext& ctx, std::vector<std::uint32_t>& grads) {
+    return mlp_backward(em, node, g, name, 1, g.tokens, g.tokens, g.shared * g.u, std::move(deps), ctx, grads);
+  }
+};
+
+}  // namespace
+
+const LayerKind& moe_kind() {
+  static const Moe kind;
+  return kind;
+}
+
+}  // namespace tpusim::kinds
