@@ -720,6 +720,7 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.gated = l.at("gated").get<bool>();
     spec.capacity_factor = l.at("capacity_factor").get<double>();
     spec.routing_imbalance = l.at("routing_imbalance").get<double>();
+    spec.dispatch = l.at("dispatch").get<std::string>();
     w.layers.push_back(spec);
   }
   w.loss = get<std::string>(d, "model.loss");

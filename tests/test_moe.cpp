@@ -101,6 +101,35 @@ BOOST_AUTO_TEST_CASE(capacity_and_imbalance_pad_the_experts_rows_but_not_the_mod
   }
 }
 
+// MaxText's dense_matmul path (capacity factor, no megablox) dispatches and combines by
+// matmuls with one-hot masks of [seq, experts x capacity] per sequence, capacity
+// ceil(seq x top_k / experts) x capacity_factor: MXU work, no model FLOPs.
+BOOST_AUTO_TEST_CASE(einsum_dispatch_multiplies_by_masks_per_sequence) {
+  const LoweredStep gather = lowered({"workload.model.layers[14].capacity_factor=1.25"});
+  const LoweredStep einsum = lowered({"workload.model.layers[14].capacity_factor=1.25", "workload.model.layers[14].dispatch=einsum"});
+  const std::uint64_t capacity = (kSeq * kTopK / kExperts) * 5 / 4, slots = kExperts * capacity;
+  const auto dispatch = ops_named(einsum.program, "b1_moe/fwd/dispatch");
+  BOOST_REQUIRE(dispatch.size() == 2u);  // the masks' pass, then the product
+  const Op& product = *dispatch[1];
+  BOOST_TEST((product.kind == OpKind::Matmul));
+  BOOST_TEST(product.matmul.batch == einsum.per_core_batch);  // one product per sequence
+  BOOST_TEST(product.matmul.m == slots);
+  BOOST_TEST(product.matmul.k == kSeq);
+  BOOST_TEST(product.matmul.n == kWidth);
+  BOOST_TEST(product.model_flops == 0.0);
+  const auto combine = ops_named(einsum.program, "b1_moe/fwd/combine");
+  BOOST_REQUIRE(combine.size() == 1u);
+  BOOST_TEST(combine[0]->matmul.m == kSeq);
+  BOOST_TEST(combine[0]->matmul.k == slots);
+  // Backward: the combine's two gradients and the dispatch's.
+  BOOST_TEST(ops_named(einsum.program, "b1_moe/bwd/combine/").size() == 2u);
+  BOOST_TEST(ops_named(einsum.program, "b1_moe/bwd/dispatch/dX").size() == 1u);
+  // The same experts' rows, the same model FLOPs; more MXU work.
+  BOOST_TEST(ops_named(einsum.program, "b1_moe/fwd/experts/down")[0]->matmul.m ==
+             ops_named(gather.program, "b1_moe/fwd/experts/down")[0]->matmul.m);
+  BOOST_TEST(einsum.model_flops_per_core == gather.model_flops_per_core, boost::test_tools::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(folded_and_full_runs_of_an_expert_parallel_step_are_byte_identical) {
   TempDir dir;
   const std::string args = "--hw tpu_v5p --topology 4x4x4 --set workload.training.mesh.expert=x --set workload.training.fsdp=true";
@@ -128,6 +157,7 @@ BOOST_AUTO_TEST_CASE(expert_layouts_that_cannot_be_are_refused_naming_the_key) {
       {"--set workload.training.mesh.expert=x --set workload.training.weight_update_sharding=true", "use training.fsdp instead"},
       {"--set 'workload.model.layers[14].capacity_factor=0.5'", "workload.model.layers[14].capacity_factor"},
       {"--set 'workload.model.layers[14].top_k=9'", "workload.model.layers[14].top_k"},
+      {"--set 'workload.model.layers[14].dispatch=einsum'", "workload.model.layers[14].dispatch: einsum dispatch multiplies by masks"},
   };
   for (const auto& [args, expected] : cases) {
     BOOST_TEST_CONTEXT(args) {

@@ -66,6 +66,7 @@ struct LayerSpec {
   // routing_imbalance times the average.
   double capacity_factor = 0;
   double routing_imbalance = 1;
+  std::string dispatch = "gather";              // moe: rows gathered and scattered, or multiplied by one-hot masks ("einsum")
   // Expert parallelism, set by the sharding of a mesh with an expert axis (not a workload key):
   // the chips along it each hold experts / expert_shards of a moe layer's experts.
   std::uint32_t expert_shards = 1;

@@ -4,13 +4,18 @@
 // rows it is sent, and the combine of each token's expert outputs weighted by its router
 // probabilities; shared experts (DeepSeekMoE) take every token beside them.
 //
-// As XLA and MaxText lower it: the dispatch gathers the routed rows into one buffer of
-// experts x capacity rows (a vector pass), the experts run as one batched matmul per projection
-// (a grouped matmul, batch = the core's experts), the combine scatters them back. Each expert
-// computes `capacity` rows from each chip: the balanced count (tokens x top_k / experts) times
-// the capacity factor, or, dropless, times the routing imbalance (the busiest chip's rows; the
-// all-to-alls wait for it, so every chip is simulated at it). The padding and the imbalance are
-// executed MXU work but not model FLOPs.
+// The dispatch puts the routed rows into one buffer of experts x capacity rows and the combine
+// takes them back, either as gathers and scatters of rows (dispatch "gather", vector passes: the
+// sorted rows MaxText's megablox and ragged-dot paths multiply) or as matmuls by one-hot masks
+// (dispatch "einsum": MaxText's dense_matmul path, which its capacity-factor runs take, and
+// GShard's: per sequence "BSM,BSEC->EBCM" to dispatch and "EBCM,BSEC->BSM" to combine, with the
+// masks written by a pass of their own; MXU work, no model FLOPs). The experts run as one batched
+// matmul per projection (a grouped matmul, batch = the core's experts). Each expert computes
+// `capacity` rows from each chip: the balanced count (tokens x top_k / experts) times the
+// capacity factor (with einsum dispatch per sequence, as MaxText's generate_masks rounds it:
+// ceil(seq x top_k / experts) x capacity_factor), or, dropless, times the routing imbalance (the
+// busiest chip's rows; the all-to-alls wait for it, so every chip is simulated at it). The
+// padding and the imbalance are executed MXU work but not model FLOPs.
 //
 // With an expert axis of ep chips (sharding.hpp) each chip holds experts / ep of the experts:
 // the dispatched buffer is exchanged over the axis in an all-to-all (each chip keeps its
@@ -38,6 +43,9 @@ struct MoeGeometry {
   std::uint64_t routed;          // tokens x top_k: the rows that are model FLOPs
   std::uint64_t in_width;        // of the gate-and-up projection: 2u gated, u plain
   std::uint32_t act_bytes;
+  bool einsum;                   // dispatch and combine as matmuls by one-hot masks
+  std::uint64_t sequences, seq;  // einsum: the core's sequences and their length
+  std::uint64_t slots;           // einsum: experts x capacity per sequence, the masks' last axis
 };
 
 double row_factor(const LayerSpec& s) { return s.capacity_factor > 0 ? s.capacity_factor : s.routing_imbalance; }
@@ -53,9 +61,18 @@ MoeGeometry geometry(const StepEmitter& em, const Node& node) {
   g.shared = s.shared_experts;
   g.local_experts = s.experts / s.expert_shards;
   g.routed = g.tokens * g.top_k;
+  g.einsum = s.dispatch == "einsum";
+  g.seq = node.in[0];
+  g.sequences = g.tokens / g.seq;
   // In millionths, so that a balanced count that divides stays whole.
   const auto factor_ppm = static_cast<std::uint64_t>(std::llround(row_factor(s) * 1e6));
-  const std::uint64_t capacity = ceil_div<std::uint64_t>(g.routed * factor_ppm, g.experts * 1000000);
+  std::uint64_t capacity = ceil_div<std::uint64_t>(g.routed * factor_ppm, g.experts * 1000000);
+  if (g.einsum) {
+    const std::uint64_t per_sequence = std::max<std::uint64_t>(
+        ceil_div<std::uint64_t>(g.seq * g.top_k, g.experts) * factor_ppm / 1000000, 1);
+    capacity = per_sequence * g.sequences;
+    g.slots = per_sequence * g.experts;
+  }
   g.rows_per_expert = capacity * s.expert_shards;
   g.dispatched = capacity * g.experts;
   g.in_width = s.gated ? 2 * g.u : g.u;
@@ -81,7 +98,7 @@ class Moe : public LayerKind {
  public:
   Moe() : LayerKind("moe") {}
   std::vector<std::string> keys() const override {
-    return {"experts", "top_k", "units", "activation", "gated", "shared_experts", "capacity_factor", "routing_imbalance"};
+    return {"experts", "top_k", "units", "activation", "gated", "shared_experts", "capacity_factor", "routing_imbalance", "dispatch"};
   }
   std::vector<std::string> required_keys() const override { return {"experts", "top_k", "units"}; }
 
@@ -92,6 +109,8 @@ class Moe : public LayerKind {
     if (s.capacity_factor > 0 && s.capacity_factor < 1)
       ctx.fail("capacity_factor", fmt::format("{} drops tokens even when routing is balanced; expected 0 (dropless) or at least 1",
                                               s.capacity_factor));
+    if (s.dispatch == "einsum" && s.capacity_factor <= 0)
+      ctx.fail("dispatch", "einsum dispatch multiplies by masks of a fixed capacity; set capacity_factor (MaxText's dense_matmul path)");
     if (s.capacity_factor > 0 && s.routing_imbalance != 1)
       ctx.fail("routing_imbalance", "applies to dropless routing (capacity_factor 0); a capacity factor fixes each expert's rows");
     if (s.experts % s.expert_shards)
@@ -136,12 +155,21 @@ class Moe : public LayerKind {
                                           kRouterVpuOpsBase + kRouterVpuOpsPerChoice * static_cast<double>(g.top_k),
                                           g.tokens * g.experts * 4, g.routed * 8, {router});
     em.reduces_along_lanes(route, static_cast<std::uint32_t>(2 + g.top_k), g.tokens * g.experts * 4);
-    // Each routed row gathered from its token into the expert's buffer (padding slots written).
     std::vector<std::uint32_t> dispatch_deps = deps;
     dispatch_deps.push_back(route);
-    const std::uint32_t dispatch = em.vector(
-        base + "/dispatch", Phase::Forward,
-        VectorWork{g.dispatched * g.d, 1, g.routed * g.d * b, g.dispatched * g.d * b, g.d * b, 0, 0, 0}, dispatch_deps);
+    std::uint32_t dispatch;
+    if (g.einsum) {
+      // The dispatch and combine masks, [seq, experts x capacity] per sequence, then the
+      // dispatch: mask^T x rows.
+      const std::uint64_t mask = g.sequences * g.seq * g.slots;
+      dispatch_deps = {em.vector(base + "/dispatch_masks", Phase::Forward, mask, 2, g.routed * 8, 2 * mask * b, {route})};
+      dispatch_deps.insert(dispatch_deps.end(), deps.begin(), deps.end());
+      dispatch = mask_matmul(em, base + "/dispatch", Phase::Forward, g, g.slots, g.seq, g.d, dispatch_deps);
+    } else {  // each routed row gathered from its token into the expert's buffer (padding slots written)
+      dispatch = em.vector(base + "/dispatch", Phase::Forward,
+                           VectorWork{g.dispatched * g.d, 1, g.routed * g.d * b, g.dispatched * g.d * b, g.d * b, 0, 0, 0},
+                           dispatch_deps);
+    }
     const std::vector<std::uint32_t> sent = em.expert_exchange(base + "/dispatch", Phase::Forward, g.dispatched * g.d * b, {dispatch});
     // The shared experts need no exchange: they run while the routed rows travel.
     std::vector<std::uint32_t> combine_deps = {route};
@@ -151,6 +179,12 @@ class Moe : public LayerKind {
     combine_deps.insert(combine_deps.end(), back.begin(), back.end());
     // Each token's top_k rows weighted by its probabilities and added up (with the shared experts' output).
     const double parts = static_cast<double>(g.top_k) + (g.shared > 0 ? 1.0 : 0.0);
+    if (g.einsum) {  // the combine mask x the experts' rows, the shared experts' output added in the epilogue
+      const std::uint32_t combine = mask_matmul(em, base + "/combine", Phase::Forward, g, g.seq, g.slots, g.d, combine_deps);
+      em.op(combine).matmul.epilogue_vpu_ops_per_element = g.shared > 0 ? 1 : 0;
+      em.op(combine).matmul.epilogue_operand_bytes_per_element = g.shared > 0 ? b : 0;
+      return combine;
+    }
     return em.vector(base + "/combine", Phase::Forward,
                      VectorWork{g.tokens * g.d, 2 * parts, g.routed * (g.d * b + 4) + (g.shared > 0 ? g.tokens * g.d * b : 0),
                                 g.tokens * g.d * b, g.d * b, 0, 0, 0},
@@ -166,24 +200,33 @@ class Moe : public LayerKind {
     if (!ctx.needs_dw && !ctx.needs_dx) return r;
     // The output's gradient scattered into the experts' rows (times each token's probability),
     // and each routed row's dot product with its expert's output, the router weights' gradient.
-    const std::uint32_t scatter = em.vector(
-        base + "/combine", Phase::Backward,
-        VectorWork{g.dispatched * g.d, 3, g.tokens * g.d * b + g.routed * (g.d * b + 4), g.dispatched * g.d * b + g.routed * 4, g.d * b, 0,
-                   0, 0},
-        dy);
+    // Einsum dispatch: the combine mask^T x the gradient, and the gradient x the experts' rows^T
+    // for the mask's (the probabilities') gradient.
+    std::uint32_t scatter, probabilities;
+    if (g.einsum) {
+      scatter = mask_matmul(em, base + "/combine/dX", Phase::Backward, g, g.slots, g.seq, g.d, dy);
+      probabilities = mask_matmul(em, base + "/combine/dmask", Phase::Backward, g, g.seq, g.d, g.slots, dy);
+    } else {
+      scatter = probabilities = em.vector(
+          base + "/combine", Phase::Backward,
+          VectorWork{g.dispatched * g.d, 3, g.tokens * g.d * b + g.routed * (g.d * b + 4), g.dispatched * g.d * b + g.routed * 4, g.d * b,
+                     0, 0, 0},
+          dy);
+    }
     const std::vector<std::uint32_t> received = em.expert_exchange(base + "/combine", Phase::Backward, g.dispatched * g.d * b, {scatter});
     std::vector<std::uint32_t> dx_parts;
     const auto routed = expert_backward(em, node, g, base + "/experts", received, ctx, r.grads);
     if (ctx.needs_dx) {
       const std::vector<std::uint32_t> home = em.expert_exchange(base + "/dispatch", Phase::Backward, g.dispatched * g.d * b, {routed});
-      dx_parts.push_back(em.vector(base + "/dispatch", Phase::Backward,
-                                   VectorWork{g.tokens * g.d, static_cast<double>(g.top_k), g.routed * g.d * b, g.tokens * g.d * b,
-                                              g.d * b, 0, 0, 0},
-                                   home));
+      dx_parts.push_back(g.einsum ? mask_matmul(em, base + "/dispatch/dX", Phase::Backward, g, g.seq, g.slots, g.d, home)
+                                  : em.vector(base + "/dispatch", Phase::Backward,
+                                              VectorWork{g.tokens * g.d, static_cast<double>(g.top_k), g.routed * g.d * b,
+                                                         g.tokens * g.d * b, g.d * b, 0, 0, 0},
+                                              home));
     }
     // The router: softmax and top-k's gradient to the logits, then its weight and input gradients.
     const std::uint32_t logits = em.vector(base + "/router/softmax+top_k", Phase::Backward, g.tokens * g.experts, 4,
-                                           g.tokens * g.experts * 4 + g.routed * 4, g.tokens * g.experts * b, {scatter});
+                                           g.tokens * g.experts * 4 + g.routed * 4, g.tokens * g.experts * b, {probabilities});
     if (ctx.needs_dw) r.grads.push_back(em.matmul(base + "/router/dW", Phase::Backward, g.d, g.tokens, g.experts, DType::F32, {logits}));
     if (ctx.needs_dx) dx_parts.push_back(em.matmul(base + "/router/dX", Phase::Backward, g.tokens, g.experts, g.d, em.act(), {logits}));
     if (g.shared > 0) {
@@ -198,6 +241,15 @@ class Moe : public LayerKind {
   }
 
  private:
+  // One of einsum dispatch's products by a mask, per sequence [m, k] x [k, n]: executed MXU work,
+  // no model FLOPs.
+  static std::uint32_t mask_matmul(StepEmitter& em, const std::string& name, Phase phase, const MoeGeometry& g, std::uint64_t m,
+                                   std::uint64_t k, std::uint64_t n, std::vector<std::uint32_t> deps) {
+    const std::uint32_t op = em.matmul(name, phase, m, k, n, em.act(), std::move(deps), 0, 0, g.sequences);
+    em.op(op).model_flops = 0;
+    return op;
+  }
+
   // An MLP of `experts` experts (the batch of its matmuls), `rows` rows each, `useful` of all
   // its rows model FLOPs: gate and up in one matmul whose epilogue applies the activation and
   // multiplies (writing the pre-activations, kept for the backward pass, and their product),
