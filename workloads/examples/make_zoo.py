@@ -254,17 +254,30 @@ MOE_SIZES = {
 }
 
 
-def moe(name):
+# Mixtures of experts MaxText's published recipes train (validation points, beside the zoo):
+# Mixtral 8x7B, Llama 4 Scout (llama4-17b-16e.yml: 16 experts of 8192 with one shared, 1 per
+# token, no rotary embedding every fourth layer) and Qwen3-235B-A22B (qwen3-235b-a22b.yml: 128
+# experts of 1536, 8 per token, heads of 128 wider than width / heads).
+MAXTEXT_MOE_SIZES = {
+    "mixtral_8x7b": MOE_SIZES["mixtral_8x7b"],
+    "llama4_scout": (48, 5120, 40, 8, 128, 8192, 16, 1, 1, 0, 0, 202048, 8192),
+    "qwen3_235b_a22b": (94, 4096, 64, 4, 128, 1536, 128, 8, 0, 0, 0, 151936, 4096),
+}
+
+
+def moe(name, sizes=MOE_SIZES, nope_every=0):
     """A decoder whose MLPs are mixtures of experts (the moe layer: a router, top-k dispatch,
-    gated experts, the weighted combine), dropless as MaxText's megablox runs them."""
+    gated experts, the weighted combine), dropless as MaxText's megablox runs them. nope_every:
+    every so many layers attend without a rotary embedding (Llama 4)."""
     (layers, width, heads, kv_heads, head_dim, expert_ffn, experts, top_k, shared, dense_ffn, dense_layers, vocab,
-     seq) = MOE_SIZES[name]
+     seq) = sizes[name]
     m = Layers()
     x = m.add("embedding", "tok_embeddings", vocab=vocab, dim=width)
     for i in range(layers):
         p = f"layers{i}"
         h = m.add("rms_norm", p + "_attention_norm", inputs=[x])
-        attn = {"heads": heads, "head_dim": head_dim, "causal": True, "rotary": True, "use_bias": False}
+        rotary = not (nope_every and (i + 1) % nope_every == 0)
+        attn = {"heads": heads, "head_dim": head_dim, "causal": True, "rotary": rotary, "use_bias": False}
         if kv_heads != heads:
             attn["kv_heads"] = kv_heads
         h = m.add("attention", p + "_attention", **attn)
@@ -291,6 +304,23 @@ def moe(name):
                    f"{seq}; FSDP, flash attention and a checkpoint per layer, as MaxText trains it (add training.mesh.expert "
                    "for expert parallelism).", [seq], "int32", m.layers, 2, "adamw", 3e-4)
     doc["training"].update({"fsdp": True, "flash_attention": True, "remat": True, "remat_adds_per_segment": 2})
+    return doc
+
+
+def maxtext_moe(name, per_device_batch, description, capacity_factor=0, nope_every=0):
+    """A MaxText recipe's mixture of experts (tpu-recipes), its model at the recipe's batch:
+    FSDP over the whole slice, flash attention, a checkpoint per decoder layer (remat full, or
+    only the layer's input kept, offloaded to the host), bfloat16 compute with f32 weights; with a
+    capacity factor MaxText's dense_matmul path (einsum dispatch), else megablox or ragged dot."""
+    doc = moe(name, MAXTEXT_MOE_SIZES, nope_every)
+    doc["name"] = name + "_maxtext"
+    doc["description"] = description
+    for layer in doc["model"]["layers"]:
+        if layer["type"] == "moe" and capacity_factor:
+            layer["capacity_factor"] = capacity_factor
+            layer["dispatch"] = "einsum"
+    doc["training"]["per_replica_batch"] = per_device_batch
+    doc["training"]["steps"] = 2
     return doc
 
 
@@ -350,3 +380,16 @@ if __name__ == "__main__":
         write(moe(name))
     if not sys.argv[1:]:  # a submission's layout, tied to its slice: beside the zoo, not in it
         write(gpt3_mlperf(), HERE.parent / "mlperf")
+        maxtext = HERE.parent / "maxtext"
+        maxtext.mkdir(exist_ok=True)
+        write(maxtext_moe("mixtral_8x7b", 8, "Mixtral 8x7B as tpu-recipes' training/trillium/Mixtral-8x7B-MaxText runs it "
+                          "(mixtral_8x7b_dropped): per_device_batch_size 8 at sequence 4096, capacity factor 1.25 without "
+                          "megablox (einsum dispatch), FSDP over the slice. Run it with --hw v6e-256.",
+                          capacity_factor=1.25), maxtext)
+        write(maxtext_moe("llama4_scout", 8, "Llama 4 Scout (text) as tpu-recipes' training/v5p/Llama4-Scout-17B-16E-Maxtext "
+                          "runs it (llama4_scout_dropless_v5p_256): per_device_batch_size 8 at sequence 8192, dropless "
+                          "(megablox), FSDP over the slice. Run it with --hw v5p-256.", nope_every=4), maxtext)
+        write(maxtext_moe("qwen3_235b_a22b", 16, "Qwen3-235B-A22B as tpu-recipes' training/ironwood recipe "
+                          "qwen3-235b-a22b/4k-bf16-tpu7x-4x8x8 runs it: per_device_batch_size 16 at sequence 4096, dropless "
+                          "(sparse_matmul, ragged dot), FSDP over every device. Run it with --hw tpu_v7 --topology 4x8x8."),
+              maxtext)
