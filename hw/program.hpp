@@ -120,6 +120,11 @@ struct CollectiveSpec {
   bool cores_combined = false;
 };
 
+// An op's place in a pipeline-parallel step: outside the pipeline, an iteration's useful work,
+// or the work of an iteration that is a bubble on this stage (computed and thrown away, as an
+// SPMD pipeline's stages compute in every iteration).
+enum class PipelineRole : std::uint8_t { None, Iteration, Bubble };
+
 struct InfeedWork {
   std::uint64_t bytes = 0;  // this core's share of the step's input batch
 };
@@ -134,6 +139,7 @@ struct Op {
   // engine run beside them (e.g. collectives that are in flight together).
   std::uint32_t stream = 0;
   double model_flops = 0;             // analytic FLOPs of the op (no padding)
+  PipelineRole pipeline = PipelineRole::None;
   MatmulWork matmul;
   VectorWork vector;
   CollectiveSpec collective;

@@ -113,6 +113,17 @@ Picos System::forward_span_ps(std::size_t step) const {
   return span;
 }
 
+std::pair<Picos, Picos> System::pipeline_and_bubble_ps(std::size_t step) const {
+  std::pair<Picos, Picos> most{0, 0};
+  for (const auto& chip : chips_)
+    for (const auto& core : chip.cores)
+      if (step < core.pipeline_ps().size()) {
+        most.first = std::max(most.first, core.pipeline_ps()[step]);
+        most.second = std::max(most.second, core.bubble_ps()[step]);
+      }
+  return most;
+}
+
 std::vector<Picos> System::step_end_ps() const {
   std::vector<Picos> ends;
   for (const auto& chip : chips_)

@@ -61,6 +61,8 @@ class System : public sc_core::sc_module {
   std::vector<Picos> step_end_ps() const;
   // Of step s: the longest time any core took from the step's start to its forward pass's end.
   Picos forward_span_ps(std::size_t step) const;
+  // In `step`, the longest time any core spent in pipeline iterations and in bubble iterations.
+  std::pair<Picos, Picos> pipeline_and_bubble_ps(std::size_t step) const;
   // Steps every core has finished (fewer than the program's when the run was cut short).
   std::size_t steps_completed() const;
 

@@ -169,6 +169,22 @@ std::string TensorCore::progress() const {
   return fmt::format("step {}, op {} \"{}\"", step_, op.id, op.name);
 }
 
+namespace {
+
+// The length of the union of `spans`.
+Picos union_length(std::vector<std::pair<Picos, Picos>> spans) {
+  std::sort(spans.begin(), spans.end());
+  Picos total = 0, covered_to = 0;
+  for (const auto& [start, end] : spans) {
+    const Picos from = std::max(start, covered_to);
+    if (end > from) total += end - from;
+    covered_to = std::max(covered_to, end);
+  }
+  return total;
+}
+
+}  // namespace
+
 void TensorCore::sequencer() {
   auto engine_of = [](const Op& op) {
     switch (op.kind) {
@@ -210,6 +226,10 @@ void TensorCore::sequencer() {
     }
     while (!std::all_of(done_.begin(), done_.end(), [](bool d) { return d; })) sc_core::wait(op_done_);
     step_end_ps_.push_back(now_ps());
+    pipeline_ps_.push_back(union_length(pipeline_spans_));
+    bubble_ps_.push_back(union_length(bubble_spans_));
+    pipeline_spans_.clear();
+    bubble_spans_.clear();
     steps_reporter_.busy({step_start, now_ps()}, &step_names[step], step);
     if (step_observer_) step_observer_(step);
   }
@@ -241,6 +261,8 @@ void TensorCore::engine(Engine which, std::uint32_t stream) {
     run(op);
     reporter.busy({start, now_ps()}, &op.name, step_);
     if (op.phase == Phase::Forward) forward_span_ps_.back() = std::max(forward_span_ps_.back(), now_ps() - step_start_ps_);
+    if (op.pipeline != PipelineRole::None) pipeline_spans_.emplace_back(start, now_ps());
+    if (op.pipeline == PipelineRole::Bubble) bubble_spans_.emplace_back(start, now_ps());
     done_[op.id] = true;
     op_done_.notify(sc_core::SC_ZERO_TIME);
   }

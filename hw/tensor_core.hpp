@@ -127,6 +127,10 @@ class TensorCore : public sc_core::sc_module {
   const std::vector<Picos>& step_end_ps() const { return step_end_ps_; }
   // Per step: from its start until its last forward-phase op ended (0: none).
   const std::vector<Picos>& forward_span_ps() const { return forward_span_ps_; }
+  // Per step: the time some op of a pipeline iteration ran, and some op of a bubble iteration
+  // (the union of their intervals; 0 without a pipeline).
+  const std::vector<Picos>& pipeline_ps() const { return pipeline_ps_; }
+  const std::vector<Picos>& bubble_ps() const { return bubble_ps_; }
   const Vmem& vmem() const { return vmem_; }
   // Op and step the sequencer is waiting on, for diagnosing a stuck simulation.
   std::string progress() const;
@@ -221,6 +225,8 @@ class TensorCore : public sc_core::sc_module {
   std::uint64_t next_address_ = 0;
   std::vector<Picos> step_end_ps_;
   std::vector<Picos> forward_span_ps_;
+  std::vector<Picos> pipeline_ps_, bubble_ps_;
+  std::vector<std::pair<Picos, Picos>> pipeline_spans_, bubble_spans_;  // this step's
   Picos step_start_ps_ = 0;
   std::function<void(std::uint32_t)> step_observer_;
   // One payload for the MXU and VPU requests, which are answered without yielding (Request::reset).

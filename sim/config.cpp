@@ -754,6 +754,9 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.mesh_model_axes = get<std::string>(d, "training.mesh.model");
   w.mesh_fsdp_axes = get<std::string>(d, "training.mesh.fsdp");
   w.mesh_expert_axes = get<std::string>(d, "training.mesh.expert");
+  w.mesh_pipeline_axes = get<std::string>(d, "training.mesh.pipeline");
+  w.pipeline_microbatches = get<std::uint32_t>(d, "training.pipeline.microbatches");
+  w.pipeline_repeats = get<std::uint32_t>(d, "training.pipeline.repeats");
   w.sequence_parallel = get<bool>(d, "training.mesh.sequence_parallel");
   w.collective_matmul = get<bool>(d, "training.mesh.collective_matmul");
   w.remat_adds_per_segment = get<std::uint32_t>(d, "training.remat_adds_per_segment");

@@ -227,6 +227,7 @@ ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh, const T
   ojson out = {{"data", {{"count", 0}, {"bytes", 0}}}};
   if (mesh.model_size > 1) out["model"] = {{"count", 0}, {"bytes", 0}};
   if (mesh.expert_size > 1) out["expert"] = {{"count", 0}, {"bytes", 0}};
+  if (mesh.pipeline_size > 1) out["pipeline"] = {{"count", 0}, {"bytes", 0}};
   std::uint64_t over_dcn = 0, dcn_sent_bytes = 0;
   for (const Op& op : program.ops) {
     if (op.kind != OpKind::Collective) continue;
@@ -236,7 +237,8 @@ ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh, const T
       if (op.collective.group_axes == 0) continue;  // over the DCN alone
     }
     const bool model = op.collective.group_axes == mesh.model_axes && mesh.model_size > 1;
-    ojson& axis = out[op.collective.kind == CollectiveKind::AllToAll ? "expert" : model ? "model" : "data"];
+    const bool stages = mesh.pipeline_size > 1 && op.collective.group_axes == mesh.pipeline_axes;
+    ojson& axis = out[op.collective.kind == CollectiveKind::AllToAll ? "expert" : model ? "model" : stages ? "pipeline" : "data"];
     axis["count"] = axis["count"].get<std::uint64_t>() + 1;
     axis["bytes"] = axis["bytes"].get<std::uint64_t>() + op.collective.bytes;
   }
@@ -548,7 +550,8 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["mfu"] = model_flops / (step_s * peak);
   // How far to trust the figures above: the public points of this kind of run.
   summary["validation"] = validation_band(
-      training_run_kind(hw.name, step.model, step.mesh.model_size > 1, w.fsdp, hw.slices > 1), public_validation_set_path());
+      training_run_kind(hw.name, step.model, step.mesh.model_size > 1, w.fsdp, hw.slices > 1, step.pipeline.stages > 1),
+      public_validation_set_path());
   if (w.eval_examples > 0) {
     // The evaluation's device time: its examples' forward passes in batches of the training
     // step's, each as long as the steady step's forward pass took (from the step's start to its
@@ -628,6 +631,21 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                                  {"pcie_bytes", use[UnitKind::Pcie].bytes * hw.slices},
                                  {"dcn_bytes", use[UnitKind::Dcn].bytes * hw.slices}};
   summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, step.mesh, system.torus());
+  if (step.pipeline.stages > 1) {
+    // The steady-state step's time in pipeline iterations on its busiest core, and in the
+    // iterations that are a bubble on it.
+    const auto [pipeline_ps, bubble_ps] = system.pipeline_and_bubble_ps(n - 1);
+    const PipelineSchedule& p = step.pipeline;
+    summary["pipeline"] = {{"stages", p.stages},
+                           {"microbatches", p.microbatches},
+                           {"repeats", p.repeats},
+                           {"iterations", p.iterations},
+                           {"layers_per_chunk", p.layers_per_chunk},
+                           {"ideal_bubble_fraction", p.ideal_bubble_fraction()},
+                           {"time_s", seconds(pipeline_ps)},
+                           {"bubble_s", seconds(bubble_ps)},
+                           {"bubble_fraction", pipeline_ps > 0 ? static_cast<double>(bubble_ps) / static_cast<double>(pipeline_ps) : 0.0}};
+  }
   const StepFigures figures{step_s, seconds(ends[0]), hw.total_chip_count(), step.global_batch, fraction(UnitKind::Mxu),
                             fraction(UnitKind::Hbm)};
   summary["cost"] = cost_json(hw, config.workload, figures);
@@ -830,14 +848,23 @@ std::string format_summary(const ojson& s) {
     const ojson& u = s["utilization"];
     t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}{}\n", pct(u["mxu"]), pct(u["vpu"]), pct(u["hbm"]),
                      pct(u["ici"]), slices > 1 ? ", DCN " + pct(u["dcn"]) : "");
-    if (s.contains("collectives_per_step") && (s["collectives_per_step"].contains("model") || s["collectives_per_step"].contains("expert"))) {
+    const auto has_axis = [&](const char* name) { return s.contains("collectives_per_step") && s["collectives_per_step"].contains(name); };
+    if (has_axis("model") || has_axis("expert") || has_axis("pipeline")) {
       const ojson& c = s["collectives_per_step"];
       std::string axes;
-      for (const char* name : {"data", "model", "expert"})
+      for (const char* name : {"data", "model", "expert", "pipeline"})
         if (c.contains(name))
           axes += fmt::format("{}{} {} ({})", axes.empty() ? "" : ", ", name, c[name]["count"].get<std::uint64_t>(),
                               bytes(c[name]["bytes"].get<double>()));
       t += fmt::format("  collectives    per core and step, by mesh axis: {}\n", axes);
+    }
+    if (s.contains("pipeline")) {
+      const ojson& p = s["pipeline"];
+      t += fmt::format("  pipeline       {} stages of {} layers, {} microbatches{}, {} iterations: bubble {} of their {} (ideal {})\n",
+                       p["stages"].get<std::uint32_t>(), p["layers_per_chunk"].get<std::uint32_t>() * p["repeats"].get<std::uint32_t>(),
+                       p["microbatches"].get<std::uint32_t>(),
+                       p["repeats"].get<std::uint32_t>() > 1 ? fmt::format(" x {} repeats", p["repeats"].get<std::uint32_t>()) : "",
+                       p["iterations"].get<std::uint32_t>(), pct(p["bubble_fraction"]), time(p["time_s"]), pct(p["ideal_bubble_fraction"]));
     }
     t += format_cost_and_energy(s);
   } else if (s["status"] == "oom") {

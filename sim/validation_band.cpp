@@ -21,7 +21,7 @@ constexpr const char* kMultislice = ", multislice";
 }  // namespace
 
 std::string training_run_kind(const std::string& hw_name, const ModelGraph& model, bool tensor_parallel, bool fsdp,
-                              bool multislice) {
+                              bool multislice, bool pipeline) {
   bool attention = false, convolution = false, experts = false;
   for (const Node& node : model.nodes) {
     attention = attention || node.spec.type == "attention";
@@ -31,8 +31,8 @@ std::string training_run_kind(const std::string& hw_name, const ModelGraph& mode
   // A mixture of experts is a family of its own: its routing, all-to-alls and grouped matmuls are
   // nothing a dense transformer's points measured.
   const char* family = experts ? "mixture-of-experts" : attention ? "transformer" : convolution ? "convolutional" : "other";
-  return fmt::format("{} {} training{}{}{}", hw_name, family, tensor_parallel ? ", tensor parallel" : "", fsdp ? ", FSDP" : "",
-                     multislice ? kMultislice : "");
+  return fmt::format("{} {} training{}{}{}{}", hw_name, family, tensor_parallel ? ", tensor parallel" : "", fsdp ? ", FSDP" : "",
+                     pipeline ? ", pipeline" : "", multislice ? kMultislice : "");
 }
 
 std::string public_validation_set_path() { return TPUSIM_VALIDATION_SET; }

@@ -17,7 +17,7 @@ namespace tpusim {
 // convolution) or other; "multislice"
 // marks a run over several slices (the DCN).
 std::string training_run_kind(const std::string& hw_name, const ModelGraph& model, bool tensor_parallel, bool fsdp,
-                              bool multislice = false);
+                              bool multislice = false, bool pipeline = false);
 
 // {kind, match, points, held_out_points, mean_abs_error_pct, worst_abs_error_pct, text}: the
 // recorded points of exactly this kind, else of the same generation and model family ("nearest"),

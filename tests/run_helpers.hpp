@@ -32,6 +32,20 @@ inline std::unique_ptr<Run> run_example(const std::string& extra, const std::str
 
 inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
 
+// `tpusim run WORKLOAD EXTRA` folded (the default) and with --all-chips: the summaries must be
+// byte-identical but for how the slice was simulated. Returns the folded run's summary.
+inline nlohmann::json folded_run_matching_full(const std::string& workload, const std::string& extra) {
+  nlohmann::json folded = run_example(extra, workload)->summary;
+  nlohmann::json full = run_example(extra + " --all-chips", workload)->summary;
+  BOOST_TEST(folded["simulation"]["mode"] == "representatives");
+  BOOST_TEST(full["simulation"]["mode"] == "all_chips");
+  nlohmann::json folded_figures = folded, full_figures = full;
+  folded_figures.erase("simulation");
+  full_figures.erase("simulation");
+  BOOST_TEST(folded_figures.dump() == full_figures.dump());
+  return folded;
+}
+
 // A model file of the import suites (tests/data/import/).
 inline std::string import_fixture(const std::string& name) { return source_path("tests/data/import/" + name); }
 

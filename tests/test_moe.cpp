@@ -10,7 +10,7 @@
 
 #include "sim/config.hpp"
 #include "workloads/lower.hpp"
-#include "test_helpers.hpp"
+#include "run_helpers.hpp"
 
 using namespace tpusim;
 using namespace tpusim::test;
@@ -40,11 +40,6 @@ std::vector<const Op*> ops_named(const Program& p, const std::string& part) {
   return out;
 }
 
-json summary(const TempDir& dir, const std::string& name, const std::string& args) {
-  const CommandResult r = run_tpusim("run '" + kSmall + "' --trace none -o '" + dir.path(name) + "' " + args);
-  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  return json::parse(read_file(dir.path(name + "/summary.json")));
-}
 
 }  // namespace
 
@@ -131,18 +126,13 @@ BOOST_AUTO_TEST_CASE(einsum_dispatch_multiplies_by_masks_per_sequence) {
 }
 
 BOOST_AUTO_TEST_CASE(folded_and_full_runs_of_an_expert_parallel_step_are_byte_identical) {
-  TempDir dir;
-  const std::string args = "--hw tpu_v5p --topology 4x4x4 --set workload.training.mesh.expert=x --set workload.training.fsdp=true";
-  json folded = summary(dir, "folded", args);
-  json full = summary(dir, "full", args + " --all-chips");
-  BOOST_TEST(folded["simulation"]["mode"] == "representatives");
-  BOOST_TEST(full["simulation"]["mode"] == "all_chips");
+  const json folded = folded_run_matching_full(
+      kSmall, "--hw tpu_v5p --topology 4x4x4 --trace none --set workload.training.mesh.expert=x --set workload.training.fsdp=true");
   BOOST_TEST(folded["collectives_per_step"]["expert"]["count"] == 4);
-  BOOST_TEST(folded["validation"]["text"].get<std::string>().find("no public measurement of tpu_v5p mixture-of-experts") !=
-             std::string::npos);
-  folded.erase("simulation");
-  full.erase("simulation");
-  BOOST_TEST(folded.dump() == full.dump());
+  // A mixture of experts is trusted as far as the public mixtures of experts go (Llama 4 Scout's
+  // point on v5p), not as far as dense transformers do.
+  BOOST_TEST(folded["validation"]["kind"] == "tpu_v5p mixture-of-experts training, FSDP");
+  BOOST_TEST(folded["validation"]["text"].get<std::string>().find("of tpu_v5p mixture-of-experts training") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(expert_layouts_that_cannot_be_are_refused_naming_the_key) {

@@ -232,18 +232,42 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     throw std::invalid_argument(fmt::format("workload.training.quantization: int8: the {} MXU has no int8 path "
                                             "(core.mxu.int8_speedup is 0)", hw.name));
   const Mesh& mesh = out.mesh;
-  if (mesh.model_size > 1 || mesh.expert_size > 1) {
-    Workload per_core = w;
-    per_core.layers = shard_layers(out.model, mesh.model_size, mesh.expert_size);
+  // A pipeline stage runs the layers before and after the repeating ones and one chunk of them
+  // (PipelineChunk), the chunk once per iteration.
+  PipelineSchedule& pipe = out.pipeline;
+  std::size_t chunk_first = 0, chunk_last = 0;
+  out.core_model = out.model;
+  Workload per_core = w;
+  if (mesh.pipeline_size > 1) {
+    pipe.stages = mesh.pipeline_size;
+    pipe.repeats = w.pipeline_repeats;
+    pipe.microbatches = w.pipeline_microbatches > 0 ? w.pipeline_microbatches : pipe.stages;
+    if (pipe.microbatches % pipe.stages)
+      throw std::invalid_argument(fmt::format("workload.training.pipeline.microbatches: {} microbatches do not spread evenly over the "
+                                              "{} stages' input buffers (expected a multiple of {})", pipe.microbatches, pipe.stages,
+                                              pipe.stages));
+    pipe.iterations = pipe.microbatches * pipe.repeats + pipe.stages - 1;
+    const PipelineChunk chunk = pipeline_chunk(out.model, pipe.stages * pipe.repeats);
+    pipe.layers_per_chunk = chunk.chunk_layers;
+    pipe.model_layers = chunk.model_layers;
+    chunk_first = chunk.first;
+    chunk_last = chunk.last;
+    per_core.layers = chunk.layers;
     out.core_model = analyze_model(per_core);
-  } else {
-    out.core_model = out.model;
+  }
+  if (mesh.model_size > 1 || mesh.expert_size > 1) {
+    per_core.layers = shard_layers(out.core_model, mesh.model_size, mesh.expert_size);
+    out.core_model = analyze_model(per_core);
   }
   const ModelGraph& model = out.core_model;
+  const bool pipelined = pipe.stages > 1;
+  const auto in_chunk = [&](std::size_t i) { return pipelined && i >= chunk_first && i <= chunk_last; };
+  // 0: before the chunk, 1: the chunk, 2: after it (all 0 without a pipeline).
+  const auto region = [&](std::size_t i) { return !pipelined || i < chunk_first ? 0 : i <= chunk_last ? 1 : 2; };
 
   // Data parallelism: one replica per core, or per chip when the chip's cores form one device.
   const std::uint64_t chips = hw.chip_count();
-  out.replicas = static_cast<std::uint32_t>((hw.chip.megacore ? chips : chips * hw.chip.cores) / mesh.model_size);
+  out.replicas = static_cast<std::uint32_t>((hw.chip.megacore ? chips : chips * hw.chip.cores) / mesh.model_size / mesh.pipeline_size);
   // Every slice holds as many replicas, each with its share of the global batch.
   const std::uint64_t all_replicas = std::uint64_t{out.replicas} * hw.slices;
   const std::uint32_t cores_per_replica = hw.chip.megacore ? hw.chip.cores : 1;
@@ -267,6 +291,14 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
         out.per_replica_batch, cores_per_replica));
   const std::uint64_t b = out.per_replica_batch / cores_per_replica;
   out.per_core_batch = b;
+  if (pipelined && b % pipe.microbatches)
+    throw std::invalid_argument(fmt::format("workload.training.pipeline.microbatches: {} microbatches do not divide the {} samples "
+                                            "of a replica's core", pipe.microbatches, b));
+  // Outside the chunk a stage computes its 1/stages of the replica's batch (the stage axis then
+  // carries data, as MaxText shards the pipeline's input and output buffer over it); inside, a
+  // microbatch at a time.
+  const std::uint64_t micro_batch = b / pipe.microbatches, outside_batch = b / pipe.stages;
+  const auto batch_of = [&](std::size_t i) { return !pipelined ? b : in_chunk(i) ? micro_batch : outside_batch; };
   std::uint64_t widest = elements(model.input);
   for (const auto& node : model.nodes) widest = std::max(widest, elements(node.out));
   if (widest > kMaxElements / b)
@@ -299,15 +331,16 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     return em.sequence_parallel() && node.spec.tensor_parallel.empty() ? mesh.model_size : 1u;
   };
   auto on = [&](const Node& node) -> StepEmitter& {
+    em.set_batch(batch_of(node.index));
     em.set_token_shards(token_shards(node));
     return em;
   };
 
   // Input: this core's share of the batch arrives from the host.
-  out.infeed.samples_per_core = b;
+  out.infeed.samples_per_core = pipelined ? outside_batch : b;
   const std::uint32_t in_elem_bytes = w.input_dtype == "uint8" ? 1 : w.input_dtype == "bfloat16" ? 2 : 4;
   const std::uint64_t sample_bytes = w.bytes_per_sample > 0 ? w.bytes_per_sample : elements(model.input) * in_elem_bytes;
-  out.infeed.bytes_per_core = b * sample_bytes;
+  out.infeed.bytes_per_core = out.infeed.samples_per_core * sample_bytes;
   out.infeed.host_samples_per_s = w.host_samples_per_s;
   out.infeed.prefetch_batches = w.prefetch_batches;
   Op infeed;
@@ -403,7 +436,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   std::vector<std::vector<const Node*>> chains;
   auto ends_a_chain_feeding_only = [&](std::size_t input, const Node& node) {
     return input != kModelInput && chain_of[input] != kModelInput && model.nodes[input].consumers.size() == 1 &&
-           chains[chain_of[input]].back() == &model.nodes[input] && token_shards(model.nodes[input]) == token_shards(node);
+           chains[chain_of[input]].back() == &model.nodes[input] && token_shards(model.nodes[input]) == token_shards(node) &&
+           region(input) == region(node.index);  // a chain stays on one side of a pipeline chunk's edges
   };
   if (w.fusion)
     for (const Node& node : model.nodes) {
@@ -463,7 +497,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       if (chain.size() < 2 || chain.back()->consumers.size() != 1) continue;
       const Node& last = *chain.back();
       const Node& consumer = model.nodes[last.consumers[0]];
-      if (!consumer.kind->input_prologue() || consumer.inputs.size() != 1 ||
+      if (!consumer.kind->input_prologue() || consumer.inputs.size() != 1 || region(consumer.index) != region(last.index) ||
           token_shards(consumer) != token_shards(last) || gathers_input(em, consumer))
         continue;
       const std::set<std::size_t> inside = members_of(chain);
@@ -554,8 +588,73 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     at[node.index] = node.kind->forward(on(node), node, deps);
     apply_prologue(node, emitted());
   };
-  for (const Node& node : model.nodes)
-    if (!fused(node.index) || chains[chain_of[node.index]].back() == &node) emit_forward(node, fwd, {}, false, 0);
+  // A pipeline iteration's ops are named and marked as its (a bubble's are no model FLOPs); the
+  // gradient reductions the last one starts are not.
+  const auto mark_iteration = [&](std::uint32_t first_op, std::uint32_t it, bool bubble) {
+    for (std::size_t k = first_op; k < program.ops.size(); ++k) {
+      Op& op = program.ops[k];
+      if (op.phase == Phase::Gradients) continue;
+      op.pipeline = bubble ? PipelineRole::Bubble : PipelineRole::Iteration;
+      if (bubble) op.model_flops = 0;
+      op.name = fmt::format("{}{}/{}", bubble ? "bubble" : "iteration", it, op.name);
+    }
+  };
+  // A microbatch's activations (or their gradients) passed one stage on along the pipeline axis:
+  // MaxText's ppermute of the stages' outputs, and of its input and output buffer.
+  const auto stage_permute = [&](const std::string& name, Phase phase, std::vector<std::uint32_t> deps) {
+    CollectiveSpec spec;
+    spec.kind = CollectiveKind::Permute;
+    spec.bytes = micro_batch * elements(model.nodes[chunk_last].out) * act_bytes;
+    spec.dtype = act;
+    spec.algorithm = CollectiveAlgorithm::Ring;
+    spec.group_axes = mesh.pipeline_axes;
+    return em.collective(name, phase, spec, std::move(deps));
+  };
+  // The buffer's rotation waits only for the one before: it runs on a collective stream of its
+  // own, beside the iteration's compute and its shift.
+  constexpr std::uint32_t kPipelineBufferStream = 1;
+  // A circular pipeline with more microbatches than stages parks the last stage's outputs until
+  // the first stage takes them for the next repeat: one more permute per iteration, of the
+  // iteration before's output (MaxText's circ_storage), beside the compute.
+  const bool circular_storage = pipe.repeats > 1 && pipe.microbatches > pipe.stages;
+  const auto park = [&](const std::string& name, Phase phase, std::optional<std::uint32_t> previous_output,
+                        std::vector<std::uint32_t>& carry) {
+    if (!circular_storage || !previous_output) return;
+    const std::uint32_t op = stage_permute(name, phase, {*previous_output});
+    program.ops[op].stream = kPipelineBufferStream;
+    carry.push_back(op);
+  };
+  const auto emits_forward = [&](const Node& node) { return !fused(node.index) || chains[chain_of[node.index]].back() == &node; };
+  if (!pipelined) {
+    for (const Node& node : model.nodes)
+      if (emits_forward(node)) emit_forward(node, fwd, {}, false, 0);
+  } else {
+    for (std::size_t i = 0; i < chunk_first; ++i)
+      if (emits_forward(model.nodes[i])) emit_forward(model.nodes[i], fwd, {}, false, 0);
+    // Every iteration runs the chunk on one microbatch, after the permutes that brought it; the
+    // last stages - 1 are a bubble here (every stage computes in every iteration).
+    std::vector<std::uint32_t> carry;
+    std::uint32_t io = chunk_first > 0 ? fwd[chunk_first - 1] : input_op;
+    std::optional<std::uint32_t> previous_output;
+    for (std::uint32_t it = 0; it < pipe.iterations; ++it) {
+      const auto first_op = static_cast<std::uint32_t>(program.ops.size());
+      const std::uint32_t next_io = stage_permute("pipeline/fwd/io", Phase::Forward, {io});
+      program.ops[next_io].stream = kPipelineBufferStream;
+      std::vector<std::uint32_t> parked;
+      park("pipeline/fwd/circular", Phase::Forward, previous_output, parked);
+      for (std::size_t i = chunk_first; i <= chunk_last; ++i)
+        if (emits_forward(model.nodes[i])) emit_forward(model.nodes[i], fwd, carry, false, 0);
+      const std::uint32_t shift = stage_permute("pipeline/fwd/shift", Phase::Forward, {fwd[chunk_last]});
+      mark_iteration(first_op, it, it >= pipe.microbatches * pipe.repeats);
+      io = next_io;
+      previous_output = fwd[chunk_last];
+      carry = {shift, io};
+      carry.insert(carry.end(), parked.begin(), parked.end());
+    }
+    fwd[chunk_last] = io;  // the layers after read the outputs from the buffer
+    for (std::size_t i = chunk_last + 1; i < n; ++i)
+      if (emits_forward(model.nodes[i])) emit_forward(model.nodes[i], fwd, {}, false, 0);
+  }
 
   // Loss and its gradient on the last layer's output (per token for sequence outputs).
   const Node& head = model.nodes.back();
@@ -706,7 +805,30 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     return std::vector<std::uint32_t>{e.vector(name, Phase::Backward, rows, static_cast<double>(parts.size() - 1),
                                                parts.size() * rows * act_bytes, rows * act_bytes, parts)};
   };
-  for (std::size_t i = n; i-- > 0;) {
+  // In a pipeline each iteration's weight gradients are added to the stage's (a pass per layer);
+  // after the last iteration the sums are reduced, in buckets of their own: the stage's weights
+  // differ along the pipeline axis, so their gradients are summed over the data axes only, and a
+  // circular pipeline's stage holds `repeats` chunks of them.
+  enum class GradTarget { Reduce, Accumulate, AccumulateThenReduce };
+  const auto stage_gradients = [&](const std::string& name, std::vector<std::uint32_t> grads, std::uint64_t params,
+                                   GradTarget target) {
+    if (target == GradTarget::Reduce) return grads;
+    const std::uint32_t sum = em.vector(name + "/grad_accumulate", Phase::Backward, params, 1, params * 8, params * 4, std::move(grads));
+    return target == GradTarget::Accumulate ? std::vector<std::uint32_t>{} : std::vector<std::uint32_t>{sum};
+  };
+  const auto gradient_copies = [&](GradTarget target) { return target == GradTarget::Reduce ? 1u : pipe.repeats; };
+  // The bucket gradients of `target` join: the current one, or a fresh one when the current one
+  // holds gradients reduced over other axes.
+  const auto bucket_for = [&](GradTarget target) -> Bucket& {
+    const std::uint32_t local = target == GradTarget::Reduce ? 0u : mesh.pipeline_axes;
+    if (buckets.back().params > 0 && buckets.back().local_axes != local) {
+      if (overlap_all_reduce) issue_all_reduce(buckets.back(), buckets.back().grads);
+      buckets.emplace_back();
+    }
+    buckets.back().local_axes = local;
+    return buckets.back();
+  };
+  auto backward_node = [&](std::size_t i, GradTarget target) {
     const Node& node = model.nodes[i];
     if (!partial_dy[i].empty()) {
       StepEmitter& column = on(*partial_from[i]);  // the whole tensor, every token
@@ -714,7 +836,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       const std::vector<std::uint32_t> parts = summed(column, node.spec.name + "/bwd/sum_partial_grads", e, std::move(partial_dy[i]));
       dy[i].push_back(column.model_partial_sums(node.spec.name + "/bwd/dY_model_sum", Phase::Backward, e, parts));
     }
-    if (dy[i].empty()) continue;  // not on the loss's path
+    if (dy[i].empty()) return;  // not on the loss's path
     std::vector<std::uint32_t> deps = dy[i];
     std::vector<std::uint32_t> recomputed;  // the segment's activations, computed again
     if (w.remat && remat.segment_of[i] != kNoSegment) {
@@ -751,18 +873,20 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       for (const Node* member : chain)
         if (member != &node) dy[member->index].clear();  // handled here
       if (trainable > 0) {
-        Bucket& bk = buckets.back();
-        bk.grads.push_back(summed_over_tokens(node, {op}, trainable)[0]);
-        bk.params += trainable;
+        const std::vector<std::uint32_t> grads = stage_gradients(chain_name(chain), {op}, trainable, target);
+        if (grads.empty()) return;  // accumulated, reduced after the last iteration
+        Bucket& bk = bucket_for(target);
+        bk.grads.push_back(summed_over_tokens(node, grads, trainable)[0]);
+        bk.params += trainable * gradient_copies(target);
         if (bk.first.empty()) bk.first = chain.back()->spec.name;
         bk.last = chain.front()->spec.name;
-        all_grads.push_back(op);
+        all_grads.push_back(grads[0]);
         if (bk.params * 4 >= w.all_reduce_bucket_bytes) {
           if (overlap_all_reduce) issue_all_reduce(bk, bk.grads);
           buckets.emplace_back();
         }
       }
-      continue;
+      return;
     }
     // An input whose activation is applied elementwise, with this layer its only consumer, gets
     // its activation gradient in this layer's dX epilogue.
@@ -805,10 +929,12 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     }
     if (node.trainable > node.expert_local_trainable) {
       const std::uint64_t replicated = node.trainable - node.expert_local_trainable;
+      r.grads = stage_gradients(node.spec.name, r.grads, replicated, target);
+      if (r.grads.empty()) return;  // accumulated, reduced after the last iteration
       r.grads = summed_over_tokens(node, r.grads, replicated);
-      Bucket& bk = buckets.back();
+      Bucket& bk = bucket_for(target);
       bk.grads.insert(bk.grads.end(), r.grads.begin(), r.grads.end());
-      bk.params += replicated;
+      bk.params += replicated * gradient_copies(target);
       if (bk.first.empty()) bk.first = node.spec.name;
       bk.last = node.spec.name;
       all_grads.insert(all_grads.end(), r.grads.begin(), r.grads.end());
@@ -817,6 +943,50 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
         buckets.emplace_back();
       }
     }
+  };
+  if (!pipelined) {
+    for (std::size_t i = n; i-- > 0;) backward_node(i, GradTarget::Reduce);
+  } else {
+    for (std::size_t i = n; i-- > chunk_last + 1;) backward_node(i, GradTarget::Reduce);
+    // The iterations in reverse: each takes its output's gradient from the next stage (the
+    // first from the pipeline's output buffer), and sends its input's gradient to the stage
+    // before; the first stages - 1 are a bubble here.
+    std::vector<std::uint32_t> carry = dy[chunk_last];
+    std::optional<std::uint32_t> io;  // the buffer's last rotation
+    std::optional<std::uint32_t> previous_input_grad;
+    for (std::uint32_t k = 0; k < pipe.iterations; ++k) {
+      const std::uint32_t it = pipe.iterations - 1 - k;
+      const auto first_op = static_cast<std::uint32_t>(program.ops.size());
+      for (std::size_t i = chunk_first; i <= chunk_last; ++i) {
+        dy[i].clear();
+        partial_dy[i].clear();
+        if (remat.segment_of[i] != kNoSegment) remat.recomputed[remat.segment_of[i]].clear();
+      }
+      dy[chunk_last] = carry;
+      const std::uint32_t next_io = stage_permute("pipeline/bwd/io", Phase::Backward, io ? std::vector<std::uint32_t>{*io} : carry);
+      program.ops[next_io].stream = kPipelineBufferStream;
+      std::vector<std::uint32_t> parked;
+      park("pipeline/bwd/circular", Phase::Backward, previous_input_grad, parked);
+      const GradTarget target = k + 1 == pipe.iterations ? GradTarget::AccumulateThenReduce : GradTarget::Accumulate;
+      for (std::size_t i = chunk_last + 1; i-- > chunk_first;) backward_node(i, target);
+      // What the chunk's nodes sent to the nodes before it is its input's gradient.
+      std::vector<std::uint32_t> input_grads;
+      for (std::size_t i = 0; i < chunk_first; ++i) {
+        input_grads.insert(input_grads.end(), dy[i].begin(), dy[i].end());
+        dy[i].clear();
+      }
+      const std::uint32_t shift = stage_permute("pipeline/bwd/shift", Phase::Backward, input_grads);
+      mark_iteration(first_op, it, k + 1 < pipe.stages);
+      io = next_io;
+      previous_input_grad = shift;
+      carry = {shift, next_io};
+      carry.insert(carry.end(), parked.begin(), parked.end());
+    }
+    // The input's gradients land in the buffer, one microbatch per iteration.
+    for (std::size_t c = chunk_first; c <= chunk_last; ++c)
+      for (auto input : model.nodes[c].inputs)
+        if (input != kModelInput && input < chunk_first && requires_grad[input]) dy[input] = carry;
+    for (std::size_t i = chunk_first; i-- > 0;) backward_node(i, GradTarget::Reduce);
   }
   if (buckets.back().params == 0) buckets.pop_back();
   if (w.gradient_clipping == GradientClipping::BeforeAllReduce && !buckets.empty()) {
@@ -883,14 +1053,24 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
 
   if (!w.matmul_output_fusion) unfuse_matmul_epilogues(program);
   for (const Op& op : program.ops) out.model_flops_per_core += op.model_flops;
+  // Per node, the samples of b it computes: a pipeline's chunk every microbatch of every repeat
+  // (its useful iterations), the layers around it the stage's share.
+  const auto samples_of = [&](std::size_t i) {
+    return static_cast<double>(in_chunk(i) ? micro_batch * pipe.microbatches * pipe.repeats : batch_of(i)) / static_cast<double>(b);
+  };
   std::vector<double> share;
-  for (const Node& node : model.nodes) share.push_back(1.0 / token_shards(node));
+  for (const Node& node : model.nodes) share.push_back(samples_of(node.index) / token_shards(node));
   out.textbook_flops_per_core = model.training_flops_per_sample(share) * static_cast<double>(b);
   out.model_flops_per_step = mesh.model_size > 1 ? out.model.training_flops_per_sample() * static_cast<double>(out.global_batch)
                                                   : out.model_flops_per_core * static_cast<double>(hw.core_count() * hw.slices);
 
-  // Memory per core. A megacore chip holds one copy of the replica's state for its cores.
-  const std::uint64_t params = model.params(), trainable = model.trainable();
+  // Memory per core. A megacore chip holds one copy of the replica's state for its cores. A
+  // circular pipeline's stage holds `repeats` chunks of weights.
+  std::uint64_t params = model.params(), trainable = model.trainable();
+  for (std::size_t i = chunk_first; pipelined && i <= chunk_last; ++i) {
+    params += model.nodes[i].params * (pipe.repeats - 1);
+    trainable += model.nodes[i].trainable * (pipe.repeats - 1);
+  }
   MemoryFootprint& mem = out.memory;
   mem.parameters = (params * 4 + (mixed ? trainable * 2 : 0)) / cores_per_replica;
   mem.gradients = trainable * 4 / cores_per_replica;
@@ -899,9 +1079,11 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     mem.gradients = trainable * 4 / fsdp_replicas / cores_per_replica;
   }
   mem.optimizer_state = trainable * 4ull * opt.state_f32_per_param / cores_per_replica / update_share;
-  mem.activations = b * sample_bytes;
+  mem.activations = out.infeed.bytes_per_core;
+  // What a pipeline's chunk keeps, it keeps for every iteration until the backward pass.
+  const auto kept_copies = [&](std::size_t i) -> std::uint64_t { return in_chunk(i) ? pipe.iterations : 1; };
   if (!w.remat) {
-    for (const Node& node : model.nodes) mem.activations += saved_bytes(on(node), node, rides(node.index));
+    for (const Node& node : model.nodes) mem.activations += saved_bytes(on(node), node, rides(node.index)) * kept_copies(node.index);
   } else {  // the residual adds' outputs, and one segment's activations while it is recomputed
     std::uint64_t largest_segment = 0;
     for (const auto& segment : remat.segments) {
@@ -910,8 +1092,10 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       largest_segment = std::max(largest_segment, bytes);
     }
     for (const Node& node : model.nodes) {
-      if (remat.segment_of[node.index] == kNoSegment) mem.activations += on(node).rows(elements(node.out)) * act_bytes;
-      else if (keeps_weight_matmul_outputs(node)) mem.activations += node.kind->weight_matmul_output_bytes(on(node), node);
+      if (remat.segment_of[node.index] == kNoSegment)
+        mem.activations += on(node).rows(elements(node.out)) * act_bytes * kept_copies(node.index);
+      else if (keeps_weight_matmul_outputs(node))
+        mem.activations += node.kind->weight_matmul_output_bytes(on(node), node) * kept_copies(node.index);
     }
     mem.activations += largest_segment;
   }

@@ -20,11 +20,21 @@ struct MemoryFootprint {  // per core, bytes
   std::uint64_t total() const { return parameters + gradients + optimizer_state + activations; }
 };
 
+// A pipeline-parallel step (training.mesh.pipeline): stages, microbatches per replica, chunks
+// each stage holds, and the iterations every stage runs (microbatches x repeats + stages - 1).
+struct PipelineSchedule {
+  std::uint32_t stages = 1, microbatches = 1, repeats = 1, iterations = 1;
+  std::uint32_t layers_per_chunk = 0, model_layers = 0;
+  // The bubble of the ideal schedule: (stages - 1) / iterations.
+  double ideal_bubble_fraction() const { return static_cast<double>(stages - 1) / static_cast<double>(iterations); }
+};
+
 struct LoweredStep {
   Program program;
   ModelGraph model;       // the model, whole
   ModelGraph core_model;  // what one core runs: the model, its layers split over a mesh's model axis
   Mesh mesh;  // the slice's data and model axes (model_size 1: data parallelism only)
+  PipelineSchedule pipeline;  // stages 1: no pipeline
   std::uint64_t global_batch = 0;  // over every slice
   std::uint32_t replicas = 0;      // in one slice
   std::uint64_t per_replica_batch = 0;

@@ -1,5 +1,6 @@
 #include "workloads/sharding.hpp"
 
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -55,6 +56,21 @@ Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
     if (w.weight_update_sharding)
       throw std::invalid_argument(fmt::format("{}: weight_update_sharding shards every weight over every replica; with experts "
                                               "split over an expert axis use training.fsdp instead", path));
+  }
+  if (!w.mesh_pipeline_axes.empty() && w.mesh_pipeline_axes != "none") {
+    const std::string path = "workload.training.mesh.pipeline";
+    std::tie(mesh.pipeline_axes, mesh.pipeline_size) = axes_named(path, w.mesh_pipeline_axes, hw);
+    const auto refuse = [&](const std::string& what) { throw std::invalid_argument(fmt::format("{}: {}", path, what)); };
+    if (mesh.pipeline_axes & (mesh.model_axes | mesh.expert_axes))
+      refuse(fmt::format("\"{}\": expected axes of their own, not training.mesh.model's or training.mesh.expert's", w.mesh_pipeline_axes));
+    if (hw.chip.cores > 1 && !hw.chip.megacore)
+      refuse(fmt::format("pipeline parallelism is modelled over chips of one replica each (v4, v5e, v5p, v6e); a {} chip's {} cores "
+                         "are replicas of their own", hw.name, hw.chip.cores));
+    if (w.fsdp || w.weight_update_sharding) refuse("a pipeline with fsdp or weight_update_sharding is not modelled yet");
+    if (mesh.expert_axes) refuse("a pipeline beside an expert axis is not modelled yet");
+    if (hw.slices > 1) refuse("a pipeline over several slices is not modelled yet");
+    // The pipeline axes stay data axes: the layers around the stages' chunks run on each stage's
+    // share of the batch, their gradients summed over it too (the chunks' over the others only).
   }
   // The experts' weights are split over the expert axes already: FSDP shards over the others.
   mesh.fsdp_axes = mesh.data_axes & ~mesh.expert_axes;
@@ -197,6 +213,79 @@ std::vector<LayerSpec> shard_layers(const ModelGraph& model, std::uint32_t shard
     layers[group->row->index].model_shards = shards;
   }
   return layers;
+}
+
+namespace {
+
+// Whether node `j` plays in its layer the part node `i` plays in its own (`i_start`, `j_start`:
+// their layers' first nodes): the same kind, shapes, parameters and FLOPs and the same settings
+// that change its cost, reading the nodes at the same places relative to its layer.
+bool same_part(const ModelGraph& model, std::size_t i, std::size_t i_start, std::size_t j, std::size_t j_start) {
+  const Node& a = model.nodes[i];
+  const Node& b = model.nodes[j];
+  const LayerSpec& s = a.spec;
+  const LayerSpec& t = b.spec;
+  if (s.type != t.type || a.in != b.in || a.out != b.out || a.params != b.params || a.trainable != b.trainable ||
+      a.forward_flops != b.forward_flops || s.activation != t.activation || s.rotary != t.rotary || s.causal != t.causal ||
+      s.use_bias != t.use_bias || s.rate != t.rate || s.dispatch != t.dispatch || s.capacity_factor != t.capacity_factor ||
+      s.routing_imbalance != t.routing_imbalance || a.inputs.size() != b.inputs.size())
+    return false;
+  for (std::size_t k = 0; k < a.inputs.size(); ++k) {
+    const auto offset = [](std::size_t input, std::size_t start) {
+      return input == kModelInput ? std::numeric_limits<std::int64_t>::min() : static_cast<std::int64_t>(input) - static_cast<std::int64_t>(start);
+    };
+    if (offset(a.inputs[k], i_start) != offset(b.inputs[k], j_start)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PipelineChunk pipeline_chunk(const ModelGraph& model, std::uint32_t chunks) {
+  const std::string path = "workload.training.mesh.pipeline";
+  std::vector<std::size_t> adds;
+  for (const Node& node : model.nodes)
+    if (node.spec.type == "add") adds.push_back(node.index);
+  const std::size_t n = model.nodes.size();
+  for (std::size_t a = 1; 2 * a <= adds.size(); ++a) {
+    if (adds.size() % a) continue;
+    const std::size_t layers = adds.size() / a;
+    const std::size_t period = adds[2 * a - 1] - adds[a - 1];
+    if (adds[a - 1] + 1 < period) continue;
+    const std::size_t start = adds[a - 1] + 1 - period, end = start + layers * period;  // [start, end)
+    if (end > n) continue;
+    bool repeats = true;
+    for (std::size_t k = start; k < start + period && repeats; ++k) {
+      // Within its layer a node reads its own layer's nodes or the layer before's output.
+      for (auto input : model.nodes[k].inputs)
+        repeats = repeats && input != kModelInput && (input >= start || input + 1 == start);
+      for (std::size_t l = 1; l < layers && repeats; ++l) repeats = same_part(model, k, start, k + l * period, start + l * period);
+    }
+    // After them, only the last layer's output (and what follows it) is read.
+    for (std::size_t k = end; k < n && repeats; ++k)
+      for (auto input : model.nodes[k].inputs) repeats = repeats && input != kModelInput && input + 1 >= end;
+    if (!repeats) continue;
+    if (layers % chunks)
+      throw std::invalid_argument(fmt::format("{}: the model's {} repeating layers (of {} nodes each) do not split into {} chunks "
+                                              "(stages x training.pipeline.repeats)", path, layers, period, chunks));
+    PipelineChunk chunk;
+    chunk.model_layers = static_cast<std::uint32_t>(layers);
+    chunk.chunk_layers = static_cast<std::uint32_t>(layers / chunks);
+    chunk.first = start;
+    chunk.last = start + chunk.chunk_layers * period - 1;
+    const std::string& model_last = model.nodes[end - 1].spec.name;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (k > chunk.last && k < end) continue;
+      LayerSpec spec = model.nodes[k].spec;
+      for (auto& input : spec.inputs)
+        if (input == model_last) input = model.nodes[chunk.last].spec.name;
+      chunk.layers.push_back(std::move(spec));
+    }
+    return chunk;
+  }
+  throw std::invalid_argument(fmt::format("{}: the model has no repeating layers to split into stages (layers between residual "
+                                          "adds that repeat with the same kinds, shapes and parameters, each reading only the one "
+                                          "before)", path));
 }
 
 }  // namespace tpusim

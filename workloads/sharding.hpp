@@ -21,7 +21,25 @@ struct Mesh {
   std::uint32_t data_parallel_size = 1;  // chips along the data axes outside fsdp_axes
   std::uint32_t expert_axes = 0;   // bit a: torus axis a (a data axis) splits moe layers' experts
   std::uint32_t expert_size = 1;   // chips along the expert axes
+  std::uint32_t pipeline_axes = 0; // bit a: torus axis a carries pipeline stages (and, outside them, data)
+  std::uint32_t pipeline_size = 1; // stages: chips along the pipeline axes
 };
+
+// A pipeline stage's share of the model: the layers before the repeating ones (the prefix),
+// one chunk of repeating layers, and the layers after (the suffix), as one layer list (the
+// suffix reading the chunk's output), with where the chunk lies in it.
+struct PipelineChunk {
+  std::vector<LayerSpec> layers;
+  std::size_t first = 0, last = 0;  // the chunk's first and last node in `layers`
+  std::uint32_t model_layers = 0;   // repeating layers in the whole model
+  std::uint32_t chunk_layers = 0;   // in one chunk
+};
+// The model's repeating layers found as the nodes between residual adds (every a-th add, the
+// smallest a for which every such layer is the same as the first: the same kinds, shapes,
+// parameters and FLOPs, reading only the layer before), split into `chunks` chunks. Throws
+// std::invalid_argument naming workload.training.mesh.pipeline when the model has no such
+// layers or they do not split.
+PipelineChunk pipeline_chunk(const ModelGraph& model, std::uint32_t chunks);
 
 // Throws std::invalid_argument naming workload.training.mesh.model (or .fsdp, .expert) for axes
 // the slice lacks, FSDP or expert axes that are not data axes (or overlap), or a split the chip

@@ -27,6 +27,9 @@ class StepEmitter {
   // (rounded up: the last core's is no larger).
   std::uint64_t rows(std::uint64_t per_sample) const { return (batch_ * per_sample + token_shards_ - 1) / token_shards_; }
   double samples() const { return static_cast<double>(batch_) / token_shards_; }
+  // Layers emitted from now on compute `samples` samples on this core (a pipeline's microbatch,
+  // or its share of the replica's batch outside the pipeline).
+  void set_batch(std::uint64_t samples) { batch_ = samples; }
   // Layers emitted from now on compute 1/shards of the tokens (1: all of them).
   void set_token_shards(std::uint32_t shards) { token_shards_ = shards; }
   DType act() const { return act_; }

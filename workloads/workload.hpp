@@ -110,6 +110,11 @@ struct Workload {
   // Torus axes (data axes) the mesh's expert axis spans: moe layers' experts are split over its
   // chips, and the tokens routed to them cross it in all-to-alls (expert parallelism).
   std::string mesh_expert_axes;
+  // Torus axes the mesh's pipeline axis spans: the model's repeating layers are split into that
+  // many stages, microbatches flowing through them (MaxText's ici_pipeline_parallelism).
+  std::string mesh_pipeline_axes;
+  std::uint32_t pipeline_microbatches = 0;  // 0: as many as stages
+  std::uint32_t pipeline_repeats = 1;       // > 1: circular, each stage holding that many chunks of layers
   // The replicated layers between the split ones run on 1/model-axis of the tokens, all-gathers
   // and reduce-scatters in place of the all-reduces (Megatron-LM's sequence parallelism).
   bool sequence_parallel = false;

@@ -205,6 +205,27 @@ LLAMA_SIZES = {
 }
 
 
+def llama_attention(m, p, x, heads, kv_heads, head_dim, rotary):
+    """A Llama-style block's first half: RMSNorm, causal attention without biases (grouped-query
+    when kv_heads < heads), the residual add, and the MLP's RMSNorm. Returns the residual stream
+    and the MLP's input."""
+    h = m.add("rms_norm", p + "_attention_norm", inputs=[x])
+    attn = {"heads": heads, "head_dim": head_dim, "causal": True, "rotary": rotary, "use_bias": False}
+    if kv_heads != heads:
+        attn["kv_heads"] = kv_heads
+    h = m.add("attention", p + "_attention", **attn)
+    x = m.add("add", p + "_res1", inputs=[h, x])
+    return x, m.add("rms_norm", p + "_ffn_norm")
+
+
+def gated_mlp(m, p, h, ffn, gate, width):
+    """A gated MLP written as its layers: gate and up projections, their product, down."""
+    g = m.add("dense", p + "_ffn_gate", units=ffn, activation=gate, use_bias=False)
+    u = m.add("dense", p + "_ffn_up", units=ffn, use_bias=False, inputs=[h])
+    h = m.add("multiply", p + "_ffn_gated", inputs=[g, u])
+    return m.add("dense", p + "_ffn_down", units=width, use_bias=False)
+
+
 def llama(name):
     """A Llama-family decoder: token table (no position table: rotary embeddings in attention),
     pre-norm blocks of RMSNorm, causal grouped-query attention without biases, and a gated MLP
@@ -215,17 +236,8 @@ def llama(name):
     x = m.add("embedding", "tok_embeddings", vocab=vocab, dim=width)
     for i in range(layers):
         p = f"layers{i}"
-        h = m.add("rms_norm", p + "_attention_norm", inputs=[x])
-        attn = {"heads": heads, "head_dim": head_dim, "causal": True, "rotary": True, "use_bias": False}
-        if kv_heads != heads:
-            attn["kv_heads"] = kv_heads
-        h = m.add("attention", p + "_attention", **attn)
-        x = m.add("add", p + "_res1", inputs=[h, x])
-        h = m.add("rms_norm", p + "_ffn_norm")
-        g = m.add("dense", p + "_ffn_gate", units=ffn, activation=gate, use_bias=False)
-        u = m.add("dense", p + "_ffn_up", units=ffn, use_bias=False, inputs=[h])
-        h = m.add("multiply", p + "_ffn_gated", inputs=[g, u])
-        h = m.add("dense", p + "_ffn_down", units=width, use_bias=False)
+        x, h = llama_attention(m, p, x, heads, kv_heads, head_dim, rotary=True)
+        h = gated_mlp(m, p, h, ffn, gate, width)
         x = m.add("add", p + "_res2", inputs=[h, x])
     m.add("rms_norm", "norm")
     m.add("dense", "output", units=vocab, use_bias=False, tied_weights=tied, activation="softmax")
@@ -275,19 +287,9 @@ def moe(name, sizes=MOE_SIZES, nope_every=0):
     x = m.add("embedding", "tok_embeddings", vocab=vocab, dim=width)
     for i in range(layers):
         p = f"layers{i}"
-        h = m.add("rms_norm", p + "_attention_norm", inputs=[x])
-        rotary = not (nope_every and (i + 1) % nope_every == 0)
-        attn = {"heads": heads, "head_dim": head_dim, "causal": True, "rotary": rotary, "use_bias": False}
-        if kv_heads != heads:
-            attn["kv_heads"] = kv_heads
-        h = m.add("attention", p + "_attention", **attn)
-        x = m.add("add", p + "_res1", inputs=[h, x])
-        h = m.add("rms_norm", p + "_ffn_norm")
+        x, h = llama_attention(m, p, x, heads, kv_heads, head_dim, rotary=not (nope_every and (i + 1) % nope_every == 0))
         if i < dense_layers:
-            g = m.add("dense", p + "_ffn_gate", units=dense_ffn, activation="silu", use_bias=False)
-            u = m.add("dense", p + "_ffn_up", units=dense_ffn, use_bias=False, inputs=[h])
-            h = m.add("multiply", p + "_ffn_gated", inputs=[g, u])
-            h = m.add("dense", p + "_ffn_down", units=width, use_bias=False)
+            h = gated_mlp(m, p, h, dense_ffn, "silu", width)
         else:
             fields = {"experts": experts, "top_k": top_k, "units": expert_ffn, "activation": "silu"}
             if shared:
