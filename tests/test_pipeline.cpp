@@ -68,6 +68,8 @@ BOOST_AUTO_TEST_CASE(a_uniform_models_bubble_is_the_ideal_schedules) {
       BOOST_TEST(p["bubble_fraction"].get<double>() == 3 / iterations, boost::test_tools::tolerance(0.01));
       BOOST_TEST(p["layers_per_chunk"].get<int>() == 3 / c.repeats);
       BOOST_TEST(p["bubble_s"].get<double>() > 0);
+      const std::string report = read_file(dir.path(std::to_string(c.microbatches) + "x" + std::to_string(c.repeats) + "/report.html"));
+      BOOST_TEST(report.find("<th class=\"left\">pipeline bubble</th>") != std::string::npos);
     }
   }
 }

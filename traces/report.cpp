@@ -645,6 +645,11 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
   add("energy per step", format(Unit::joules, number_at(row, {"energy", "joules_per_step"})));
   add("energy per sample", format(Unit::joules, number_at(row, {"energy", "joules_per_sample"})));
   add("power per chip", format(Unit::watts, number_at(row, {"energy", "chip_power_w"})));
+  if (const double bubble = number_at(row, {"pipeline", "bubble_s"}); !std::isnan(bubble))
+    add("pipeline bubble", fmt::format("{} ({} of the pipeline's {}; ideal {})", format(Unit::seconds, bubble),
+                                       format(Unit::percent, number_at(row, {"pipeline", "bubble_fraction"})),
+                                       format(Unit::seconds, number_at(row, {"pipeline", "time_s"})),
+                                       format(Unit::percent, number_at(row, {"pipeline", "ideal_bubble_fraction"}))));
   add("time to train", format(Unit::seconds, number_at(row, {"cost", "time_to_train_s"})));
   add("USD to train", format(Unit::usd, number_at(row, {"cost", "usd_to_train"})));
   const double kwh = number_at(row, {"energy", "kwh_to_train"});
