@@ -601,28 +601,27 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   };
   // A microbatch's activations (or their gradients) passed one stage on along the pipeline axis:
   // MaxText's ppermute of the stages' outputs, and of its input and output buffer.
-  const auto stage_permute = [&](const std::string& name, Phase phase, std::vector<std::uint32_t> deps) {
+  // The buffer's rotation waits only for the one before: it runs on a collective stream of its
+  // own (kPipelineBufferStream), beside the iteration's compute and its shift.
+  constexpr std::uint32_t kPipelineBufferStream = 1;
+  const auto stage_permute = [&](const std::string& name, Phase phase, std::vector<std::uint32_t> deps, std::uint32_t stream = 0) {
     CollectiveSpec spec;
     spec.kind = CollectiveKind::Permute;
     spec.bytes = micro_batch * elements(model.nodes[chunk_last].out) * act_bytes;
     spec.dtype = act;
     spec.algorithm = CollectiveAlgorithm::Ring;
     spec.group_axes = mesh.pipeline_axes;
-    return em.collective(name, phase, spec, std::move(deps));
+    const std::uint32_t op = em.collective(name, phase, spec, std::move(deps));
+    program.ops[op].stream = stream;
+    return op;
   };
-  // The buffer's rotation waits only for the one before: it runs on a collective stream of its
-  // own, beside the iteration's compute and its shift.
-  constexpr std::uint32_t kPipelineBufferStream = 1;
   // A circular pipeline with more microbatches than stages parks the last stage's outputs until
   // the first stage takes them for the next repeat: one more permute per iteration, of the
   // iteration before's output (MaxText's circ_storage), beside the compute.
   const bool circular_storage = pipe.repeats > 1 && pipe.microbatches > pipe.stages;
   const auto park = [&](const std::string& name, Phase phase, std::optional<std::uint32_t> previous_output,
                         std::vector<std::uint32_t>& carry) {
-    if (!circular_storage || !previous_output) return;
-    const std::uint32_t op = stage_permute(name, phase, {*previous_output});
-    program.ops[op].stream = kPipelineBufferStream;
-    carry.push_back(op);
+    if (circular_storage && previous_output) carry.push_back(stage_permute(name, phase, {*previous_output}, kPipelineBufferStream));
   };
   const auto emits_forward = [&](const Node& node) { return !fused(node.index) || chains[chain_of[node.index]].back() == &node; };
   if (!pipelined) {
@@ -638,8 +637,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     std::optional<std::uint32_t> previous_output;
     for (std::uint32_t it = 0; it < pipe.iterations; ++it) {
       const auto first_op = static_cast<std::uint32_t>(program.ops.size());
-      const std::uint32_t next_io = stage_permute("pipeline/fwd/io", Phase::Forward, {io});
-      program.ops[next_io].stream = kPipelineBufferStream;
+      const std::uint32_t next_io = stage_permute("pipeline/fwd/io", Phase::Forward, {io}, kPipelineBufferStream);
       std::vector<std::uint32_t> parked;
       park("pipeline/fwd/circular", Phase::Forward, previous_output, parked);
       for (std::size_t i = chunk_first; i <= chunk_last; ++i)
@@ -963,8 +961,8 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
         if (remat.segment_of[i] != kNoSegment) remat.recomputed[remat.segment_of[i]].clear();
       }
       dy[chunk_last] = carry;
-      const std::uint32_t next_io = stage_permute("pipeline/bwd/io", Phase::Backward, io ? std::vector<std::uint32_t>{*io} : carry);
-      program.ops[next_io].stream = kPipelineBufferStream;
+      const std::uint32_t next_io =
+          stage_permute("pipeline/bwd/io", Phase::Backward, io ? std::vector<std::uint32_t>{*io} : carry, kPipelineBufferStream);
       std::vector<std::uint32_t> parked;
       park("pipeline/bwd/circular", Phase::Backward, previous_input_grad, parked);
       const GradTarget target = k + 1 == pipe.iterations ? GradTarget::AccumulateThenReduce : GradTarget::Accumulate;

@@ -32,40 +32,49 @@ std::pair<std::uint32_t, std::uint32_t> axes_named(const std::string& path, cons
   return {mask, size};
 }
 
+// Whether a mesh key names axes; "none" is a sweep's value for no such axis.
+bool names_axes(const std::string& letters) { return !letters.empty() && letters != "none"; }
+
+// Splitting work across chips (`what`: "tensor parallelism") needs a replica per chip.
+void need_one_replica_per_chip(const std::string& path, const char* what, const HwConfig& hw) {
+  if (hw.chip.cores > 1 && !hw.chip.megacore)
+    throw std::invalid_argument(fmt::format("{}: {} is modelled over chips of one replica each (v4, v5e, v5p, v6e); a {} chip's {} "
+                                            "cores are replicas of their own", path, what, hw.name, hw.chip.cores));
+}
+
+// Axes `letters` (at `path`) must be data axes: none of the model axis's.
+void need_data_axes(const std::string& path, const std::string& letters, std::uint32_t mask, const Workload& w, const Mesh& mesh) {
+  if (mask & mesh.model_axes)
+    throw std::invalid_argument(fmt::format("{}: \"{}\": expected data axes; training.mesh.model \"{}\" takes {}", path, letters,
+                                            w.mesh_model_axes, w.mesh_model_axes.size() > 1 ? "them" : "it"));
+}
+
 }  // namespace
 
 Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
   Mesh mesh;
-  if (!w.mesh_model_axes.empty() && w.mesh_model_axes != "none") {  // "none": a sweep's value for no model axis
+  if (names_axes(w.mesh_model_axes)) {
     const std::string path = "workload.training.mesh.model";
     std::tie(mesh.model_axes, mesh.model_size) = axes_named(path, w.mesh_model_axes, hw);
-    if (hw.chip.cores > 1 && !hw.chip.megacore)
-      throw std::invalid_argument(fmt::format("{}: tensor parallelism is modelled over chips of one replica each (v4, v5e, v5p, v6e); "
-                                              "a {} chip's {} cores are replicas of their own", path, hw.name, hw.chip.cores));
+    need_one_replica_per_chip(path, "tensor parallelism", hw);
   }
   mesh.data_axes = 0x7 & ~mesh.model_axes;
-  if (!w.mesh_expert_axes.empty() && w.mesh_expert_axes != "none") {
+  if (names_axes(w.mesh_expert_axes)) {
     const std::string path = "workload.training.mesh.expert";
     std::tie(mesh.expert_axes, mesh.expert_size) = axes_named(path, w.mesh_expert_axes, hw);
-    if (mesh.expert_axes & mesh.model_axes)
-      throw std::invalid_argument(fmt::format("{}: \"{}\": expected data axes; training.mesh.model \"{}\" takes {}", path,
-                                              w.mesh_expert_axes, w.mesh_model_axes, w.mesh_model_axes.size() > 1 ? "them" : "it"));
-    if (hw.chip.cores > 1 && !hw.chip.megacore)
-      throw std::invalid_argument(fmt::format("{}: expert parallelism is modelled over chips of one replica each (v4, v5e, v5p, v6e); "
-                                              "a {} chip's {} cores are replicas of their own", path, hw.name, hw.chip.cores));
+    need_data_axes(path, w.mesh_expert_axes, mesh.expert_axes, w, mesh);
+    need_one_replica_per_chip(path, "expert parallelism", hw);
     if (w.weight_update_sharding)
       throw std::invalid_argument(fmt::format("{}: weight_update_sharding shards every weight over every replica; with experts "
                                               "split over an expert axis use training.fsdp instead", path));
   }
-  if (!w.mesh_pipeline_axes.empty() && w.mesh_pipeline_axes != "none") {
+  if (names_axes(w.mesh_pipeline_axes)) {
     const std::string path = "workload.training.mesh.pipeline";
     std::tie(mesh.pipeline_axes, mesh.pipeline_size) = axes_named(path, w.mesh_pipeline_axes, hw);
     const auto refuse = [&](const std::string& what) { throw std::invalid_argument(fmt::format("{}: {}", path, what)); };
     if (mesh.pipeline_axes & (mesh.model_axes | mesh.expert_axes))
       refuse(fmt::format("\"{}\": expected axes of their own, not training.mesh.model's or training.mesh.expert's", w.mesh_pipeline_axes));
-    if (hw.chip.cores > 1 && !hw.chip.megacore)
-      refuse(fmt::format("pipeline parallelism is modelled over chips of one replica each (v4, v5e, v5p, v6e); a {} chip's {} cores "
-                         "are replicas of their own", hw.name, hw.chip.cores));
+    need_one_replica_per_chip(path, "pipeline parallelism", hw);
     if (w.fsdp || w.weight_update_sharding) refuse("a pipeline with fsdp or weight_update_sharding is not modelled yet");
     if (mesh.expert_axes) refuse("a pipeline beside an expert axis is not modelled yet");
     if (hw.slices > 1) refuse("a pipeline over several slices is not modelled yet");
@@ -77,9 +86,7 @@ Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
   if (!w.mesh_fsdp_axes.empty()) {
     const std::string path = "workload.training.mesh.fsdp";
     mesh.fsdp_axes = axes_named(path, w.mesh_fsdp_axes, hw).first;
-    if (mesh.fsdp_axes & mesh.model_axes)
-      throw std::invalid_argument(fmt::format("{}: \"{}\": expected data axes; training.mesh.model \"{}\" takes {}", path,
-                                              w.mesh_fsdp_axes, w.mesh_model_axes, w.mesh_model_axes.size() > 1 ? "them" : "it"));
+    need_data_axes(path, w.mesh_fsdp_axes, mesh.fsdp_axes, w, mesh);
     if (mesh.fsdp_axes & mesh.expert_axes)
       throw std::invalid_argument(fmt::format("{}: \"{}\": expected data axes outside training.mesh.expert \"{}\" (the experts are "
                                               "split over those already)", path, w.mesh_fsdp_axes, w.mesh_expert_axes));
