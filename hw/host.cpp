@@ -19,16 +19,23 @@ Host::Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::u
   producer.served_chips = static_cast<std::uint32_t>(chips_.size());
   producer_reporter_ = Reporter(sink, producer);
   for (std::uint32_t s = 0; s < steps; ++s) batch_names_.push_back(fmt::format("batch {}", s));
-  for (std::size_t i = 0; i < chips_.size(); ++i) {
+  // A chip's PCIe link, one way: host to chip (the batches, and offloaded activations coming
+  // back) or chip to host.
+  const auto link = [&](std::size_t i, bool to_host) {
     UnitInfo pcie;
-    pcie.path = fmt::format("host{}.pcie{}", index, i);
+    pcie.path = fmt::format("host{}.pcie{}{}", index, i, to_host ? ".out" : "");
     pcie.kind = UnitKind::Pcie;
     pcie.chip = kHostChip;
     pcie.index = index;
-    pcie.label = fmt::format("pcie -> chip{}", chips_[i]);
+    pcie.label = fmt::format("pcie {} chip{}", to_host ? "<-" : "->", chips_[i]);
     pcie.first_served_chip = chips_[i];
     pcie.served_chips = 1;
-    pcie_reporters_.emplace_back(sink, pcie);
+    return Reporter(sink, pcie);
+  };
+  for (std::size_t i = 0; i < chips_.size(); ++i) pcie_reporters_.push_back(link(i, false));
+  if (infeed_.host_offload) {
+    pcie_out_.resize(chips_.size());
+    for (std::size_t i = 0; i < chips_.size(); ++i) pcie_out_reporters_.push_back(link(i, true));
   }
   SC_THREAD(produce);
 }
@@ -38,6 +45,19 @@ std::uint32_t Host::slot(std::uint32_t chip) const {
     if (chips_[i] == chip) return i;
   sc_assert(false && "chip not served by this host");
   return 0;
+}
+
+Picos Host::transfer(std::uint32_t chip, bool to_host, std::uint64_t bytes, Picos earliest_ps, const std::string* label,
+                     std::uint32_t step) {
+  const std::uint32_t i = slot(chip);
+  sc_assert((!to_host || infeed_.host_offload) && "a copy to the host in a program without host offload");
+  Occupancy& link = to_host ? pcie_out_[i] : pcie_[i];
+  const Interval booked = link.reserve(now_ps(), earliest_ps, transfer_ps(bytes, hw_.host.pcie_bw_gbps));
+  UnitRequest job;
+  job.label = label;
+  job.step = step;
+  (to_host ? pcie_out_reporters_ : pcie_reporters_)[i].busy(booked, job, bytes);
+  return booked.end + ns_to_ps(hw_.host.pcie_latency_ns);
 }
 
 void Host::consume(std::uint32_t, std::uint32_t step) {

@@ -16,6 +16,9 @@ struct InfeedSpec {
   std::uint64_t samples_per_core = 0;  // per step
   double host_samples_per_s = 0;       // preprocessing rate of one host; 0: unlimited
   std::uint32_t prefetch_batches = 2;
+  // The program copies activations to the host and back (OpKind::HostTransfer): the PCIe links'
+  // chip-to-host direction gets tracks of its own.
+  bool host_offload = false;
 };
 
 class Host : public sc_core::sc_module {
@@ -35,6 +38,10 @@ class Host : public sc_core::sc_module {
   std::uint32_t index() const { return index_; }
   // Which of this host's chips `chip` is (a chip's place in its cell: hw/wake_queue.hpp).
   std::uint32_t slot(std::uint32_t chip) const;
+  // Books `bytes` on `chip`'s PCIe link one way (a link carries each way at once: to the host
+  // beside the input batches coming in) from `earliest_ps`; returns when they have landed.
+  Picos transfer(std::uint32_t chip, bool to_host, std::uint64_t bytes, Picos earliest_ps, const std::string* label,
+                 std::uint32_t step);
 
  private:
   void produce();
@@ -47,7 +54,9 @@ class Host : public sc_core::sc_module {
   std::vector<std::string> batch_names_;
   Reporter producer_reporter_;
   std::vector<Reporter> pcie_reporters_;
-  std::vector<Occupancy> pcie_;
+  std::vector<Occupancy> pcie_;                       // host to chip
+  std::vector<Reporter> pcie_out_reporters_;
+  std::vector<Occupancy> pcie_out_;                   // chip to host
   std::vector<std::vector<Picos>> ready_ps_;          // [chip slot][step]
   std::vector<std::uint32_t> consumed_;               // per step: cores that took it
   std::uint32_t fully_consumed_ = 0;                  // steps every core has taken

@@ -24,7 +24,7 @@ inline std::uint32_t dtype_bytes(DType t) {
 }
 const char* dtype_name(DType t);
 
-enum class OpKind : std::uint8_t { Infeed, Matmul, Vector, Collective };
+enum class OpKind : std::uint8_t { Infeed, Matmul, Vector, Collective, HostTransfer };
 enum class Phase : std::uint8_t { Input, Forward, Backward, Gradients, Optimizer };
 const char* phase_name(Phase p);
 
@@ -129,6 +129,14 @@ struct InfeedWork {
   std::uint64_t bytes = 0;  // this core's share of the step's input batch
 };
 
+// A copy between the core's HBM and its host's memory over the chip's PCIe link, one way: the
+// host offload of an activation kept for the backward pass (MaxText's remat "offload"), out
+// after the forward pass makes it and back before the backward pass needs it.
+struct HostTransferWork {
+  std::uint64_t bytes = 0;
+  bool to_host = true;  // false: from the host back into HBM
+};
+
 struct Op {
   std::uint32_t id = 0;  // index in Program::ops
   OpKind kind = OpKind::Vector;
@@ -144,6 +152,7 @@ struct Op {
   VectorWork vector;
   CollectiveSpec collective;
   InfeedWork infeed;
+  HostTransferWork host_transfer;
 };
 
 // One step of one replica's core. Steps run back to back: step s+1 starts its ops when every

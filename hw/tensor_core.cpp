@@ -191,7 +191,8 @@ void TensorCore::sequencer() {
       case OpKind::Matmul: return kMatmul;
       case OpKind::Vector: return kVector;
       case OpKind::Collective: return kCollective;
-      case OpKind::Infeed: return kInfeed;
+      case OpKind::Infeed:
+      case OpKind::HostTransfer: return kInfeed;
     }
     return kVector;
   };
@@ -274,6 +275,7 @@ void TensorCore::run(const Op& op) {
     case OpKind::Vector: return run_vector(op);
     case OpKind::Collective: return run_collective(op);
     case OpKind::Infeed: return run_infeed(op);
+    case OpKind::HostTransfer: return run_host_transfer(op);
   }
 }
 
@@ -503,6 +505,17 @@ void TensorCore::run_collective(const Op& op) {
   r.job().step = step_;
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
   collective_socket->b_transport(r.payload(), delay);
+}
+
+// The core's DMA reads (or writes) the tensor in HBM as the chip's PCIe link carries it; the
+// copy ends when both are done.
+void TensorCore::run_host_transfer(const Op& op) {
+  const HostTransferWork& t = op.host_transfer;
+  const Picos start = now_ps();
+  const Picos landed = host_.transfer(site_.chip, t.to_host, t.bytes, start, &op.name, step_);
+  const Picos hbm_done = dma_transfer(host_transfer_requests_[t.to_host ? 0 : 1], t.to_host ? tlm::TLM_READ_COMMAND : tlm::TLM_WRITE_COMMAND,
+                                      t.bytes, t.bytes, &op.name, start);
+  host_.wakes.wait_until(std::max(landed, hbm_done));
 }
 
 void TensorCore::run_infeed(const Op&) {

@@ -166,6 +166,7 @@ class TensorCore : public sc_core::sc_module {
   void run_vector(const Op& op);
   void run_collective(const Op& op);
   void run_infeed(const Op& op);
+  void run_host_transfer(const Op& op);
   // The DMA and compute stages of one engine's current op. Stages are loosely timed: each books
   // its work as soon as the times it depends on are known, and records when that work will be
   // done, so a stage waits for what another has not yet booked, not for it to happen.
@@ -231,6 +232,7 @@ class TensorCore : public sc_core::sc_module {
   std::function<void(std::uint32_t)> step_observer_;
   // One payload for the MXU and VPU requests, which are answered without yielding (Request::reset).
   Request unit_request_;
+  Request host_transfer_requests_[2];  // the DMA of copies to the host, and back (each its own stream)
 };
 
 }  // namespace tpusim

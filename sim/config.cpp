@@ -10,6 +10,7 @@
 #include <random>
 #include <regex>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -656,6 +657,59 @@ void expand_imported_model(json& workload, const std::string& workload_path, con
   for (const auto& note : imported.notes) notes.push_back(fmt::format("{}: {}", named, note));
 }
 
+// training.remat_custom: MaxText's checkpoint names, each "device", "offload" or "remat". tpusim
+// computes Q, K and V in one matmul and a gated MLP's first two in one group, so names that
+// share one of its results must agree.
+constexpr std::string_view kKeepNames[] = {"remat", "device", "offload"};  // in Keep's order
+
+RematCustom parse_remat_custom(const json& names, RematPolicy policy, const std::string& origin) {
+  const std::string path = "workload.training.remat_custom";
+  RematCustom custom;
+  if (names.empty()) return custom;
+  if (policy != RematPolicy::Custom)
+    fail(origin, path, "names what remat_policy custom keeps; set training.remat_policy to custom, or leave it empty");
+  struct Target {
+    Keep* keep;
+    const char* result;
+  };
+  const std::map<std::string, Target> targets = {
+      {"decoder_layer_input", {&custom.decoder_layer_input, "segment input"}},
+      {"query_proj", {&custom.qkv, "qkv"}},
+      {"key_proj", {&custom.qkv, "qkv"}},
+      {"value_proj", {&custom.qkv, "qkv"}},
+      {"qkv_proj", {&custom.qkv, "qkv"}},
+      {"context", {&custom.context, "context"}},
+      {"out_proj", {&custom.out_proj, "out_proj"}},
+      {"mlpwi", {&custom.mlpwi, "mlpwi"}},
+      {"mlpwi_0", {&custom.mlpwi, "mlpwi"}},
+      {"mlpwi_1", {&custom.mlpwi, "mlpwi"}},
+      {"mlpwo", {&custom.mlpwo, "mlpwo"}},
+  };
+  std::map<std::string, std::pair<std::string, Keep>> set_by;  // result -> the first name that set it
+  for (const auto& [name, value] : names.items()) {
+    const auto target = targets.find(name);
+    if (target == targets.end()) {
+      std::string known;
+      for (const auto& [k, t] : targets) known += (known.empty() ? "" : ", ") + k;
+      fail(origin, path + "." + name, "expected one of MaxText's checkpoint names tpusim's layers have: " + known);
+    }
+    const auto text = value.get<std::string>();
+    const auto named = std::find(std::begin(kKeepNames), std::end(kKeepNames), text);
+    if (named == std::end(kKeepNames))
+      fail(origin, path + "." + name, fmt::format("expected \"device\", \"offload\" or \"remat\", got \"{}\"", text));
+    const auto keep = static_cast<Keep>(named - std::begin(kKeepNames));
+    if (name == "decoder_layer_input" && keep == Keep::Remat)
+      fail(origin, path + "." + name, "a segment's input is the checkpoint remat starts from: expected \"device\" or \"offload\"");
+    const auto [first, inserted] = set_by.emplace(target->second.result, std::make_pair(name, keep));
+    if (!inserted && first->second.second != keep)
+      fail(origin, path + "." + name,
+           fmt::format("\"{}\" disagrees with {}'s \"{}\": tpusim computes them as one result", text, first->second.first,
+                       kKeepNames[static_cast<int>(first->second.second)]));
+    *target->second.keep = keep;
+  }
+  return custom;
+}
+
 Workload build_workload(const json& d, const std::string& origin) {
   Workload w;
   w.name = get<std::string>(d, "name");
@@ -761,8 +815,13 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.collective_matmul = get<bool>(d, "training.mesh.collective_matmul");
   w.remat_adds_per_segment = get<std::uint32_t>(d, "training.remat_adds_per_segment");
   const auto policy = get<std::string>(d, "training.remat_policy");
-  w.remat_policy = policy == "minimal" ? RematPolicy::Minimal
-                   : policy == "save_dot_except_mlpwi" ? RematPolicy::SaveDotExceptMlpIn : RematPolicy::Full;
+  w.remat_policy = policy == "minimal"                ? RematPolicy::Minimal
+                   : policy == "save_dot_except_mlpwi" ? RematPolicy::SaveDotExceptMlpIn
+                   : policy == "custom"                ? RematPolicy::Custom
+                                                       : RematPolicy::Full;
+  w.remat_custom = parse_remat_custom(get<json>(d, "training.remat_custom"), w.remat_policy, origin);
+  if (w.remat_policy == RematPolicy::Custom && !w.remat)
+    fail(origin, "workload.training.remat_policy", "custom says what remat keeps of each layer; set training.remat too");
   w.flash_attention = get<bool>(d, "training.flash_attention");
   w.matmul_output_fusion = get<bool>(d, "training.matmul_output_fusion");
   const std::string quantization = get<std::string>(d, "training.quantization");

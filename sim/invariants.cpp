@@ -47,6 +47,7 @@ std::uint64_t program_dma_bytes(const Program& program, const HwConfig& hw) {
   std::uint64_t bytes = 0;
   for (const Op& op : program.ops) {
     if (op.kind == OpKind::Vector) bytes += TensorCore::vector_read_bytes(op.vector, hw) + op.vector.hbm_write_bytes;
+    if (op.kind == OpKind::HostTransfer) bytes += op.host_transfer.bytes;
     if (op.kind != OpKind::Matmul) continue;
     for (const MatmulBlock& b :
          tile_matmul(op.matmul, hw.core.mxu, TensorCore::matmul_vmem_budget_bytes(hw)).blocks)

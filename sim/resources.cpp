@@ -81,6 +81,9 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
       intervals += blocks;
       transfers += 2 * blocks;
       dma_bytes += static_cast<double>(TensorCore::vector_read_bytes(op.vector, hw) + op.vector.hbm_write_bytes);
+    } else if (op.kind == OpKind::HostTransfer) {
+      transfers += 1;
+      dma_bytes += static_cast<double>(op.host_transfer.bytes);
     } else if (op.kind == OpKind::Collective) {
       // Every reduced piece that arrives is an addition on core 0's vector unit.
       const CollectiveSchedule schedule = plan_collective(torus, 0, op.collective);

@@ -789,6 +789,19 @@ BOOST_AUTO_TEST_CASE(out_of_memory_names_the_smallest_sharding_that_fits) {
   BOOST_TEST(fits->summary["status"] == "ok");
 }
 
+namespace {
+
+// The names of the weight matmuls (one product each, not attention's per-head ones) a step's
+// backward pass computes again.
+std::set<std::string> recomputed_weight_matmuls(const LoweredStep& step) {
+  std::set<std::string> names;
+  for (const Op& op : step.program.ops)
+    if (op.kind == OpKind::Matmul && op.matmul.batch == 1 && tpusim::test::contains(op.name, "/recompute")) names.insert(op.name);
+  return names;
+}
+
+}  // namespace
+
 // Rematerialization: GPT-2 small keeps only its residual adds' outputs (24 of them, 4 x 1024 x
 // 768 in bfloat16) and one segment's activations at a time; the backward pass runs every
 // segment's forward matmuls again (the head's too), which are no model FLOPs.
@@ -834,12 +847,6 @@ BOOST_AUTO_TEST_CASE(remat_keeps_the_residual_stream_and_recomputes_each_segment
     const Config c = load_config(request);
     return lower_training_step(c.workload, c.hw);
   };
-  auto recomputed_weight_matmuls = [](const LoweredStep& step) {
-    std::set<std::string> names;
-    for (const Op& op : step.program.ops)
-      if (op.kind == OpKind::Matmul && op.matmul.batch == 1 && tpusim::test::contains(op.name, "/recompute")) names.insert(op.name);
-    return names;
-  };
   const LoweredStep minimal = with_policy("minimal"), except = with_policy("save_dot_except_mlpwi");
   BOOST_TEST(recomputed_weight_matmuls(minimal).empty());
   const auto mlp_in = recomputed_weight_matmuls(except);
@@ -853,6 +860,102 @@ BOOST_AUTO_TEST_CASE(remat_keeps_the_residual_stream_and_recomputes_each_segment
   const std::uint64_t kept_per_layer = 4ull * 1024 * (3 * 768 + 768 + 3072 + 768) * 2;
   BOOST_TEST(minimal.memory.activations >= remat.memory.activations + 12 * kept_per_layer);
   BOOST_TEST(except.memory.activations + 12ull * 4 * 1024 * 3072 * 2 == minimal.memory.activations);
+}
+
+// MaxText's custom remat policy on GPT-2 small (one checkpoint per block, 4 sequences of 1024
+// per core): the results it names are not computed again; those kept on the device stay in HBM,
+// those offloaded go to the host after the forward pass makes them and come back before their
+// segment is recomputed, in HBM only around it (that segment's, and the next one's on its way).
+BOOST_AUTO_TEST_CASE(remat_custom_keeps_named_results_and_offloads_them_to_the_host) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  request.hw = "tpu_v5e";
+  auto with = [&](const std::string& policy, const std::string& names) {
+    request.sets = {"workload.training.remat=true", "workload.training.remat_adds_per_segment=2",
+                    "workload.training.remat_policy=" + policy};
+    if (!names.empty()) request.sets.push_back("workload.training.remat_custom=" + names);
+    const Config c = load_config(request);
+    return lower_training_step(c.workload, c.hw);
+  };
+  const LoweredStep full = with("full", "");
+  const LoweredStep device = with("custom", R"({"query_proj":"device","key_proj":"device","value_proj":"device","out_proj":"device"})");
+  const LoweredStep offload =
+      with("custom", R"({"decoder_layer_input":"offload","qkv_proj":"offload","out_proj":"offload","mlpwo":"remat"})");
+  BOOST_TEST(device.model_flops_per_core == full.model_flops_per_core);
+  // The attention's two projections of each of the 12 blocks are not computed again.
+  const auto again = recomputed_weight_matmuls(device);
+  BOOST_TEST(again.size() + 24 == recomputed_weight_matmuls(full).size());
+  for (const auto& name : again) BOOST_TEST(!tpusim::test::contains(name, "_attn/"), name);
+  BOOST_TEST((recomputed_weight_matmuls(offload) == again));
+  const std::uint64_t tokens = 4ull * 1024, qkv_and_out = tokens * (3 * 768 + 768) * 2, checkpoint = tokens * 768 * 2;
+  BOOST_TEST(device.memory.activations == full.memory.activations + 12 * qkv_and_out);
+  BOOST_TEST(!device.infeed.host_offload);
+  // Offloaded: each block's projections and each checkpoint, out and back, the same bytes.
+  BOOST_TEST(offload.infeed.host_offload);
+  std::uint64_t out_bytes = 0, back_bytes = 0, copies = 0;
+  for (const Op& op : offload.program.ops) {
+    if (op.kind != OpKind::HostTransfer) continue;
+    ++copies;
+    (op.host_transfer.to_host ? out_bytes : back_bytes) += op.host_transfer.bytes;
+    BOOST_TEST((op.phase == (op.host_transfer.to_host ? Phase::Forward : Phase::Backward)), op.name);
+    if (!op.host_transfer.to_host) {  // after its copy out
+      BOOST_TEST_REQUIRE(op.deps.size() == 1u);
+      const Op& out = offload.program.ops[op.deps[0]];
+      BOOST_TEST((out.kind == OpKind::HostTransfer && out.host_transfer.to_host && out.host_transfer.bytes == op.host_transfer.bytes));
+    }
+  }
+  BOOST_TEST(copies == 2u * (12 + 12));
+  BOOST_TEST(out_bytes == 12 * (qkv_and_out + checkpoint));
+  BOOST_TEST(back_bytes == out_bytes);
+  // The checkpoints leave HBM; a block's projections and its input are there twice at most.
+  BOOST_TEST(offload.memory.activations + 12 * checkpoint == full.memory.activations + 2 * (qkv_and_out + checkpoint));
+}
+
+// Run, each chip's PCIe link carries its offloaded results out and back (beside the input
+// batches), the copies ride under the compute, and the offload folds like everything else.
+BOOST_AUTO_TEST_CASE(host_offload_crosses_each_chips_pcie_link_and_folds) {
+  const std::string gpt2 = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  const std::string common = "--hw tpu_v4 --topology 4x4x4 --trace none --set workload.training.steps=2 "
+                             "--set workload.training.per_replica_batch=2 --set workload.training.remat=true "
+                             "--set workload.training.remat_adds_per_segment=2 ";
+  const auto kept = tpusim::test::run_example(common + "--set workload.training.remat_policy=full", gpt2);
+  const nlohmann::json offloaded = tpusim::test::folded_run_matching_full(
+      gpt2, common + "--set workload.training.remat_policy=custom --set "
+                     "'workload.training.remat_custom={\"decoder_layer_input\":\"offload\",\"qkv_proj\":\"offload\"}'");
+  // 12 checkpoints and 12 blocks' Q, K and V (2 sequences of 1024 per chip), out and back, on 64 chips.
+  const std::uint64_t per_chip = 12ull * 2 * 1024 * (768 + 3 * 768) * 2;
+  BOOST_TEST(offloaded["traffic_per_step"]["pcie_bytes"].get<std::uint64_t>() ==
+             kept->summary["traffic_per_step"]["pcie_bytes"].get<std::uint64_t>() + 64 * 2 * per_chip);
+  // Carried one after another on the critical path, each way at v4's 16 GB/s, they would add 2
+  // x 9.4 ms; beside the compute only the copies around the last segment wait.
+  const double serial_s = 2.0 * static_cast<double>(per_chip) / 16e9;
+  BOOST_TEST(offloaded["step_time_s"].get<double>() < kept->summary["step_time_s"].get<double>() + 0.25 * serial_s);
+}
+
+BOOST_AUTO_TEST_CASE(remat_custom_names_are_checked) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  request.hw = "tpu_v5e";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"workload.training.remat=true", "workload.training.remat_policy=custom", R"(workload.training.remat_custom={"mlp_in":"device"})"},
+       "workload.training.remat_custom.mlp_in: expected one of MaxText's checkpoint names"},
+      {{"workload.training.remat=true", "workload.training.remat_policy=custom", R"(workload.training.remat_custom={"mlpwo":"host"})"},
+       "workload.training.remat_custom.mlpwo: expected \"device\", \"offload\" or \"remat\", got \"host\""},
+      {{"workload.training.remat=true", "workload.training.remat_policy=custom",
+        R"(workload.training.remat_custom={"key_proj":"device","query_proj":"offload"})"},
+       "disagrees with key_proj's \"device\": tpusim computes them as one result"},
+      {{"workload.training.remat=true", "workload.training.remat_policy=custom",
+        R"(workload.training.remat_custom={"decoder_layer_input":"remat"})"},
+       "workload.training.remat_custom.decoder_layer_input: a segment's input is the checkpoint"},
+      {{"workload.training.remat_policy=custom"}, "workload.training.remat_policy: custom says what remat keeps"},
+      {{"workload.training.remat=true", R"(workload.training.remat_custom={"mlpwo":"device"})"},
+       "workload.training.remat_custom: names what remat_policy custom keeps"},
+  };
+  for (const auto& [sets, message] : cases) {
+    request.sets = sets;
+    const std::string error = tpusim::test::load_error(request);
+    BOOST_TEST(tpusim::test::contains(error, message), error);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(mixed_bfloat16_halves_activations_and_keeps_fp32_master_weights) {

@@ -67,6 +67,15 @@ struct FusedShare {
   std::uint32_t lane_reductions = 0;  // over the last axis, of what the chain's pass reads
 };
 
+// What a remat policy keeps of a layer's own results for its backward pass, so that the second
+// forward does not compute them again (MaxText's checkpoint names in brackets).
+struct KeptResults {
+  bool qkv = false;      // attention's query, key and value projections (query_proj, key_proj, value_proj)
+  bool context = false;  // attention's heads' output, its output projection's input (context)
+  bool out = false;      // the layer's output: a dense layer's product (mlpwi, mlpwo), attention's output projection (out_proj)
+  bool any() const { return qkv || context || out; }
+};
+
 class LayerKind {
  public:
   explicit LayerKind(std::string name) : name_(std::move(name)) {}
@@ -95,15 +104,17 @@ class LayerKind {
   virtual Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
                             const BackwardContext& ctx) const = 0;
 
-  // Rematerialization under a policy that keeps the outputs of weight matmuls (MaxText's
-  // minimal and save_dot_* policies): the backward pass's second forward emits the layer's other
-  // ops, returning the op after which its output exists again, or nothing when its output is
-  // one it kept; and the bytes on this core those kept outputs hold from forward to backward.
-  virtual std::optional<std::uint32_t> recompute_around_weight_matmuls(StepEmitter& em, const Node& node,
-                                                                        std::vector<std::uint32_t> deps) const {
+  // Rematerialization under a policy that keeps some of a layer's results (MaxText's minimal,
+  // save_dot_* and custom policies): the backward pass's second forward emits the layer's other
+  // ops, returning the last of them, or nothing when it emits none (its output is one it kept);
+  // whether those ops include a weight matmul (which needs the layer's weights again); and the
+  // bytes on this core the kept results hold from forward to backward.
+  virtual std::optional<std::uint32_t> recompute_keeping(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps,
+                                                         const KeptResults&) const {
     return forward(em, node, std::move(deps));
   }
-  virtual std::uint64_t weight_matmul_output_bytes(const StepEmitter&, const Node&) const { return 0; }
+  virtual bool recomputes_weight_matmul(const Node& node, const KeptResults&) const { return node.params > 0; }
+  virtual std::uint64_t kept_bytes(const StepEmitter&, const Node&, const KeptResults&) const { return 0; }
 
   // ---- fusion traits ----
   // Output is the input seen differently (no work, nothing stored of its own).

@@ -532,17 +532,89 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       }
   };
 
+  // Rematerialization (activation checkpointing, as jax.checkpoint around each block): the
+  // forward pass keeps only the outputs of the residual adds (of every remat_adds_per_segment-th:
+  // a transformer block has two); the backward pass, reaching a segment between two of them, runs the segment's forward again from its saved input and then
+  // its backward. The second forward's ops are named .../recompute/..., and are no model FLOPs.
+  struct Remat {
+    std::vector<std::size_t> segment_of;                  // kNoSegment: a checkpoint (a residual add)
+    std::vector<std::vector<std::size_t>> segments;       // each segment's layers, in order
+    std::vector<std::vector<std::uint32_t>> recomputed;   // each segment's recomputed outputs
+  } remat;
+  constexpr std::size_t kNoSegment = static_cast<std::size_t>(-1);
+  remat.segment_of.assign(n, kNoSegment);
+  remat.segments.emplace_back();
+  std::uint32_t adds = 0;
+  for (const Node& node : model.nodes) {
+    if (node.kind->name() == "add" && ++adds % w.remat_adds_per_segment == 0) {
+      if (!remat.segments.back().empty()) remat.segments.emplace_back();
+      continue;
+    }
+    remat.segment_of[node.index] = remat.segments.size() - 1;
+    remat.segments.back().push_back(node.index);
+  }
+  remat.recomputed.resize(remat.segments.size());
+
   // Forward, in layer order, each op after the ops that produce its inputs (`at`: the op after
   // which each layer's output exists). A chain is emitted at its last layer. `extra`: ops the
   // emitted ops wait for besides their inputs; `recomputing`: the backward pass's second forward
   // (rematerialization), whose ops begin at `first_new`.
   std::vector<std::uint32_t> fwd(n);
-  // Under a remat policy that saves matmul outputs (MaxText's minimal: every weight matmul's;
-  // save_dot_except_mlpwi: all but an MLP's first layer's) the second forward skips those.
-  auto keeps_weight_matmul_outputs = [&](const Node& node) {
-    if (w.remat_policy == RematPolicy::Full) return false;
-    const bool mlp_in = column_group(model, node).has_value();
-    return w.remat_policy == RematPolicy::Minimal || !mlp_in;
+  // What the remat policy keeps of each layer's results, which the second forward then skips:
+  // MaxText's minimal every weight matmul's output, save_dot_except_mlpwi all but an MLP's
+  // first layer's, custom what it names (and of those, what goes to the host).
+  std::vector<bool> mlp_in(n, false), mlp_out(n, false);
+  for (const Node& node : model.nodes)
+    if (const auto group = column_group(model, node)) {
+      mlp_in[node.index] = true;
+      if (group->row) mlp_out[group->row->index] = true;
+    }
+  const RematCustom& custom = w.remat_custom;
+  const auto results_kept_as = [&](const Node& node, auto is) {
+    KeptResults k;
+    if (node.kind->name() == "attention") {
+      k.qkv = is(custom.qkv);
+      k.context = is(custom.context);
+      k.out = is(custom.out_proj);
+    } else if (mlp_in[node.index]) {
+      k.out = is(custom.mlpwi);
+    } else if (mlp_out[node.index]) {
+      k.out = is(custom.mlpwo);
+    }
+    return k;
+  };
+  const auto kept_results = [&](const Node& node) -> KeptResults {
+    if (!w.remat) return {};
+    switch (w.remat_policy) {
+      case RematPolicy::Full: return {};
+      case RematPolicy::Minimal: return {true, false, true};
+      case RematPolicy::SaveDotExceptMlpIn: return mlp_in[node.index] ? KeptResults{} : KeptResults{true, false, true};
+      case RematPolicy::Custom: return results_kept_as(node, [](Keep k) { return k != Keep::Remat; });
+    }
+    return {};
+  };
+  const auto offloaded_results = [&](const Node& node) -> KeptResults {
+    if (!w.remat || w.remat_policy != RematPolicy::Custom) return {};
+    return results_kept_as(node, [](Keep k) { return k == Keep::Offload; });
+  };
+  const auto device_results = [&](const Node& node) {
+    const KeptResults kept = kept_results(node), offloaded = offloaded_results(node);
+    return KeptResults{kept.qkv && !offloaded.qkv, kept.context && !offloaded.context, kept.out && !offloaded.out};
+  };
+  // The checkpoints (each segment's input, MaxText's decoder_layer_input) go to the host too.
+  const bool checkpoints_offloaded = w.remat && w.remat_policy == RematPolicy::Custom && custom.decoder_layer_input == Keep::Offload;
+  const auto host_bytes = [&](const Node& node) -> std::uint64_t {
+    if (checkpoints_offloaded && remat.segment_of[node.index] == kNoSegment) return on(node).rows(elements(node.out)) * act_bytes;
+    return node.kind->kept_bytes(on(node), node, offloaded_results(node));
+  };
+  out.infeed.host_offload = w.remat && w.remat_policy == RematPolicy::Custom && custom.offloads();
+  // Each offloaded result's copy to the host, after the op that makes it.
+  std::vector<std::optional<std::uint32_t>> to_host(n);
+  const auto offload_after = [&](const Node& node) {
+    const std::vector<const Node*> members = fused(node.index) ? chains[chain_of[node.index]] : std::vector<const Node*>{&node};
+    for (const Node* member : members)
+      if (const std::uint64_t bytes = host_bytes(*member); bytes > 0)
+        to_host[member->index] = em.host_transfer(member->spec.name + "/offload", Phase::Forward, bytes, true, {fwd[member->index]});
   };
   auto emit_forward = [&](const Node& node, std::vector<std::uint32_t>& at, const std::vector<std::uint32_t>& extra,
                           bool recomputing, std::uint32_t first_new) {
@@ -579,8 +651,11 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       std::iota(ops.begin(), ops.end(), first_op);
       return ops;
     };
-    if (recomputing && keeps_weight_matmul_outputs(node)) {
-      if (const auto op = node.kind->recompute_around_weight_matmuls(on(node), node, deps)) at[node.index] = *op;
+    if (const KeptResults kept = kept_results(node); recomputing && kept.any()) {
+      // (minimal's and save_dot_*'s gather no weights for it)
+      if (w.remat_policy == RematPolicy::Custom && node.kind->recomputes_weight_matmul(node, kept))
+        gathered_before(node.index, false, deps);
+      if (const auto op = node.kind->recompute_keeping(on(node), node, deps, kept)) at[node.index] = *op;
       apply_prologue(node, emitted());
       return;
     }
@@ -626,7 +701,10 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   const auto emits_forward = [&](const Node& node) { return !fused(node.index) || chains[chain_of[node.index]].back() == &node; };
   if (!pipelined) {
     for (const Node& node : model.nodes)
-      if (emits_forward(node)) emit_forward(node, fwd, {}, false, 0);
+      if (emits_forward(node)) {
+        emit_forward(node, fwd, {}, false, 0);
+        if (out.infeed.host_offload) offload_after(node);
+      }
   } else {
     for (std::size_t i = 0; i < chunk_first; ++i)
       if (emits_forward(model.nodes[i])) emit_forward(model.nodes[i], fwd, {}, false, 0);
@@ -685,29 +763,30 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       if (input != kModelInput && requires_grad[input]) requires_grad[node.index] = true;
   }
 
-  // Rematerialization (activation checkpointing, as jax.checkpoint around each block): the
-  // forward pass keeps only the outputs of the residual adds (of every remat_adds_per_segment-th:
-  // a transformer block has two); the backward pass, reaching a segment between two of them, runs the segment's forward again from its saved input and then
-  // its backward. The second forward's ops are named .../recompute/..., and are no model FLOPs.
-  struct Remat {
-    std::vector<std::size_t> segment_of;                  // kNoSegment: a checkpoint (a residual add)
-    std::vector<std::vector<std::size_t>> segments;       // each segment's layers, in order
-    std::vector<std::vector<std::uint32_t>> recomputed;   // each segment's recomputed outputs
-  } remat;
-  constexpr std::size_t kNoSegment = static_cast<std::size_t>(-1);
-  remat.segment_of.assign(n, kNoSegment);
-  remat.segments.emplace_back();
-  std::uint32_t adds = 0;
-  for (const Node& node : model.nodes) {
-    if (node.kind->name() == "add" && ++adds % w.remat_adds_per_segment == 0) {
-      if (!remat.segments.back().empty()) remat.segments.emplace_back();
-      continue;
+  // What a segment's second forward needs from the host (its input, its offloaded results), back
+  // in HBM: fetched when the segment before it in the backward pass is recomputed, so that the
+  // copy runs beside that segment's work (XLA's scheduler moves them ahead so), the last
+  // segment's when it is reached.
+  std::vector<std::optional<std::vector<std::uint32_t>>> fetched(remat.segments.size());
+  const auto fetch = [&](std::size_t seg) -> const std::vector<std::uint32_t>& {
+    if (fetched[seg]) return *fetched[seg];
+    std::vector<std::uint32_t> ops;
+    const auto bring_back = [&](std::size_t i) {
+      if (to_host[i])
+        ops.push_back(em.host_transfer(model.nodes[i].spec.name + "/fetch", Phase::Backward,
+                                       program.ops[*to_host[i]].host_transfer.bytes, false, {*to_host[i]}));
+    };
+    const std::size_t first = remat.segments[seg].front();
+    if (first > 0 && remat.segment_of[first - 1] == kNoSegment) bring_back(first - 1);
+    for (std::size_t i : remat.segments[seg]) bring_back(i);
+    return *(fetched[seg] = std::move(ops));
+  };
+  auto recompute_segment = [&](std::size_t seg, std::vector<std::uint32_t> after) {
+    if (out.infeed.host_offload) {
+      const std::vector<std::uint32_t>& own = fetch(seg);
+      after.insert(after.end(), own.begin(), own.end());
+      if (seg > 0) fetch(seg - 1);
     }
-    remat.segment_of[node.index] = remat.segments.size() - 1;
-    remat.segments.back().push_back(node.index);
-  }
-  remat.recomputed.resize(remat.segments.size());
-  auto recompute_segment = [&](std::size_t seg, const std::vector<std::uint32_t>& after) {
     const auto first_new = static_cast<std::uint32_t>(program.ops.size());
     std::vector<std::uint32_t> at = fwd;
     std::set<std::size_t> emitted_chains;
@@ -1083,19 +1162,27 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   if (!w.remat) {
     for (const Node& node : model.nodes) mem.activations += saved_bytes(on(node), node, rides(node.index)) * kept_copies(node.index);
   } else {  // the residual adds' outputs, and one segment's activations while it is recomputed
-    std::uint64_t largest_segment = 0;
+    // What is offloaded is in HBM only while it is used: the recomputed segment's, and the next
+    // one's as it is fetched.
+    std::uint64_t largest_segment = 0, largest_fetch = 0;
     for (const auto& segment : remat.segments) {
-      std::uint64_t bytes = 0;
-      for (std::size_t i : segment) bytes += saved_bytes(on(model.nodes[i]), model.nodes[i], rides(i));
+      std::uint64_t bytes = 0, fetched_bytes = 0;
+      for (std::size_t i : segment) {
+        bytes += saved_bytes(on(model.nodes[i]), model.nodes[i], rides(i));
+        fetched_bytes += to_host[i] ? host_bytes(model.nodes[i]) : 0;
+      }
+      if (const std::size_t first = segment.front(); first > 0 && to_host[first - 1]) fetched_bytes += host_bytes(model.nodes[first - 1]);
       largest_segment = std::max(largest_segment, bytes);
+      largest_fetch = std::max(largest_fetch, fetched_bytes);
     }
     for (const Node& node : model.nodes) {
-      if (remat.segment_of[node.index] == kNoSegment)
-        mem.activations += on(node).rows(elements(node.out)) * act_bytes * kept_copies(node.index);
-      else if (keeps_weight_matmul_outputs(node))
-        mem.activations += node.kind->weight_matmul_output_bytes(on(node), node) * kept_copies(node.index);
+      if (remat.segment_of[node.index] == kNoSegment) {
+        if (!to_host[node.index]) mem.activations += on(node).rows(elements(node.out)) * act_bytes * kept_copies(node.index);
+      } else {
+        mem.activations += node.kind->kept_bytes(on(node), node, device_results(node)) * kept_copies(node.index);
+      }
     }
-    mem.activations += largest_segment;
+    mem.activations += largest_segment + 2 * largest_fetch;
   }
   out.hbm_capacity_per_core_bytes = hw.hbm.capacity_bytes / hw.chip.cores;
   return out;

@@ -78,6 +78,7 @@ Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
     if (w.fsdp || w.weight_update_sharding) refuse("a pipeline with fsdp or weight_update_sharding is not modelled yet");
     if (mesh.expert_axes) refuse("a pipeline beside an expert axis is not modelled yet");
     if (hw.slices > 1) refuse("a pipeline over several slices is not modelled yet");
+    if (w.remat_policy == RematPolicy::Custom && w.remat_custom.offloads()) refuse("a pipeline with host offload (remat_custom \"offload\") is not modelled yet");
     // The pipeline axes stay data axes: the layers around the stages' chunks run on each stage's
     // share of the batch, their gradients summed over it too (the chunks' over the others only).
   }

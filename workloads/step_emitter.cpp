@@ -46,6 +46,17 @@ std::uint32_t StepEmitter::collective(const std::string& name, Phase phase, cons
   return add(std::move(op), std::move(deps));
 }
 
+std::uint32_t StepEmitter::host_transfer(const std::string& name, Phase phase, std::uint64_t bytes, bool to_host,
+                                         std::vector<std::uint32_t> deps) {
+  Op op;
+  op.kind = OpKind::HostTransfer;
+  op.phase = phase;
+  op.name = name;
+  op.host_transfer = {bytes, to_host};
+  op.stream = to_host ? 1 : 2;  // stream 0 of the engine is the infeed's
+  return add(std::move(op), std::move(deps));
+}
+
 std::uint32_t StepEmitter::model_partial_sums(const std::string& name, Phase phase, std::uint64_t elements,
                                               std::vector<std::uint32_t> deps) {
   const CollectiveSpec spec =

@@ -77,6 +77,8 @@ class StepEmitter {
   }
   // A collective as `spec` describes it, after `deps`.
   std::uint32_t collective(const std::string& name, Phase phase, const CollectiveSpec& spec, std::vector<std::uint32_t> deps);
+  // A copy of `bytes` to host memory or back (host offload), on a stream of its own each way.
+  std::uint32_t host_transfer(const std::string& name, Phase phase, std::uint64_t bytes, bool to_host, std::vector<std::uint32_t> deps);
   // Partial sums of `elements` activations (the whole tensor) added up over the model axis after
   // `deps`: all-reduced (Megatron's g forward, f backward), or under sequence parallelism
   // reduce-scattered into each core's share of the tokens. `name` takes the collective's name.

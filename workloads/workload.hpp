@@ -12,8 +12,26 @@ namespace tpusim {
 
 enum class Precision { Float32, MixedBfloat16 };
 // What rematerialization keeps of a segment besides its input (MaxText's remat_policy names):
-// nothing; every weight matmul's output; all of them but an MLP's first layer's.
-enum class RematPolicy { Full, Minimal, SaveDotExceptMlpIn };
+// nothing; every weight matmul's output; all of them but an MLP's first layer's; what
+// RematCustom says of each named result.
+enum class RematPolicy { Full, Minimal, SaveDotExceptMlpIn, Custom };
+// Where MaxText's custom remat policy puts one named result: computed again in the backward pass,
+// kept in HBM, or offloaded to host memory and fetched back before the backward pass needs it.
+enum class Keep : std::uint8_t { Remat, Device, Offload };
+// MaxText's checkpoint names (remat_policy custom), as tpusim's layers have them.
+struct RematCustom {
+  Keep decoder_layer_input = Keep::Device;  // each segment's input, the checkpoint (never recomputed)
+  Keep qkv = Keep::Remat;                   // attention's query, key and value projections
+  Keep context = Keep::Remat;               // attention's heads' output, the output projection's input
+  Keep out_proj = Keep::Remat;              // attention's output projection
+  Keep mlpwi = Keep::Remat;                 // an MLP's first layer (a gated MLP's gate and up projections)
+  Keep mlpwo = Keep::Remat;                 // an MLP's last layer
+  bool offloads() const {
+    for (Keep k : {decoder_layer_input, qkv, context, out_proj, mlpwi, mlpwo})
+      if (k == Keep::Offload) return true;
+    return false;
+  }
+};
 enum class GradientClipping { None, BeforeAllReduce, AfterAllReduce };
 
 // One layer as the workload file gives it; which fields apply depends on the type (see
@@ -122,6 +140,7 @@ struct Workload {
   bool remat = false;               // the backward pass recomputes each segment between residual adds
   std::uint32_t remat_adds_per_segment = 1;  // 2: one checkpoint per transformer block (MaxText's full remat)
   RematPolicy remat_policy = RematPolicy::Full;
+  RematCustom remat_custom;         // with RematPolicy::Custom
   bool flash_attention = false;     // attention's scores stay in vector memory (a Pallas flash kernel)
   bool matmul_output_fusion = true;  // a matmul's elementwise consumers run in its epilogue
   bool int8_weight_gradients = false;  // with int8_matmuls: their weight-gradient matmuls too (AQT's drhs)

@@ -110,17 +110,10 @@ class Attention : public LayerKind {
   }
 
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
-    const LayerSpec& s = node.spec;
-    const std::string base = s.name + "/fwd";
+    const std::string base = node.spec.name + "/fwd";
     const AttentionGeometry a = geometry(em, node);
-    const std::uint32_t bias = s.use_bias ? 1 : 0;
-    const StepEmitter::WeightMatmul qkv{fused_name(base + "/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d,
-                                        a.local_q + 2 * a.local_kv, em.act(), static_cast<double>(bias)};
-    const std::uint32_t q_k_v = rotary(em, node, a, base + "/rotary", Phase::Forward, em.gathered_matmul(qkv, std::move(deps)).product);
-    const std::uint32_t av = core_forward(em, a, base, {q_k_v});
-    const StepEmitter::WeightMatmul out{fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens, a.local_q,
-                                        a.d, em.act(), static_cast<double>(bias)};
-    return s.model_shards == 1 ? em.weight_matmul(out, {av}) : em.scattered_matmul(out, base + "/out", {av});
+    const std::uint32_t q_k_v = rotary(em, node, a, base + "/rotary", Phase::Forward, qkv_projection(em, node, a, std::move(deps)));
+    return out_projection(em, node, a, {core_forward(em, a, base, {q_k_v})});
   }
 
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy,
@@ -178,18 +171,31 @@ class Attention : public LayerKind {
     return r;
   }
 
-  // With its projections' outputs kept, only the per-head products run again.
-  std::optional<std::uint32_t> recompute_around_weight_matmuls(StepEmitter& em, const Node& node,
-                                                                std::vector<std::uint32_t> deps) const override {
+  // What is not kept runs again. Kept before their rotation (MaxText names the projections'
+  // outputs), Q and K are rotated again; the heads' output is what the output projection's
+  // weight gradient reads, so it runs again unless kept, whether or not the projection's is.
+  std::optional<std::uint32_t> recompute_keeping(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps,
+                                                 const KeptResults& kept) const override {
     const AttentionGeometry a = geometry(em, node);
     const std::string base = node.spec.name + "/fwd";
-    if (node.spec.rotary) deps = {rotary(em, node, a, base + "/rotary", Phase::Forward, std::move(deps))};
-    return core_forward(em, a, base, std::move(deps));
+    std::optional<std::uint32_t> last;
+    const auto then = [&](std::uint32_t op) {
+      deps = {op};
+      last = op;
+    };
+    if (!kept.qkv) then(qkv_projection(em, node, a, deps));
+    if (node.spec.rotary) then(rotary(em, node, a, base + "/rotary", Phase::Forward, deps));
+    if (!kept.context) then(core_forward(em, a, base, deps));
+    if (!kept.out) then(out_projection(em, node, a, deps));
+    return last;
   }
-  std::uint64_t weight_matmul_output_bytes(const StepEmitter& em, const Node& node) const override {
+  bool recomputes_weight_matmul(const Node&, const KeptResults& kept) const override { return !kept.qkv || !kept.out; }
+  std::uint64_t kept_bytes(const StepEmitter& em, const Node& node, const KeptResults& kept) const override {
     const AttentionGeometry a = geometry(em, node);
     const std::uint64_t out = a.tokens * a.d / (em.sequence_parallel() && node.spec.model_shards > 1 ? node.spec.model_shards : 1);
-    return (a.tokens * (a.local_q + 2 * a.local_kv) + out) * em.act_bytes();
+    return ((kept.qkv ? a.tokens * (a.local_q + 2 * a.local_kv) : 0) + (kept.context ? a.tokens * a.local_q : 0) +
+            (kept.out ? out : 0)) *
+           em.act_bytes();
   }
 
   bool input_grad_epilogue() const override { return true; }
@@ -206,6 +212,22 @@ class Attention : public LayerKind {
   }
 
  private:
+  // The Q, K and V projections (one matmul, its weights gathered first under FSDP) after `deps`,
+  // and the output projection after the heads' output `context`.
+  static std::uint32_t qkv_projection(StepEmitter& em, const Node& node, const AttentionGeometry& a, std::vector<std::uint32_t> deps) {
+    const LayerSpec& s = node.spec;
+    const StepEmitter::WeightMatmul qkv{fused_name(s.name + "/fwd/qkv", s.use_bias, "linear"), Phase::Forward, a.tokens, a.d,
+                                        a.local_q + 2 * a.local_kv, em.act(), s.use_bias ? 1.0 : 0.0};
+    return em.gathered_matmul(qkv, std::move(deps)).product;
+  }
+  static std::uint32_t out_projection(StepEmitter& em, const Node& node, const AttentionGeometry& a, std::vector<std::uint32_t> context) {
+    const LayerSpec& s = node.spec;
+    const std::string base = s.name + "/fwd";
+    const StepEmitter::WeightMatmul out{fused_name(base + "/out", s.use_bias, "linear"), Phase::Forward, a.tokens, a.local_q,
+                                       a.d, em.act(), s.use_bias ? 1.0 : 0.0};
+    return s.model_shards == 1 ? em.weight_matmul(out, std::move(context)) : em.scattered_matmul(out, base + "/out", std::move(context));
+  }
+
   // Rotary position embeddings (RoFormer; Llama, Gemma) on Q and K after `deps`, or their
   // gradients' inverse rotation: a pass of its own over HBM that reads the tables of cos and sin
   // (f32, a position by a head width) besides Q and K; V passes untouched. `deps` when the layer

@@ -51,13 +51,16 @@ class MatmulLayerKind : public LayerKind {
   std::uint64_t saved_own_bytes(const StepEmitter& em, const Node& node) const override {
     return node.spec.activation != "linear" ? out_elements(em, node) * em.act_bytes() : 0;
   }
-  std::optional<std::uint32_t> recompute_around_weight_matmuls(StepEmitter&, const Node&,
-                                                                std::vector<std::uint32_t>) const override {
-    return std::nullopt;
+  std::optional<std::uint32_t> recompute_keeping(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps,
+                                                 const KeptResults& kept) const override {
+    if (kept.out) return std::nullopt;
+    return forward(em, node, std::move(deps));
   }
+  bool recomputes_weight_matmul(const Node&, const KeptResults& kept) const override { return !kept.out; }
   // Its output as the next layer takes it: a row-split layer's reduce-scattered under sequence
   // parallelism.
-  std::uint64_t weight_matmul_output_bytes(const StepEmitter& em, const Node& node) const override {
+  std::uint64_t kept_bytes(const StepEmitter& em, const Node& node, const KeptResults& kept) const override {
+    if (!kept.out) return 0;
     const std::uint64_t bytes = out_elements(em, node) * em.act_bytes();
     return em.sequence_parallel() && node.spec.tensor_parallel == "row" ? bytes / node.spec.model_shards : bytes;
   }
