@@ -825,8 +825,11 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.flash_attention = get<bool>(d, "training.flash_attention");
   w.matmul_output_fusion = get<bool>(d, "training.matmul_output_fusion");
   const std::string quantization = get<std::string>(d, "training.quantization");
-  w.int8_matmuls = quantization != "none";
-  w.int8_weight_gradients = quantization == "int8";
+  w.quantized_type = quantization == "none" ? DType::BF16 : quantization == "fp8" ? DType::Fp8 : DType::Int8;
+  w.quantized_weight_gradients = quantization == "int8" || quantization == "fp8";
+  w.quantized_fixed_scales = get<std::string>(d, "training.quantization_calibration") == "fixed";
+  if (w.quantized_fixed_scales && !w.quantized())
+    fail(origin, "workload.training.quantization_calibration", "fixes the scales of quantized matmuls; set training.quantization too");
   if (w.fsdp && w.weight_update_sharding)
     fail(origin, "workload.training.fsdp", "fsdp shards the weights and their update already; set it or weight_update_sharding, not both");
   if (!w.mesh_fsdp_axes.empty() && !w.fsdp)

@@ -416,7 +416,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   summary["per_replica_batch"] = step.per_replica_batch;
   summary["per_core_batch"] = step.per_core_batch;
   summary["precision"] = config.workload.precision == Precision::MixedBfloat16 ? "mixed_bfloat16" : "float32";
-  if (config.workload.int8_matmuls) summary["quantization"] = config.workload.int8_weight_gradients ? "int8" : "int8_except_weight_gradients";
+  if (config.workload.quantized())
+    summary["quantization"] = config.workload.quantized_type == DType::Fp8 ? "fp8"
+                              : config.workload.quantized_weight_gradients ? "int8"
+                                                                          : "int8_except_weight_gradients";
   summary["optimizer"] = config.workload.optimizer;
   summary["steps"] = config.workload.steps;
   summary["parameters"] = step.model.params();
@@ -828,10 +831,13 @@ std::string format_summary(const ojson& s) {
                        e["examples"].get<std::uint64_t>(), e["every_steps"].get<double>(), time(e["time_per_eval_s"].get<double>()));
     }
     // MFU is against the bfloat16 peak, as MaxText counts it; int8 matmuls run at up to twice
-    // that rate, so such a step can pass 100% without anything being wrong.
-    const bool int8 = s.contains("quantization");
+    // that rate (fp8 at the MXU's fp8 rate, twice it on TPU7x), so such a step can pass 100%
+    // without anything being wrong.
+    const std::string quantized = s.contains("quantization") ? s["quantization"].get<std::string>().substr(0, 4) : "";
     t += fmt::format("  MFU            {}{}\n", pct(s["mfu"].get<double>()),
-                     int8 ? " of the bfloat16 peak (int8 matmuls run at up to twice it)" : "");
+                     quantized == "int8"  ? " of the bfloat16 peak (int8 matmuls run at up to twice it)"
+                     : quantized == "fp8" ? " of the bfloat16 peak (fp8 matmuls run at the MXU's fp8 rate, up to twice it)"
+                                          : "");
     if (s.contains("validation")) t += fmt::format("  validation     {}\n", s["validation"]["text"].get<std::string>());
     const ojson& b = s["breakdown"];
     t += fmt::format("  breakdown      compute {} ({}), memory-bound {} ({}), exposed comm {} ({}), input wait {} ({}), idle {} ({})\n",

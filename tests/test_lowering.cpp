@@ -677,6 +677,48 @@ BOOST_AUTO_TEST_CASE(int8_quantizes_the_weight_matmuls) {
   });
 }
 
+// Fp8 (qwix, as MaxText's quantization=fp8_full runs it): the same matmuls as int8, weight
+// gradients included, with fp8 operands and no stochastic rounding. With fixed calibration
+// (qwix's "fixed", which MaxText's fp8 recipes on TPU7x set) the weights' and activations'
+// scales are constants, so no pass reads them for a maximum; a gradient's is still found. A chip
+// without an fp8 path refuses it.
+BOOST_AUTO_TEST_CASE(fp8_quantizes_the_weight_matmuls_as_qwix_does) {
+  const auto check = [](const std::vector<std::string>& sets, bool fixed) {
+    const LoweredStep step = gpt2_on_v5p(sets);
+    std::size_t fp8 = 0;
+    for (const Op& op : step.program.ops) {
+      if (op.kind != OpKind::Matmul || op.matmul.lhs != DType::Fp8) continue;
+      ++fp8;
+      const MatmulWork& mm = op.matmul;
+      BOOST_TEST(tpusim::test::contains(op.name, "+fp8"), op.name);
+      BOOST_TEST(mm.prologue_vpu_ops_per_lhs_element == 5.0, op.name);  // quantized as it arrives, not rounded stochastically
+      BOOST_REQUIRE(op.deps.size() == 1u);
+      const Op& pass = step.program.ops[op.deps[0]];
+      BOOST_TEST(pass.name == op.name.substr(0, op.name.find("+fp8")) + "/fp8_scales");
+      // Read for a maximum: every operand without fixed scales, a gradient always.
+      const bool lhs_scanned = !fixed || tpusim::test::contains(op.name, "/dX");
+      const bool rhs_scanned = !fixed || tpusim::test::contains(op.name, "/dW");
+      BOOST_TEST(pass.vector.hbm_read_bytes == ((lhs_scanned ? mm.m * mm.k : 0) + (rhs_scanned ? 2 : 1) * mm.k * mm.n) * 2, op.name);
+      BOOST_TEST(pass.vector.hbm_write_bytes == mm.k * mm.n + 4 * ((lhs_scanned ? mm.m : 0) + (rhs_scanned ? mm.n : 0)), op.name);
+    }
+    return fp8;
+  };
+  // QKV, out, MLP in and out; forward, input gradient and weight gradient
+  BOOST_TEST(check({"workload.training.quantization=fp8"}, false) == 12u * 4 * 3);
+  BOOST_TEST(check({"workload.training.quantization=fp8", "workload.training.quantization_calibration=fixed"}, true) == 12u * 4 * 3);
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  request.hw = "tpu_v5e";
+  request.sets = {"workload.training.quantization=fp8"};
+  const Config v5e = load_config(request);
+  BOOST_CHECK_EXCEPTION(lower_training_step(v5e.workload, v5e.hw), std::invalid_argument, [](const std::invalid_argument& e) {
+    return tpusim::test::contains(e.what(), "workload.training.quantization: fp8: the tpu_v5e MXU has no fp8 path");
+  });
+  request.sets = {"workload.training.quantization_calibration=fixed"};
+  BOOST_TEST(tpusim::test::contains(tpusim::test::load_error(request),
+                                    "workload.training.quantization_calibration: fixes the scales of quantized matmuls"));
+}
+
 // Without output fusion (MaxText's MLPerf GPT-3 on v5p sets --xla_jf_conv_output_fusion=false)
 // a matmul whose epilogue did work writes its raw result, int32 for an int8 product, and a vector
 // pass of its own applies the epilogue: it reads that result and any operand the epilogue read,

@@ -228,9 +228,12 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   LoweredStep out;
   out.model = analyze_model(w);
   out.mesh = resolve_mesh(w, hw);
-  if (w.int8_matmuls && hw.core.mxu.int8_speedup <= 0)
-    throw std::invalid_argument(fmt::format("workload.training.quantization: int8: the {} MXU has no int8 path "
-                                            "(core.mxu.int8_speedup is 0)", hw.name));
+  if (w.quantized()) {
+    const bool int8 = w.quantized_type == DType::Int8;
+    if ((int8 ? hw.core.mxu.int8_speedup : hw.core.mxu.fp8_speedup) <= 0)
+      throw std::invalid_argument(fmt::format("workload.training.quantization: {0}: the {1} MXU has no {0} path (core.mxu.{0}_speedup is 0)",
+                                              int8 ? "int8" : "fp8", hw.name));
+  }
   const Mesh& mesh = out.mesh;
   // A pipeline stage runs the layers before and after the repeating ones and one chunk of them
   // (PipelineChunk), the chunk once per iteration.
@@ -321,8 +324,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   em.set_expert_axis(mesh.expert_axes);
   StepEmitter::Kernels kernels;
   kernels.flash_attention = w.flash_attention;
-  kernels.int8_matmuls = w.int8_matmuls;
-  kernels.int8_weight_gradients = w.int8_weight_gradients;
+  kernels.quantized_type = w.quantized_type;
+  kernels.quantized_weight_gradients = w.quantized_weight_gradients;
+  kernels.quantized_fixed_scales = w.quantized_fixed_scales;
   kernels.collective_matmul = w.collective_matmul;
   em.set_kernels(kernels);
   // Under sequence parallelism the replicated layers compute 1/model-axis of the tokens; each

@@ -167,37 +167,48 @@ namespace {
 // scale's absolute maximum (abs, max); quantizing (multiply by the inverse scale, round, clip at
 // both ends, convert); stochastic rounding's uniform noise (bits to a float in [0, 1): shift and
 // or, subtract; then the add) from the hardware generator MaxText selects (unsafe_rbg); and
-// dequantizing the int32 result (convert, multiply by the row's and the column's scales).
-constexpr double kAbsMaxOps = 2, kQuantizeOps = 5, kStochasticRoundingOps = 3, kDequantizeOps = 3;
+// dequantizing the int32 result (convert, multiply by the row's and the column's scales); fp8's
+// products accumulate in f32 and only the multiplies remain.
+constexpr double kAbsMaxOps = 2, kQuantizeOps = 5, kStochasticRoundingOps = 3, kDequantizeInt8Ops = 3, kDequantizeFp8Ops = 2;
 
 }  // namespace
 
 std::uint32_t StepEmitter::quantized(std::uint32_t id, GradientOperand gradient, bool rhs_quantized) {
-  if (!kernels_.int8_matmuls) return id;
+  const DType type = kernels_.quantized_type;
+  if (type == DType::BF16) return id;
   if (id + 1 != program_.ops.size()) throw std::logic_error("StepEmitter::quantized: the matmul must be the last op emitted");
   Op op = std::move(program_.ops.back());
   program_.ops.pop_back();
   MatmulWork& mm = op.matmul;
+  const bool int8 = type == DType::Int8;
   const std::uint32_t stored_bytes = dtype_bytes(mm.lhs);
-  const std::uint64_t lhs_elements = mm.lhs_elements_read(mm.batch, mm.m, mm.k);
+  // A constant scale needs no maximum; a gradient's is always found.
+  const auto scanned = [&](GradientOperand operand) { return !kernels_.quantized_fixed_scales || gradient == operand; };
+  const bool lhs_scanned = scanned(GradientOperand::Lhs), rhs_scanned = scanned(GradientOperand::Rhs);
+  const bool stochastic = int8;
+  const std::uint64_t lhs_elements = lhs_scanned ? mm.lhs_elements_read(mm.batch, mm.m, mm.k) : 0;
   const std::uint64_t rhs_elements = rhs_quantized ? 0 : mm.batch * mm.k * mm.n;
-  const double rhs_ops = kAbsMaxOps + kQuantizeOps + (gradient == GradientOperand::Rhs ? kStochasticRoundingOps : 0);
+  const double rhs_ops = (rhs_scanned ? kAbsMaxOps : 0) + kQuantizeOps +
+                         (stochastic && gradient == GradientOperand::Rhs ? kStochasticRoundingOps : 0);
   VectorWork pass;
   pass.elements = lhs_elements + rhs_elements;
   pass.vpu_ops_per_element =
       pass.elements == 0 ? 0
                          : (static_cast<double>(lhs_elements) * kAbsMaxOps + static_cast<double>(rhs_elements) * rhs_ops) /
                                static_cast<double>(pass.elements);
-  pass.hbm_read_bytes = (lhs_elements + 2 * rhs_elements) * stored_bytes;  // the RHS twice: its scales, then its values
-  pass.hbm_write_bytes = rhs_elements + 4 * mm.batch * (mm.m + (rhs_quantized ? 0 : mm.n));
-  const std::uint32_t scaled = vector(op.name + "/int8_scales", op.phase, pass, std::move(op.deps));
-  mm.lhs = mm.rhs = DType::Int8;
+  // The RHS read for its scales, then for its values.
+  pass.hbm_read_bytes = (lhs_elements + (rhs_scanned ? 2 : 1) * rhs_elements) * stored_bytes;
+  pass.hbm_write_bytes = rhs_elements * dtype_bytes(type) + 4 * mm.batch * ((lhs_scanned ? mm.m : 0) + (rhs_quantized || !rhs_scanned ? 0 : mm.n));
+  const char* type_name = int8 ? "int8" : "fp8";
+  std::vector<std::uint32_t> deps = std::move(op.deps);
+  if (pass.elements > 0) deps = {vector(fmt::format("{}/{}_scales", op.name, type_name), op.phase, pass, std::move(deps))};
+  mm.lhs = mm.rhs = type;
   mm.passes = 1;
   mm.lhs_stored_bytes = stored_bytes;
-  mm.prologue_vpu_ops_per_lhs_element += kQuantizeOps + (gradient == GradientOperand::Lhs ? kStochasticRoundingOps : 0);
-  mm.epilogue_vpu_ops_per_element += kDequantizeOps;
-  op.name += "+int8";
-  return add(std::move(op), {scaled});
+  mm.prologue_vpu_ops_per_lhs_element += kQuantizeOps + (stochastic && gradient == GradientOperand::Lhs ? kStochasticRoundingOps : 0);
+  mm.epilogue_vpu_ops_per_element += int8 ? kDequantizeInt8Ops : kDequantizeFp8Ops;
+  op.name += std::string("+") + type_name;
+  return add(std::move(op), std::move(deps));
 }
 
 std::uint32_t StepEmitter::vector(const std::string& name, Phase phase, VectorWork work, std::vector<std::uint32_t> deps) {

@@ -104,23 +104,26 @@ class StepEmitter {
   // How the step's kernels run.
   struct Kernels {
     bool flash_attention = false;        // attention's scores kept in vector memory
-    bool int8_matmuls = false;           // weight matmuls quantized to int8 (AQT)
-    bool int8_weight_gradients = false;  // their weight gradients too (with int8_matmuls)
+    DType quantized_type = DType::BF16;       // weight matmuls quantized to int8 (AQT) or fp8 (qwix); BF16: not
+    bool quantized_weight_gradients = false;  // their weight gradients too
+    bool quantized_fixed_scales = false;      // weights' and activations' scales constant (no absolute maximum)
     bool collective_matmul = false;      // model-axis gathers and scatters decomposed into their matmuls
   };
   void set_kernels(const Kernels& kernels) {
     kernels_ = kernels;
-    kernels_.int8_weight_gradients = kernels.int8_matmuls && kernels.int8_weight_gradients;
+    kernels_.quantized_weight_gradients = kernels.quantized_type != DType::BF16 && kernels.quantized_weight_gradients;
   }
   bool flash_attention() const { return kernels_.flash_attention; }
-  // The matmul `id`, the last op emitted, with its operands quantized to int8 when the step
-  // quantizes weight matmuls, as AQT does it. Each operand is scaled by the absolute maximum over
-  // the contracted axis (per row of the LHS, per column of the RHS). The RHS, which every row
-  // block reuses, is quantized once into HBM by a pass that reads it for its scales and again
-  // for its values, the same pass finding the LHS's scales; the matmul then reads the LHS as
-  // stored and quantizes each block as it arrives (a prologue: scale, round, clip, convert),
-  // and multiplies the int32 products by both scales in its epilogue. A gradient operand is
-  // rounded stochastically. The matmul's id changes (the pass comes first in program order).
+  // The matmul `id`, the last op emitted, with its operands quantized to int8 (as AQT does it) or
+  // fp8 (as qwix does) when the step quantizes weight matmuls. Each operand is scaled by the
+  // absolute maximum over the contracted axis (per row of the LHS, per column of the RHS), or,
+  // with fixed scales, the weights and activations by a constant (the gradients still by their
+  // maximum). The RHS, which every row block reuses, is quantized once into HBM by a pass that
+  // reads it for its scales and again for its values, the same pass finding the LHS's scales;
+  // the matmul then reads the LHS as stored and quantizes each block as it arrives (a prologue:
+  // scale, round, clip, convert), and scales the products back in its epilogue. AQT rounds an
+  // int8 gradient operand stochastically; qwix's fp8 does not. The matmul's id changes (the pass
+  // comes first in program order).
   // `rhs_quantized`: an earlier piece of the same product quantized the RHS already.
   enum class GradientOperand { None, Lhs, Rhs };
   std::uint32_t quantized(std::uint32_t id, GradientOperand gradient = GradientOperand::None, bool rhs_quantized = false);
@@ -129,7 +132,7 @@ class StepEmitter {
   // A weight-gradient matmul `id` (the input times the output's gradient), in int8 when the
   // step quantizes those too (AQT fully quantized).
   std::uint32_t quantized_weight_gradient(std::uint32_t id) {
-    return kernels_.int8_weight_gradients ? quantized(id, GradientOperand::Rhs) : id;
+    return kernels_.quantized_weight_gradients ? quantized(id, GradientOperand::Rhs) : id;
   }
 
   // A layer's matmul by its weights, [m, k] x [k, n]. Split over the model axis under sequence

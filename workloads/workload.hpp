@@ -143,8 +143,12 @@ struct Workload {
   RematCustom remat_custom;         // with RematPolicy::Custom
   bool flash_attention = false;     // attention's scores stay in vector memory (a Pallas flash kernel)
   bool matmul_output_fusion = true;  // a matmul's elementwise consumers run in its epilogue
-  bool int8_weight_gradients = false;  // with int8_matmuls: their weight-gradient matmuls too (AQT's drhs)
-  bool int8_matmuls = false;        // dense layers' forward and input-gradient matmuls in int8 (AQT)
+  // Dense layers' forward and input-gradient matmuls in this type (training.quantization): Int8
+  // as AQT runs them, Fp8 as qwix does (MaxText's fp8_full); BF16: not quantized.
+  DType quantized_type = DType::BF16;
+  bool quantized_weight_gradients = false;  // their weight-gradient matmuls too (drhs)
+  bool quantized_fixed_scales = false;      // weights' and activations' scales constant (qwix "fixed" calibration)
+  bool quantized() const { return quantized_type != DType::BF16; }
   bool fsdp = false;                // parameters, gradients and optimizer state sharded; weights gathered per layer group
   bool fusion = true;              // chains of elementwise layers run as one pass, as XLA fuses them
   // An evaluation pass every so many steps (MLPerf evaluates every few epochs inside the blocks it
