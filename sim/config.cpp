@@ -775,6 +775,7 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.capacity_factor = l.at("capacity_factor").get<double>();
     spec.routing_imbalance = l.at("routing_imbalance").get<double>();
     spec.dispatch = l.at("dispatch").get<std::string>();
+    spec.group_tile_rows = l.at("group_tile_rows").get<std::uint64_t>();
     w.layers.push_back(spec);
   }
   w.loss = get<std::string>(d, "model.loss");

@@ -633,6 +633,22 @@ BOOST_AUTO_TEST_CASE(flash_attention_keeps_the_scores_on_chip) {
   BOOST_TEST(dense.memory.activations - flash.memory.activations == scores_kept - 12ull * flash.per_core_batch * 12 * 1024 * 4);
 }
 
+namespace {
+
+// GPT-2 small quantized to `type` on `hw`, whose MXU has no such path: lowering refuses it.
+void refused_without_a_path(const std::string& hw, const std::string& type) {
+  ConfigRequest request;
+  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
+  request.hw = hw;
+  request.sets = {"workload.training.quantization=" + type};
+  const Config c = load_config(request);
+  const std::string expected = "workload.training.quantization: " + type + ": the " + hw + " MXU has no " + type + " path";
+  BOOST_CHECK_EXCEPTION(lower_training_step(c.workload, c.hw), std::invalid_argument,
+                        [&](const std::invalid_argument& e) { return tpusim::test::contains(e.what(), expected); });
+}
+
+}  // namespace
+
 // Int8 (AQT, as MaxText and PAX run it): the dense layers' and projections' forward, input-gradient
 // and weight-gradient matmuls take int8 operands; attention's per-head products and the tied head
 // stay in bfloat16; int8_except_weight_gradients keeps the weight gradients in bfloat16 too. A
@@ -667,14 +683,7 @@ BOOST_AUTO_TEST_CASE(int8_quantizes_the_weight_matmuls) {
   // QKV, out, MLP in and out; forward, input gradient (and weight gradient)
   BOOST_TEST(count_int8("int8", true) == 12u * 4 * 3);
   BOOST_TEST(count_int8("int8_except_weight_gradients", false) == 12u * 4 * 2);
-  ConfigRequest request;
-  request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
-  request.hw = "tpu_v3";
-  request.sets = {"workload.training.quantization=int8"};
-  const Config v3 = load_config(request);
-  BOOST_CHECK_EXCEPTION(lower_training_step(v3.workload, v3.hw), std::invalid_argument, [](const std::invalid_argument& e) {
-    return tpusim::test::contains(e.what(), "workload.training.quantization: int8: the tpu_v3 MXU has no int8 path");
-  });
+  refused_without_a_path("tpu_v3", "int8");
 }
 
 // Fp8 (qwix, as MaxText's quantization=fp8_full runs it): the same matmuls as int8, weight
@@ -706,14 +715,10 @@ BOOST_AUTO_TEST_CASE(fp8_quantizes_the_weight_matmuls_as_qwix_does) {
   // QKV, out, MLP in and out; forward, input gradient and weight gradient
   BOOST_TEST(check({"workload.training.quantization=fp8"}, false) == 12u * 4 * 3);
   BOOST_TEST(check({"workload.training.quantization=fp8", "workload.training.quantization_calibration=fixed"}, true) == 12u * 4 * 3);
+  refused_without_a_path("tpu_v5e", "fp8");
   ConfigRequest request;
   request.workload_path = tpusim::test::source_path("workloads/examples/gpt2_small.json");
   request.hw = "tpu_v5e";
-  request.sets = {"workload.training.quantization=fp8"};
-  const Config v5e = load_config(request);
-  BOOST_CHECK_EXCEPTION(lower_training_step(v5e.workload, v5e.hw), std::invalid_argument, [](const std::invalid_argument& e) {
-    return tpusim::test::contains(e.what(), "workload.training.quantization: fp8: the tpu_v5e MXU has no fp8 path");
-  });
   request.sets = {"workload.training.quantization_calibration=fixed"};
   BOOST_TEST(tpusim::test::contains(tpusim::test::load_error(request),
                                     "workload.training.quantization_calibration: fixes the scales of quantized matmuls"));

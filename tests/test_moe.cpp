@@ -96,6 +96,31 @@ BOOST_AUTO_TEST_CASE(capacity_and_imbalance_pad_the_experts_rows_but_not_the_mod
   }
 }
 
+// Megablox's and the ragged dot's grouped matmuls tile the sorted rows: each expert's first rows
+// share a tile with the one before, computed again for it, so over the 8 local experts the
+// kernel computes 7 tiles more (1/8 of them per expert), forward and backward, and the weight
+// gradients contract over as many rows more. Executed MXU work, not model FLOPs. A v5p chip's
+// two cores run the kernel over all of the chip's rows, each half its columns, so each core
+// (which tpusim gives half the rows) takes half the extra tiles. With an expert axis of 4 the
+// chip holds 2 experts: one tile more.
+BOOST_AUTO_TEST_CASE(grouped_matmul_tiles_straddling_two_experts_are_computed_twice) {
+  const LoweredStep aligned = lowered({});
+  const LoweredStep tiled = lowered({"workload.model.layers[14].group_tile_rows=64"});
+  const std::uint64_t rows = ops_named(aligned.program, "b1_moe/fwd/experts/down")[0]->matmul.m;
+  const std::uint64_t computed = rows + (7 * 64 + 15) / 16;
+  BOOST_TEST(ops_named(tiled.program, "b1_moe/fwd/experts/down")[0]->matmul.m == computed);
+  BOOST_TEST(ops_named(tiled.program, "b1_moe/fwd/experts/gate_up")[0]->matmul.m == computed);
+  BOOST_TEST(ops_named(tiled.program, "b1_moe/bwd/experts/down/dX")[0]->matmul.m == computed);
+  BOOST_TEST(ops_named(tiled.program, "b1_moe/bwd/experts/down/dW")[0]->matmul.k == computed);
+  BOOST_TEST(ops_named(tiled.program, "b1_moe/fwd/shared/down")[0]->matmul.m ==
+             ops_named(aligned.program, "b1_moe/fwd/shared/down")[0]->matmul.m);  // not grouped
+  BOOST_TEST(tiled.model_flops_per_core == aligned.model_flops_per_core, boost::test_tools::tolerance(1e-12));
+  const LoweredStep split = lowered({"workload.model.layers[14].group_tile_rows=64", "workload.training.mesh.expert=x"});
+  const LoweredStep split_aligned = lowered({"workload.training.mesh.expert=x"});
+  BOOST_TEST(ops_named(split.program, "b1_moe/fwd/experts/down")[0]->matmul.m ==
+             ops_named(split_aligned.program, "b1_moe/fwd/experts/down")[0]->matmul.m + 16);
+}
+
 // MaxText's dense_matmul path (capacity factor, no megablox) dispatches and combines by
 // matmuls with one-hot masks of [seq, experts x capacity] per sequence, capacity
 // ceil(seq x top_k / experts) x capacity_factor: MXU work, no model FLOPs.
@@ -148,6 +173,9 @@ BOOST_AUTO_TEST_CASE(expert_layouts_that_cannot_be_are_refused_naming_the_key) {
       {"--set 'workload.model.layers[14].capacity_factor=0.5'", "workload.model.layers[14].capacity_factor"},
       {"--set 'workload.model.layers[14].top_k=9'", "workload.model.layers[14].top_k"},
       {"--set 'workload.model.layers[14].dispatch=einsum'", "workload.model.layers[14].dispatch: einsum dispatch multiplies by masks"},
+      {"--set 'workload.model.layers[14].capacity_factor=1.25' --set 'workload.model.layers[14].dispatch=einsum' "
+       "--set 'workload.model.layers[14].group_tile_rows=512'",
+       "workload.model.layers[14].group_tile_rows: applies to the grouped matmul of gather dispatch"},
   };
   for (const auto& [args, expected] : cases) {
     BOOST_TEST_CONTEXT(args) {

@@ -328,6 +328,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   kernels.quantized_weight_gradients = w.quantized_weight_gradients;
   kernels.quantized_fixed_scales = w.quantized_fixed_scales;
   kernels.collective_matmul = w.collective_matmul;
+  kernels.cores_per_device = cores_per_replica;
   em.set_kernels(kernels);
   // Under sequence parallelism the replicated layers compute 1/model-axis of the tokens; each
   // emission below first sets the emitter to its layer's share.

@@ -108,12 +108,16 @@ class StepEmitter {
     bool quantized_weight_gradients = false;  // their weight gradients too
     bool quantized_fixed_scales = false;      // weights' and activations' scales constant (no absolute maximum)
     bool collective_matmul = false;      // model-axis gathers and scatters decomposed into their matmuls
+    // TensorCores one device's kernels run on (a megacore chip's two): a Pallas kernel splits its
+    // "parallel" grid axes between them, where XLA splits an op's rows.
+    std::uint32_t cores_per_device = 1;
   };
   void set_kernels(const Kernels& kernels) {
     kernels_ = kernels;
     kernels_.quantized_weight_gradients = kernels.quantized_type != DType::BF16 && kernels.quantized_weight_gradients;
   }
   bool flash_attention() const { return kernels_.flash_attention; }
+  std::uint32_t cores_per_device() const { return kernels_.cores_per_device; }
   // The matmul `id`, the last op emitted, with its operands quantized to int8 (as AQT does it) or
   // fp8 (as qwix does) when the step quantizes weight matmuls. Each operand is scaled by the
   // absolute maximum over the contracted axis (per row of the LHS, per column of the RHS), or,

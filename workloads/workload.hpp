@@ -85,6 +85,9 @@ struct LayerSpec {
   double capacity_factor = 0;
   double routing_imbalance = 1;
   std::string dispatch = "gather";              // moe: rows gathered and scattered, or multiplied by one-hot masks ("einsum")
+  // moe, gather dispatch: rows of the grouped-matmul kernel's tiles (megablox's tm); each expert's
+  // rows start inside one, which the kernel computes again for that expert. 0: groups aligned.
+  std::uint64_t group_tile_rows = 0;
   // Expert parallelism, set by the sharding of a mesh with an expert axis (not a workload key):
   // the chips along it each hold experts / expert_shards of a moe layer's experts.
   std::uint32_t expert_shards = 1;

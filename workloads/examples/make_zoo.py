@@ -309,11 +309,12 @@ def moe(name, sizes=MOE_SIZES, nope_every=0):
     return doc
 
 
-def maxtext_moe(name, per_device_batch, description, capacity_factor=0, nope_every=0):
+def maxtext_moe(name, per_device_batch, description, capacity_factor=0, nope_every=0, group_tile_rows=0):
     """A MaxText recipe's mixture of experts (tpu-recipes), its model at the recipe's batch:
     FSDP over the whole slice, flash attention, a checkpoint per decoder layer (remat full, or
     only the layer's input kept, offloaded to the host), bfloat16 compute with f32 weights; with a
-    capacity factor MaxText's dense_matmul path (einsum dispatch), else megablox or ragged dot."""
+    capacity factor MaxText's dense_matmul path (einsum dispatch), else megablox or ragged dot,
+    whose grouped matmuls tile the sorted rows by group_tile_rows."""
     doc = moe(name, MAXTEXT_MOE_SIZES, nope_every)
     doc["name"] = name + "_maxtext"
     doc["description"] = description
@@ -321,6 +322,8 @@ def maxtext_moe(name, per_device_batch, description, capacity_factor=0, nope_eve
         if layer["type"] == "moe" and capacity_factor:
             layer["capacity_factor"] = capacity_factor
             layer["dispatch"] = "einsum"
+        if layer["type"] == "moe" and group_tile_rows:
+            layer["group_tile_rows"] = group_tile_rows
     doc["training"]["per_replica_batch"] = per_device_batch
     doc["training"]["steps"] = 2
     return doc
@@ -390,8 +393,10 @@ if __name__ == "__main__":
                           capacity_factor=1.25), maxtext)
         write(maxtext_moe("llama4_scout", 8, "Llama 4 Scout (text) as tpu-recipes' training/v5p/Llama4-Scout-17B-16E-Maxtext "
                           "runs it (llama4_scout_dropless_v5p_256): per_device_batch_size 8 at sequence 8192, dropless "
-                          "(megablox), FSDP over the slice. Run it with --hw v5p-256.", nope_every=4), maxtext)
+                          "(megablox, its grouped matmuls' rows tiled by MaxText's tile_batch_seq, 512), FSDP over the "
+                          "slice. Run it with --hw v5p-256.", nope_every=4, group_tile_rows=512), maxtext)
         write(maxtext_moe("qwen3_235b_a22b", 16, "Qwen3-235B-A22B as tpu-recipes' training/ironwood recipe "
                           "qwen3-235b-a22b/4k-bf16-tpu7x-4x8x8 runs it: per_device_batch_size 16 at sequence 4096, dropless "
-                          "(sparse_matmul, ragged dot), FSDP over every device. Run it with --hw tpu_v7 --topology 4x8x8."),
-              maxtext)
+                          "(sparse_matmul, ragged dot; its grouped matmuls' rows tiled by 256 to 1024 in tokamax's tuned "
+                          "table, 512 here), FSDP over every device. Run it with --hw tpu_v7 --topology 4x8x8.",
+                          group_tile_rows=512), maxtext)

@@ -39,6 +39,7 @@ struct MoeGeometry {
   std::uint64_t tokens, d, u, experts, top_k, shared;
   std::uint64_t local_experts;   // on this chip
   std::uint64_t rows_per_expert; // of one local expert after the exchange: ep x capacity
+  std::uint64_t computed_rows;   // of one local expert as the grouped matmul computes them: with its share of the tiles computed again
   std::uint64_t dispatched;      // rows of the dispatched buffer (every expert's capacity from this chip)
   std::uint64_t routed;          // tokens x top_k: the rows that are model FLOPs
   std::uint64_t in_width;        // of the gate-and-up projection: 2u gated, u plain
@@ -74,6 +75,12 @@ MoeGeometry geometry(const StepEmitter& em, const Node& node) {
     g.slots = per_sequence * g.experts;
   }
   g.rows_per_expert = capacity * s.expert_shards;
+  // (local experts - 1) tiles more over the device's grouped matmul, shared out evenly over its
+  // experts and, on a megacore chip, its cores: the kernel runs over all of the device's rows
+  // and splits its column tiles between them (its "parallel" grid axis), where tpusim splits
+  // the rows.
+  g.computed_rows = g.rows_per_expert + ceil_div<std::uint64_t>((g.local_experts - 1) * s.group_tile_rows,
+                                                                g.local_experts * em.cores_per_device());
   g.dispatched = capacity * g.experts;
   g.in_width = s.gated ? 2 * g.u : g.u;
   g.act_bytes = em.act_bytes();
@@ -98,7 +105,8 @@ class Moe : public LayerKind {
  public:
   Moe() : LayerKind("moe") {}
   std::vector<std::string> keys() const override {
-    return {"experts", "top_k", "units", "activation", "gated", "shared_experts", "capacity_factor", "routing_imbalance", "dispatch"};
+    return {"experts",         "top_k",     "units",          "activation", "gated", "shared_experts",
+            "capacity_factor", "routing_imbalance", "dispatch", "group_tile_rows"};
   }
   std::vector<std::string> required_keys() const override { return {"experts", "top_k", "units"}; }
 
@@ -111,6 +119,8 @@ class Moe : public LayerKind {
                                               s.capacity_factor));
     if (s.dispatch == "einsum" && s.capacity_factor <= 0)
       ctx.fail("dispatch", "einsum dispatch multiplies by masks of a fixed capacity; set capacity_factor (MaxText's dense_matmul path)");
+    if (s.group_tile_rows > 0 && s.dispatch == "einsum")
+      ctx.fail("group_tile_rows", "applies to the grouped matmul of gather dispatch; einsum dispatch multiplies whole buffers");
     if (s.capacity_factor > 0 && s.routing_imbalance != 1)
       ctx.fail("routing_imbalance", "applies to dropless routing (capacity_factor 0); a capacity factor fixes each expert's rows");
     if (s.experts % s.expert_shards)
@@ -270,7 +280,7 @@ class Moe : public LayerKind {
   }
   static std::uint32_t expert_forward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& name,
                                       std::vector<std::uint32_t> deps) {
-    return mlp_forward(em, node, g, name, g.local_experts, g.rows_per_expert, g.routed, g.u, std::move(deps));
+    return mlp_forward(em, node, g, name, g.local_experts, g.computed_rows, g.routed, g.u, std::move(deps));
   }
   static std::uint32_t shared_forward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& base,
                                       std::vector<std::uint32_t> deps) {
@@ -307,7 +317,7 @@ class Moe : public LayerKind {
   }
   static std::uint32_t expert_backward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& name,
                                        std::vector<std::uint32_t> deps, const BackwardContext& ctx, std::vector<std::uint32_t>& grads) {
-    return mlp_backward(em, node, g, name, g.local_experts, g.rows_per_expert, g.routed, g.u, std::move(deps), ctx, grads);
+    return mlp_backward(em, node, g, name, g.local_experts, g.computed_rows, g.routed, g.u, std::move(deps), ctx, grads);
   }
   static std::uint32_t shared_backward(StepEmitter& em, const Node& node, const MoeGeometry& g, const std::string& name,
                                        std::vector<std::uint32_t> deps, const BackwardContext& ctx, std::vector<std::uint32_t>& grads) {
