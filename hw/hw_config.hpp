@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "hw/program.hpp"
+
 namespace tpusim {
 
 struct MxuConfig {
@@ -19,6 +21,13 @@ struct MxuConfig {
   double int8_speedup = 0.0;  // 0: the MXU has no int8 path
   double fp8_speedup = 0.0;
   bool weight_double_buffered = true;
+  // Rows each cell takes per cycle with operands of `lhs`: the bf16 rate times the type's
+  // speed-up (0: the MXU has no such path; an f32 product runs as bf16 passes).
+  double rows_per_cycle(DType lhs) const {
+    if (lhs == DType::Int8) return bf16_macs_per_cell_per_cycle * int8_speedup;
+    if (lhs == DType::Fp8) return bf16_macs_per_cell_per_cycle * fp8_speedup;
+    return bf16_macs_per_cell_per_cycle;
+  }
 };
 
 struct VpuConfig {

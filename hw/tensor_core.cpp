@@ -407,9 +407,7 @@ void TensorCore::run_matmul(const Op& op) {
   const MatmulWork& mm = op.matmul;
   const MxuConfig& mxu = hw_.core.mxu;
   const SystolicArray array{mxu.rows, mxu.cols, mxu.weight_double_buffered};
-  double rows_per_cycle = mxu.bf16_macs_per_cell_per_cycle;
-  if (mm.lhs == DType::Int8) rows_per_cycle *= mxu.int8_speedup;
-  if (mm.lhs == DType::Fp8) rows_per_cycle *= mxu.fp8_speedup;
+  const double rows_per_cycle = mxu.rows_per_cycle(mm.lhs);
   if (rows_per_cycle <= 0)
     throw std::runtime_error(fmt::format("{}: the MXU of {} has no {} path", op.name, hw_.name,
                                          dtype_name(mm.lhs)));

@@ -16,21 +16,13 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-double rows_per_cycle(const MxuConfig& mxu, DType dtype) {
-  switch (dtype) {
-    case DType::Int8: return mxu.bf16_macs_per_cell_per_cycle * mxu.int8_speedup;
-    case DType::Fp8: return mxu.bf16_macs_per_cell_per_cycle * mxu.fp8_speedup;
-    default: return mxu.bf16_macs_per_cell_per_cycle;
-  }
-}
-
 }  // namespace
 
 ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   for (auto [name, v] : {std::pair{"M", r.m}, {"N", r.n}, {"K", r.k}})
     if (v == 0 || v > (std::uint64_t{1} << 24))
       throw InputError(fmt::format("gemm: {} = {}: expected a size between 1 and {}", name, v, std::uint64_t{1} << 24));
-  const double rate = rows_per_cycle(hw_in.core.mxu, r.dtype);
+  const double rate = hw_in.core.mxu.rows_per_cycle(r.dtype);
   if (rate <= 0) throw InputError(fmt::format("gemm --dtype {}: the MXU of {} has no {} path", dtype_name(r.dtype), hw_in.name, dtype_name(r.dtype)));
 
   const HwConfig hw = cores_alone(hw_in, r.cores, "gemm");

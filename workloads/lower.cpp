@@ -228,12 +228,9 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   LoweredStep out;
   out.model = analyze_model(w);
   out.mesh = resolve_mesh(w, hw);
-  if (w.quantized()) {
-    const bool int8 = w.quantized_type == DType::Int8;
-    if ((int8 ? hw.core.mxu.int8_speedup : hw.core.mxu.fp8_speedup) <= 0)
-      throw std::invalid_argument(fmt::format("workload.training.quantization: {0}: the {1} MXU has no {0} path (core.mxu.{0}_speedup is 0)",
-                                              int8 ? "int8" : "fp8", hw.name));
-  }
+  if (w.quantized() && hw.core.mxu.rows_per_cycle(w.quantized_type) <= 0)
+    throw std::invalid_argument(fmt::format("workload.training.quantization: {0}: the {1} MXU has no {0} path (core.mxu.{0}_speedup is 0)",
+                                            dtype_name(w.quantized_type), hw.name));
   const Mesh& mesh = out.mesh;
   // A pipeline stage runs the layers before and after the repeating ones and one chunk of them
   // (PipelineChunk), the chunk once per iteration.
@@ -575,6 +572,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
       if (group->row) mlp_out[group->row->index] = true;
     }
   const RematCustom& custom = w.remat_custom;
+  const bool custom_remat = w.remat && w.remat_policy == RematPolicy::Custom;
   const auto results_kept_as = [&](const Node& node, auto is) {
     KeptResults k;
     if (node.kind->name() == "attention") {
@@ -599,7 +597,7 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     return {};
   };
   const auto offloaded_results = [&](const Node& node) -> KeptResults {
-    if (!w.remat || w.remat_policy != RematPolicy::Custom) return {};
+    if (!custom_remat) return {};
     return results_kept_as(node, [](Keep k) { return k == Keep::Offload; });
   };
   const auto device_results = [&](const Node& node) {
@@ -607,12 +605,12 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     return KeptResults{kept.qkv && !offloaded.qkv, kept.context && !offloaded.context, kept.out && !offloaded.out};
   };
   // The checkpoints (each segment's input, MaxText's decoder_layer_input) go to the host too.
-  const bool checkpoints_offloaded = w.remat && w.remat_policy == RematPolicy::Custom && custom.decoder_layer_input == Keep::Offload;
+  const bool checkpoints_offloaded = custom_remat && custom.decoder_layer_input == Keep::Offload;
   const auto host_bytes = [&](const Node& node) -> std::uint64_t {
     if (checkpoints_offloaded && remat.segment_of[node.index] == kNoSegment) return on(node).rows(elements(node.out)) * act_bytes;
     return node.kind->kept_bytes(on(node), node, offloaded_results(node));
   };
-  out.infeed.host_offload = w.remat && w.remat_policy == RematPolicy::Custom && custom.offloads();
+  out.infeed.host_offload = custom_remat && custom.offloads();
   // Each offloaded result's copy to the host, after the op that makes it.
   std::vector<std::optional<std::uint32_t>> to_host(n);
   const auto offload_after = [&](const Node& node) {
@@ -772,18 +770,22 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
   // in HBM: fetched when the segment before it in the backward pass is recomputed, so that the
   // copy runs beside that segment's work (XLA's scheduler moves them ahead so), the last
   // segment's when it is reached.
+  // The layers whose offloaded results a segment needs: the checkpoint it starts from, its own.
+  const auto offloaded_for = [&](std::size_t seg) {
+    std::vector<std::size_t> layers;
+    const std::size_t first = remat.segments[seg].front();
+    if (first > 0 && remat.segment_of[first - 1] == kNoSegment && to_host[first - 1]) layers.push_back(first - 1);
+    for (std::size_t i : remat.segments[seg])
+      if (to_host[i]) layers.push_back(i);
+    return layers;
+  };
+  const auto offloaded_bytes = [&](std::size_t i) { return program.ops[*to_host[i]].host_transfer.bytes; };
   std::vector<std::optional<std::vector<std::uint32_t>>> fetched(remat.segments.size());
   const auto fetch = [&](std::size_t seg) -> const std::vector<std::uint32_t>& {
     if (fetched[seg]) return *fetched[seg];
     std::vector<std::uint32_t> ops;
-    const auto bring_back = [&](std::size_t i) {
-      if (to_host[i])
-        ops.push_back(em.host_transfer(model.nodes[i].spec.name + "/fetch", Phase::Backward,
-                                       program.ops[*to_host[i]].host_transfer.bytes, false, {*to_host[i]}));
-    };
-    const std::size_t first = remat.segments[seg].front();
-    if (first > 0 && remat.segment_of[first - 1] == kNoSegment) bring_back(first - 1);
-    for (std::size_t i : remat.segments[seg]) bring_back(i);
+    for (std::size_t i : offloaded_for(seg))
+      ops.push_back(em.host_transfer(model.nodes[i].spec.name + "/fetch", Phase::Backward, offloaded_bytes(i), false, {*to_host[i]}));
     return *(fetched[seg] = std::move(ops));
   };
   auto recompute_segment = [&](std::size_t seg, std::vector<std::uint32_t> after) {
@@ -1170,13 +1172,10 @@ LoweredStep lower_training_step(const Workload& w, const HwConfig& hw) {
     // What is offloaded is in HBM only while it is used: the recomputed segment's, and the next
     // one's as it is fetched.
     std::uint64_t largest_segment = 0, largest_fetch = 0;
-    for (const auto& segment : remat.segments) {
+    for (std::size_t seg = 0; seg < remat.segments.size(); ++seg) {
       std::uint64_t bytes = 0, fetched_bytes = 0;
-      for (std::size_t i : segment) {
-        bytes += saved_bytes(on(model.nodes[i]), model.nodes[i], rides(i));
-        fetched_bytes += to_host[i] ? host_bytes(model.nodes[i]) : 0;
-      }
-      if (const std::size_t first = segment.front(); first > 0 && to_host[first - 1]) fetched_bytes += host_bytes(model.nodes[first - 1]);
+      for (std::size_t i : remat.segments[seg]) bytes += saved_bytes(on(model.nodes[i]), model.nodes[i], rides(i));
+      for (std::size_t i : offloaded_for(seg)) fetched_bytes += offloaded_bytes(i);
       largest_segment = std::max(largest_segment, bytes);
       largest_fetch = std::max(largest_fetch, fetched_bytes);
     }

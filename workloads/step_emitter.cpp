@@ -199,15 +199,14 @@ std::uint32_t StepEmitter::quantized(std::uint32_t id, GradientOperand gradient,
   // The RHS read for its scales, then for its values.
   pass.hbm_read_bytes = (lhs_elements + (rhs_scanned ? 2 : 1) * rhs_elements) * stored_bytes;
   pass.hbm_write_bytes = rhs_elements * dtype_bytes(type) + 4 * mm.batch * ((lhs_scanned ? mm.m : 0) + (rhs_quantized || !rhs_scanned ? 0 : mm.n));
-  const char* type_name = int8 ? "int8" : "fp8";
   std::vector<std::uint32_t> deps = std::move(op.deps);
-  if (pass.elements > 0) deps = {vector(fmt::format("{}/{}_scales", op.name, type_name), op.phase, pass, std::move(deps))};
+  if (pass.elements > 0) deps = {vector(fmt::format("{}/{}_scales", op.name, dtype_name(type)), op.phase, pass, std::move(deps))};
   mm.lhs = mm.rhs = type;
   mm.passes = 1;
   mm.lhs_stored_bytes = stored_bytes;
   mm.prologue_vpu_ops_per_lhs_element += kQuantizeOps + (stochastic && gradient == GradientOperand::Lhs ? kStochasticRoundingOps : 0);
   mm.epilogue_vpu_ops_per_element += int8 ? kDequantizeInt8Ops : kDequantizeFp8Ops;
-  op.name += std::string("+") + type_name;
+  op.name += std::string("+") + dtype_name(type);
   return add(std::move(op), std::move(deps));
 }
 
