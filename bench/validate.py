@@ -2,7 +2,8 @@
 """tpusim against public measurements of real TPUs (tests/data/validation/public_set.json).
 
 Runs every point's tpusim command, prints each point's error and the mean absolute error per
-category, over every point and over the points no constant was fitted on (held out).
+category, and the same leave-one-source-out: each point judged with every constant fitted on its
+own source's points refitted without them (the headline, what a point outside the set can expect).
 
   python3 bench/validate.py                      the table
   python3 bench/validate.py --markdown           the tables of docs/validation/summary.md
@@ -17,9 +18,16 @@ category, over every point and over the points no constant was fitted on (held o
                                                  nothing (CTest runs the points in groups, in
                                                  parallel, then checks them all this way)
 
-The evaluation's host time (workload.training.eval.host_overhead_s) adds to a block's time and
-nothing else, so its least-squares value and every point's leave-one-out error follow from the
-same runs: the script prints them below the tables.
+Leave one source out. A point's source is the repository (or site) its measurement comes from
+(`source` up to its first '@', '#', ':' or space). The data file's `fitted_constants` say how each
+constant is fitted and what it is without a fit: for a source, every constant fitted on one of its
+points is refitted on the other sources' points, or, when none is left, falls back to its `prior`,
+and that source's points are run again with it (`--set KEY=PRIOR`). Two kinds of constant refit
+from the same runs, with no other run: the evaluation's host time
+(workload.training.eval.host_overhead_s, `least_squares_eval_host`) adds to a block's time and
+nothing else, and a program's launch or a collective's start (`least_squares_additive`) is paid
+once on top of the rest of a single op's figure, which its run reports. The script prints their
+least-squares values and each point's refit below the tables.
 
 Errors are (tpusim - measured) / measured. A time below the measurement, or a throughput above
 it, is optimistic.
@@ -28,6 +36,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,7 +51,61 @@ TOLERANCE_POINTS = 1.0  # how far a category's mean may grow over the recorded f
 
 
 EVAL_HOST = "workload.training.eval.host_overhead_s"
+EVAL_HOST_FIT = "least_squares_eval_host"  # the fit fitted_constants names for it
+LOSO_SUFFIX = "@without-its-source"  # a point's run as a prediction of its source
+ADDITIVE_FIT = "least_squares_additive"  # a constant paid once on top of the rest of a figure
+SINGLE_OP_KEPT = ("time_s", "launch_overhead_s", "collective_start_s")
 FIT_ROUNDING_S = 0.005  # the points set the fitted host time rounded to 0.01 s
+
+
+def source_of(point):
+    """The repository (or site) `point`'s measurement comes from: what leave-one-source-out leaves out."""
+    return re.split(r"[@#: ]", point["source"], maxsplit=1)[0]
+
+
+def check_fitted_constants(points, constants):
+    """Exits when a point names a constant the data file does not describe, or a constant whose fit
+    leave-one-source-out cannot redo."""
+    for p in points:
+        for name in p.get("fitted_for", []):
+            if name not in constants:
+                sys.exit(f"validate: {p['id']}: fitted_for names {name!r}, which fitted_constants does not describe")
+    for name, c in constants.items():
+        pool = [p["id"] for p in points if name in p.get("fitted_for", [])]
+        if c["fit"] == "one_point" and len(pool) > 1:
+            sys.exit(f"validate: {name} is fitted on one point but {len(pool)} name it ({', '.join(pool)}): "
+                     "describe how to refit it on several")
+        if c["fit"] not in ("one_point", EVAL_HOST_FIT, ADDITIVE_FIT):
+            sys.exit(f"validate: {name}: no such fit {c['fit']!r} (one_point, {EVAL_HOST_FIT} or {ADDITIVE_FIT})")
+        if c["fit"] == ADDITIVE_FIT and not all(k in c for k in ("paid_as", "metric", "unit_s")):
+            sys.exit(f"validate: {name}: an additive fit names what a run reports it paid (paid_as), the metric that pays it and unit_s")
+
+
+def loso_overrides(point, points, constants):
+    """The `--set` arguments that run `point` as a prediction of its source: every constant fitted
+    on that source's points alone, at its prior. Empty when the point needs no other run (no
+    constant was fitted on its source, or only constants refitted analytically: the evaluation's
+    host time and the additive ones)."""
+    source = source_of(point)
+    args = []
+    for name, c in constants.items():
+        pool = [p for p in points if name in p.get("fitted_for", [])]
+        if c["fit"] != "one_point" or not any(source_of(p) == source for p in pool):
+            continue
+        if any(source_of(p) != source for p in pool):
+            continue  # cannot happen for a one-point fit (check_fitted_constants)
+        if c.get("generation") and c["generation"] != point["generation"]:
+            continue
+        args += ["--set", f"{c['set']}={c['prior']:g}"]
+    return args
+
+
+def loso_point(point, points, constants):
+    """`point` run as a prediction of its source (its command with loso_overrides), or None."""
+    extra = loso_overrides(point, points, constants)
+    if not extra:
+        return None
+    return dict(point, id=point["id"] + LOSO_SUFFIX, tpusim=point["tpusim"] + extra)
 
 
 def kept_run_path(runs_dir, point):
@@ -52,7 +115,8 @@ def kept_run_path(runs_dir, point):
 def save_run(runs_dir, point, figure, summary, seconds):
     """Keeps `point`'s figure, and what the evaluation's fit reads of its summary, in runs_dir."""
     kept = {"id": point["id"], "tpusim": point["tpusim"], "figure": figure, "seconds": round(seconds, 1),
-            "summary": None if summary is None else {k: summary[k] for k in ("step_time_s", "eval", "validation") if k in summary}}
+            "summary": None if summary is None else {k: summary[k] for k in ("step_time_s", "eval", "validation") + SINGLE_OP_KEPT
+                                                       if k in summary}}
     os.makedirs(runs_dir, exist_ok=True)
     path = kept_run_path(runs_dir, point)
     with open(path + ".tmp", "w") as f:
@@ -97,7 +161,8 @@ def run_point(tpusim, point):
             if done.returncode != 0:
                 raise RuntimeError(f"{' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
             result = json.loads(done.stdout)
-    summary = result if command[0] == "run" else None
+    # A single op keeps the parts of its figure a refit moves (its device time and launch).
+    summary = result if command[0] == "run" else {k: result[k] for k in SINGLE_OP_KEPT if k in result}
     value = result
     for key in metric.split("."):
         value = value[key]
@@ -118,22 +183,20 @@ def mean_abs(errors):
     return sum(abs(e) for e in errors) / len(errors) if errors else None
 
 
-def summarize(points, results):
-    """Per category: (points, mean abs error %, held-out points, held-out mean abs error %)."""
+def summarize(points, errors, loso_errors):
+    """Per category: points, mean and max absolute error as run, and the same leave-one-source-out."""
     table = {}
     for category in CATEGORIES + ["single_ops"]:
         members = SINGLE_OPS if category == "single_ops" else [category]
-        chosen = [p for p in points if p["category"] in members]
+        chosen = [p["id"] for p in points if p["category"] in members]
         if not chosen:
             continue
-        errors = [results[p["id"]] for p in chosen]
-        held = [results[p["id"]] for p in chosen if not p.get("fitted_for")]
         table[category] = {
             "points": len(chosen),
-            "mean_abs_error_pct": round(mean_abs(errors), 2),
-            "max_abs_error_pct": round(max(abs(e) for e in errors), 2),
-            "held_out_points": len(held),
-            "held_out_mean_abs_error_pct": round(mean_abs(held), 2) if held else None,
+            "mean_abs_error_pct": round(mean_abs([errors[i] for i in chosen]), 2),
+            "max_abs_error_pct": round(max(abs(errors[i]) for i in chosen), 2),
+            "loso_mean_abs_error_pct": round(mean_abs([loso_errors[i] for i in chosen]), 2),
+            "loso_max_abs_error_pct": round(max(abs(loso_errors[i]) for i in chosen), 2),
         }
     return table
 
@@ -145,9 +208,10 @@ def set_value(point, key):
     return float(values[-1]) if values else None
 
 
-def eval_host_fit(points, figures, summaries):
+def eval_host_fit(points, figures, summaries, prior_s=None):
     """The evaluation's host time by least squares over the points fitted on it, and each of those
-    points' error with the time fitted on the others (leave-one-out).
+    points' error with the time fitted on the other sources' points (leave-one-source-out; at
+    `prior_s` when no other source has any).
 
     A block with evaluation lasts base + h (base: its training steps and the evaluation's forward
     passes, h the host time); the measurement gives the block's length K, so the block's relative
@@ -164,51 +228,120 @@ def eval_host_fit(points, figures, summaries):
             raise ValueError(f"{p['id']}: fitted for {EVAL_HOST} but its run sets no evaluation host time")
         base = s["eval"]["every_steps"] * s["step_time_s"] + s["eval"]["device_time_s"]
         measured_block = figures[p["id"]] * (base + h_run) / p["measured"]["value"]
-        blocks.append((p["id"], base, measured_block, h_run))
+        blocks.append({"id": p["id"], "source": source_of(p), "base": base, "k": measured_block, "h_run": h_run})
     if not blocks:
         return None
 
     def least_squares(chosen):
-        weights = [1.0 / k ** 2 for _, _, k, _ in chosen]
-        return sum(w * (k - base) for w, (_, base, k, _) in zip(weights, chosen)) / sum(weights)
+        weights = [1.0 / b["k"] ** 2 for b in chosen]
+        return sum(w * (b["k"] - b["base"]) for w, b in zip(weights, chosen)) / sum(weights)
 
     rows = []
     for b in blocks:
-        h_others = least_squares([o for o in blocks if o is not b]) if len(blocks) > 1 else None
-        _, base, k, h_run = b
-        rows.append({"id": b[0], "implied_s": k - base, "error_pct": 100.0 * (k / (base + h_run) - 1),
-                     "leave_one_out_s": h_others,
-                     "leave_one_out_error_pct": None if h_others is None else 100.0 * (k / (base + h_others) - 1)})
-    return {"value_s": least_squares(blocks), "run_with_s": sorted({b[3] for b in blocks}), "points": rows}
+        others = [o for o in blocks if o["source"] != b["source"]]
+        h_others = least_squares(others) if others else prior_s
+        k, base = b["k"], b["base"]
+        rows.append({"id": b["id"], "source": b["source"], "implied_s": k - base, "error_pct": 100.0 * (k / (base + b["h_run"]) - 1),
+                     "other_sources_s": h_others,
+                     "other_sources_error_pct": None if h_others is None else 100.0 * (k / (base + h_others) - 1)})
+    return {"value_s": least_squares(blocks), "run_with_s": sorted({b["h_run"] for b in blocks}), "points": rows}
+
+
+def additive_fit(name, constant, points, figures, summaries):
+    """A constant every run of its points pays once, on top of the rest of their figure (a program's
+    launch, a collective's start), by least squares over the points fitted on it, and each of
+    those points' value fitted on the other sources' points (at its prior when no other source has
+    any). Each point's run reports what it paid (`paid_as`, seconds), so each implies a value (its
+    measurement less the rest of tpusim's figure) and the least-squares value over relative errors
+    is the mean of those weighted by 1 / measurement^2."""
+    rows = []
+    for p in points:
+        if name not in p.get("fitted_for", []):
+            continue
+        s = summaries.get(p["id"]) or {}
+        if p["metric"] != constant["metric"] or constant["paid_as"] not in s or p["measured"]["unit"] not in TIME_UNITS:
+            raise ValueError(f"{p['id']}: fitted for {name} but its run's {constant['metric']} does not say what it paid")
+        scale = TIME_UNITS[p["measured"]["unit"]]
+        measured_s = p["measured"]["value"] * scale
+        rest_s = figures[p["id"]] * scale - s[constant["paid_as"]]
+        rows.append({"id": p["id"], "source": source_of(p), "measured_s": measured_s, "implied_s": measured_s - rest_s,
+                     "run_with_s": s[constant["paid_as"]]})
+    if not rows:
+        return None
+
+    def least_squares(chosen):
+        weights = [1.0 / r["measured_s"] ** 2 for r in chosen]
+        return sum(w * r["implied_s"] for w, r in zip(weights, chosen)) / sum(weights)
+
+    prior_s = constant["prior"] * constant["unit_s"]
+    for r in rows:
+        others = [o for o in rows if o["source"] != r["source"]]
+        r["other_sources_s"] = least_squares(others) if others else prior_s
+    return {"name": name, "constant": constant, "value_s": least_squares(rows), "points": rows}
+
+
+def additive_refit_for(point, run_summary, fit):
+    """What refitting `fit`'s constant without `point`'s source adds to its figure, in seconds (its
+    run's summary gives what it paid), or None when the constant was not fitted on its source or
+    its figure does not pay it."""
+    c = fit["constant"]
+    if point["metric"] != c["metric"] or c["paid_as"] not in (run_summary or {}) or point["measured"]["unit"] not in TIME_UNITS:
+        return None
+    own = [r for r in fit["points"] if r["source"] == source_of(point)]
+    if not own:
+        return None
+    return own[0]["other_sources_s"] - run_summary[c["paid_as"]]
+
+
+def print_additive_fit(fit, markdown):
+    unit_s = fit["constant"]["unit_s"]
+    unit = {1e-6: "us", 1e-9: "ns"}[unit_s]
+    print()
+    print(f"{fit['name']}: {fit['value_s'] / unit_s:.4g} {unit} by least squares over the {len(fit['points'])} points fitted on it")
+    if markdown:
+        print()
+        print(f"| point | source | what it implies | fitted on the other sources |")
+        print("|---|---|---:|---:|")
+    for r in fit["points"]:
+        if markdown:
+            print(f"| {r['id']} | {r['source']} | {r['implied_s'] / unit_s:.4g} {unit} | {r['other_sources_s'] / unit_s:.4g} {unit} |")
+        else:
+            print(f"  {r['id']:<34} implies {r['implied_s'] / unit_s:8.4g} {unit}  fitted on the other sources "
+                  f"{r['other_sources_s'] / unit_s:8.4g} {unit}")
+    run_with = sorted({r["run_with_s"] for r in fit["points"]})
+    if any(abs(h - fit["value_s"]) > 0.005 * fit["value_s"] for h in run_with):
+        if markdown:
+            print()
+        print(f"note: the presets set {', '.join(f'{h / unit_s:g} {unit}' for h in run_with)}, not the fit")
 
 
 def others(row, key, pattern, alone):
-    """`row`'s leave-one-out figure `key` in `pattern`, or `alone` when no other point was fitted."""
+    """`row`'s figure `key` fitted on the other sources, in `pattern`, or `alone` when none was fitted."""
     return alone if row[key] is None else pattern.format(row[key])
 
 
 def print_eval_host_fit(fit, markdown):
     run_with = ", ".join(f"{h:g} s" for h in fit["run_with_s"])
-    loo = [r["leave_one_out_error_pct"] for r in fit["points"] if r["leave_one_out_error_pct"] is not None]
+    loso = [r["other_sources_error_pct"] for r in fit["points"] if r["other_sources_error_pct"] is not None]
     print()
     print(f"{EVAL_HOST}: {fit['value_s']:.3f} s by least squares over the {len(fit['points'])} points fitted on it "
           f"(their commands set {run_with})")
     if markdown:
         print()
-        print("| point | host time its block implies | error | fitted on the others | error with that |")
-        print("|---|---:|---:|---:|---:|")
+        print("| point | source | host time its block implies | error | fitted on the other sources | error with that |")
+        print("|---|---|---:|---:|---:|---:|")
         for r in fit["points"]:
-            print(f"| {r['id']} | {r['implied_s']:.2f} s | {r['error_pct']:+.1f}% | {others(r, 'leave_one_out_s', '{:.2f} s', '-')} | "
-                  f"{others(r, 'leave_one_out_error_pct', '{:+.1f}%', '-')} |")
+            print(f"| {r['id']} | {r['source']} | {r['implied_s']:.2f} s | {r['error_pct']:+.1f}% | "
+                  f"{others(r, 'other_sources_s', '{:.2f} s', '-')} | {others(r, 'other_sources_error_pct', '{:+.1f}%', '-')} |")
         print()
     else:
         for r in fit["points"]:
-            fitted_on_others = others(r, "leave_one_out_s", "{:.2f} s: ", "none")
-            error_with_that = others(r, "leave_one_out_error_pct", "{:+6.1f}%", "")
+            fitted_on_others = others(r, "other_sources_s", "{:.2f} s: ", "none")
+            error_with_that = others(r, "other_sources_error_pct", "{:+6.1f}%", "")
             print(f"  {r['id']:<34} implies {r['implied_s']:6.2f} s  error {r['error_pct']:+6.1f}%  "
-                  f"fitted on the others {fitted_on_others}{error_with_that}")
-    if loo:
-        print(f"leave-one-out: mean |error| {mean_abs(loo):.1f}%, max {max(abs(e) for e in loo):.1f}%")
+                  f"fitted on the other sources {fitted_on_others}{error_with_that}")
+    if loso:
+        print(f"leave-one-source-out: mean |error| {mean_abs(loso):.1f}%, max {max(abs(e) for e in loso):.1f}%")
     stale = [h for h in fit["run_with_s"] if abs(h - fit["value_s"]) > FIT_ROUNDING_S]
     if stale:
         print(f"note: the commands set {', '.join(f'{h:g} s' for h in stale)}, more than {FIT_ROUNDING_S:g} s from "
@@ -234,7 +367,10 @@ def main():
 
     with open(args.data) as f:
         data = json.load(f)
-    points = data["points"]
+    all_points = data["points"]
+    constants = data.get("fitted_constants", {})
+    check_fitted_constants(all_points, constants)
+    points = all_points
     if args.only:
         wanted = set(args.only.split(","))
         points = [p for p in points if selected(p, wanted)]
@@ -243,10 +379,13 @@ def main():
     ids = [p["id"] for p in points]
     if len(set(ids)) != len(ids):
         sys.exit("validate: two points share an id")
+    # A point whose source had a constant fitted on it alone runs a second time, as a prediction.
+    variants = {p["id"]: v for p in points if (v := loso_point(p, all_points, constants))}
+    runs = points + list(variants.values())
 
     figures, summaries = {}, {}
     if args.from_runs:
-        for p in points:
+        for p in runs:
             figures[p["id"]], summaries[p["id"]] = load_run(args.from_runs, p)
     else:
         def timed_run(p):
@@ -257,71 +396,92 @@ def main():
             return figure, summary
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futures = {p["id"]: pool.submit(timed_run, p) for p in points}
-            for p in points:
+            futures = {p["id"]: pool.submit(timed_run, p) for p in runs}
+            for p in runs:
                 figures[p["id"]], summaries[p["id"]] = futures[p["id"]].result()
-    errors = {p["id"]: 100.0 * (figures[p["id"]] - p["measured"]["value"]) / p["measured"]["value"] for p in points}
-    table = summarize(points, errors)
+
+    def error_pct(point, figure):
+        return 100.0 * (figure - point["measured"]["value"]) / point["measured"]["value"]
+
+    errors = {p["id"]: error_pct(p, figures[p["id"]]) for p in points}
+    eval_prior = constants.get(EVAL_HOST, {}).get("prior")
+    fit = eval_host_fit(points, figures, summaries, eval_prior)
+    refitted = {r["id"]: r["other_sources_error_pct"] for r in (fit["points"] if fit else []) if r["other_sources_error_pct"] is not None}
+    additive = [f for name, c in constants.items() if c["fit"] == ADDITIVE_FIT
+                if (f := additive_fit(name, c, points, figures, summaries))]
+    loso_errors = {}
+    for p in points:
+        run_id = variants[p["id"]]["id"] if p["id"] in variants else p["id"]
+        shifts_s = [d for f in additive if (d := additive_refit_for(p, summaries.get(run_id), f)) is not None]
+        if run_id != p["id"] or shifts_s:
+            loso_errors[p["id"]] = error_pct(p, figures[run_id] + sum(shifts_s) / TIME_UNITS[p["measured"]["unit"]])
+        else:
+            loso_errors[p["id"]] = refitted.get(p["id"], errors[p["id"]])
+    table = summarize(points, errors, loso_errors)
 
     rows = []
     for p in points:
-        e = errors[p["id"]]
+        e, lo = errors[p["id"]], loso_errors[p["id"]]
         rows.append([p["id"], p["category"], p["generation"], f"{fmt_value(p['measured']['value'])} {p['measured']['unit']}",
                      f"{fmt_value(figures[p['id']])} {p['measured']['unit']}", f"{e:+.1f}%", "optimistic" if optimistic(p, e) else "pessimistic",
-                     "fit" if p.get("fitted_for") else ""])
-    header = ["point", "category", "hardware", "measured", "tpusim", "error", "direction", ""]
+                     f"{lo:+.1f}%", ", ".join(p.get("fitted_for", []))])
+    header = ["point", "category", "hardware", "measured", "tpusim", "error", "direction", "without its source", "fitted on it"]
     if args.markdown:
-        print("| " + " | ".join(header[:-1] + ["fitted on"]) + " |")
+        print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
         for r in rows:
             print("| " + " | ".join(r) + " |")
         print()
-        print("| category | points | mean abs error | max abs error | held-out points | held-out mean abs error |")
+        print("| category | points | mean abs error | max abs error | leave-one-source-out mean | leave-one-source-out max |")
         print("|---|---:|---:|---:|---:|---:|")
         for c, t in table.items():
-            held = "-" if t["held_out_mean_abs_error_pct"] is None else f"{t['held_out_mean_abs_error_pct']:.1f}%"
             print(f"| {c} | {t['points']} | {t['mean_abs_error_pct']:.1f}% | {t['max_abs_error_pct']:.1f}% | "
-                  f"{t['held_out_points']} | {held} |")
+                  f"{t['loso_mean_abs_error_pct']:.1f}% | {t['loso_max_abs_error_pct']:.1f}% |")
     else:
         widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
         for r in [header] + rows:
             print("  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip())
         print()
         for c, t in table.items():
-            held = "-" if t["held_out_mean_abs_error_pct"] is None else f"{t['held_out_mean_abs_error_pct']:.1f}%"
             print(f"{c:<11} {t['points']:>3} points  mean |error| {t['mean_abs_error_pct']:5.1f}%  max {t['max_abs_error_pct']:5.1f}%"
-                  f"  held out: {t['held_out_points']} points, {held}")
+                  f"  leave-one-source-out: mean {t['loso_mean_abs_error_pct']:5.1f}%  max {t['loso_max_abs_error_pct']:5.1f}%")
 
-    fit = eval_host_fit(points, figures, summaries)
+    for f in additive:
+        print_additive_fit(f, args.markdown)
     if fit:
         print_eval_host_fit(fit, args.markdown)
 
-    # Each training point's kind (as its run's summary names it) and error: what every run of the
+    # Each training point's kind (as its run's summary names it) and errors: what every run of the
     # same kind reports as its error band (summary.json "validation").
     point_records = {p["id"]: {"kind": summaries[p["id"]]["validation"]["kind"], "error_pct": round(errors[p["id"]], 2),
-                               "held_out": not p.get("fitted_for")}
+                               "loso_error_pct": round(loso_errors[p["id"]], 2)}
                      for p in points if summaries.get(p["id"]) and "validation" in summaries[p["id"]]}
     if args.record:
         if args.only:
             sys.exit("validate: --record needs every point (no --only)")
         data["recorded"] = {c: t["mean_abs_error_pct"] for c, t in table.items()}
+        data["recorded_loso"] = {c: t["loso_mean_abs_error_pct"] for c, t in table.items()}
         data["recorded_points"] = point_records
         with open(args.data, "w") as f:
             json.dump(data, f, indent=2, ensure_ascii=False)
             f.write("\n")
     if args.check:
-        recorded = data.get("recorded", {})
-        worse = [f"{c}: {t['mean_abs_error_pct']:.2f}% against {recorded[c]:.2f}% recorded"
-                 for c, t in table.items() if c in recorded and t["mean_abs_error_pct"] > recorded[c] + TOLERANCE_POINTS]
+        worse = []
+        for key, field in (("recorded", "mean_abs_error_pct"), ("recorded_loso", "loso_mean_abs_error_pct")):
+            recorded = data.get(key, {})
+            worse += [f"{c} ({key}): {t[field]:.2f}% against {recorded[c]:.2f}% recorded"
+                      for c, t in table.items() if c in recorded and t[field] > recorded[c] + TOLERANCE_POINTS]
         if worse:
             print("validate: the mean error grew by more than one point: " + "; ".join(worse), file=sys.stderr)
             sys.exit(1)
         # The bands runs report must be today's: a point's error or kind moved from its record
         # means recording again (--record), so no run quotes a figure the model no longer gives.
         kept = data.get("recorded_points", {})
-        moved = [f"{i}: {r['kind']}, {r['error_pct']:+.1f}% against {kept[i]['kind']}, {kept[i]['error_pct']:+.1f}% recorded"
+        moved = [f"{i}: {r['kind']}, {r['error_pct']:+.1f}% ({r['loso_error_pct']:+.1f}% without its source) against "
+                 f"{kept[i]['kind']}, {kept[i]['error_pct']:+.1f}% ({kept[i].get('loso_error_pct', float('nan')):+.1f}%) recorded"
                  for i, r in point_records.items()
-                 if i in kept and (abs(r["error_pct"] - kept[i]["error_pct"]) > TOLERANCE_POINTS or r["kind"] != kept[i]["kind"])]
+                 if i in kept and (abs(r["error_pct"] - kept[i]["error_pct"]) > TOLERANCE_POINTS or r["kind"] != kept[i]["kind"]
+                                   or abs(r["loso_error_pct"] - kept[i].get("loso_error_pct", float("inf"))) > TOLERANCE_POINTS)]
         missing = [i for i in point_records if i not in kept]
         if moved or missing:
             print("validate: the recorded error bands are out of date (run bench/validate.py --record): " +

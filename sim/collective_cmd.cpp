@@ -91,6 +91,9 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
     out["dcn_sent_bytes_per_chip"] = schedule_dcn_sent_bytes(schedule);
   }
   add_times(out, hw, time_s);
+  // The fixed start the collective paid (once, as any collective with something to move does):
+  // what bench/validate.py moves when it refits hw.ici.collective_start_ns.
+  out["collective_start_s"] = schedule.parts.empty() ? 0.0 : hw.ici.collective_start_ns * 1e-9;
   const double alpha_beta = collective_closed_form_s(torus, schedule, hw, spec);
   out["alpha_beta_s"] = alpha_beta;
   const double algbw = static_cast<double>(spec.bytes) / time_s / 1e9;

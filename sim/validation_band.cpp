@@ -49,45 +49,41 @@ nlohmann::ordered_json validation_band(const std::string& kind, const std::strin
     band["text"] = fmt::format("the public validation set ({}) could not be read: this number's accuracy is unknown", set_path);
     return band;
   }
-  struct Recorded {
-    double error_pct;
-    bool held_out;
-  };
-  std::vector<Recorded> exact, nearest;
+  // A point's error as a prediction: with every constant fitted on its own source refitted
+  // without it (bench/validate.py's leave-one-source-out); a record without one gives its error.
+  std::vector<double> exact, nearest;
   const std::string family_prefix = kind.substr(0, kind.find(" training") + std::string(" training").size());
   if (set.contains("recorded_points") && set["recorded_points"].is_object()) {
     for (const auto& [id, r] : set["recorded_points"].items()) {
-      if (!r.is_object() || !r.contains("kind") || !r["kind"].is_string() || !r.contains("error_pct") || !r["error_pct"].is_number())
+      const char* field = r.is_object() && r.contains("loso_error_pct") ? "loso_error_pct" : "error_pct";
+      if (!r.is_object() || !r.contains("kind") || !r["kind"].is_string() || !r.contains(field) || !r[field].is_number())
         continue;
       const std::string k = r["kind"].get<std::string>();
-      const Recorded rec{r["error_pct"].get<double>(), r.value("held_out", false)};
-      if (k == kind) exact.push_back(rec);
-      if (k.rfind(family_prefix, 0) == 0) nearest.push_back(rec);
+      const double error_pct = std::fabs(r[field].get<double>());
+      if (k == kind) exact.push_back(error_pct);
+      if (k.rfind(family_prefix, 0) == 0) nearest.push_back(error_pct);
     }
   }
-  const std::vector<Recorded>& chosen = exact.empty() ? nearest : exact;
+  const std::vector<double>& chosen = exact.empty() ? nearest : exact;
   band["match"] = chosen.empty() ? "none" : exact.empty() ? "nearest" : "exact";
   band["points"] = chosen.size();
   if (chosen.empty()) {
     band["text"] = fmt::format("no public measurement of {}: this number is unvalidated ({})", family_prefix, kOffTheSet);
     return band;
   }
-  const auto held = static_cast<std::size_t>(std::count_if(chosen.begin(), chosen.end(), [](const Recorded& r) { return r.held_out; }));
   double sum = 0, worst = 0;
-  for (const Recorded& r : chosen) {
-    if (held > 0 && !r.held_out) continue;
-    sum += std::fabs(r.error_pct);
-    worst = std::max(worst, std::fabs(r.error_pct));
+  for (double e : chosen) {
+    sum += e;
+    worst = std::max(worst, e);
   }
-  const double mean = sum / static_cast<double>(held > 0 ? held : chosen.size());
-  band["held_out_points"] = held;
+  const double mean = sum / static_cast<double>(chosen.size());
   band["mean_abs_error_pct"] = std::round(mean * 10) / 10;
   band["worst_abs_error_pct"] = std::round(worst * 10) / 10;
   const std::string of = band["match"] == "exact" ? kind : family_prefix + " (other layouts)";
   // Points of one slice say nothing of the DCN between several.
   const bool unvalidated_dcn = band["match"] != "exact" && kind.find(kMultislice) != std::string::npos;
-  band["text"] = fmt::format("{} public point{} of {}: {} mean |error| {:.1f}%, worst {:.1f}% ({}){}", chosen.size(),
-                             chosen.size() == 1 ? "" : "s", of, held > 0 ? "held-out" : "fitted, in-set", mean, worst, kOffTheSet,
+  band["text"] = fmt::format("{} public point{} of {}: mean |error| {:.1f}%, worst {:.1f}%, each predicted without its own source's "
+                             "fits ({}){}", chosen.size(), chosen.size() == 1 ? "" : "s", of, mean, worst, kOffTheSet,
                              unvalidated_dcn ? "; none over several slices: the DCN stage is unvalidated" : "");
   return band;
 }

@@ -19,10 +19,10 @@ namespace tpusim {
 std::string training_run_kind(const std::string& hw_name, const ModelGraph& model, bool tensor_parallel, bool fsdp,
                               bool multislice = false, bool pipeline = false);
 
-// {kind, match, points, held_out_points, mean_abs_error_pct, worst_abs_error_pct, text}: the
-// recorded points of exactly this kind, else of the same generation and model family ("nearest"),
-// else none ("no public measurement"). Errors are the held-out points' when there are any (points
-// no constant was fitted on), else every point's. `set_path`: the public set; one that cannot be
+// {kind, match, points, mean_abs_error_pct, worst_abs_error_pct, text}: the recorded points of
+// exactly this kind, else of the same generation and model family ("nearest"), else none ("no
+// public measurement"). Errors are leave-one-source-out: each point's with every constant fitted on
+// its own source's points refitted without them. `set_path`: the public set; one that cannot be
 // read gives a band that says so.
 nlohmann::ordered_json validation_band(const std::string& kind, const std::string& set_path);
 
