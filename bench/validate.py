@@ -77,8 +77,9 @@ def check_fitted_constants(points, constants):
                      "describe how to refit it on several")
         if c["fit"] not in ("one_point", EVAL_HOST_FIT, ADDITIVE_FIT):
             sys.exit(f"validate: {name}: no such fit {c['fit']!r} (one_point, {EVAL_HOST_FIT} or {ADDITIVE_FIT})")
-        if c["fit"] == ADDITIVE_FIT and not all(k in c for k in ("paid_as", "metric", "unit_s")):
-            sys.exit(f"validate: {name}: an additive fit names what a run reports it paid (paid_as), the metric that pays it and unit_s")
+        if c["fit"] == ADDITIVE_FIT and not all(k in c for k in ("paid_as", "metric", "unit_s", "rounded_to")):
+            sys.exit(f"validate: {name}: an additive fit names what a run reports it paid (paid_as), the metric that pays it, "
+                     "unit_s and rounded_to")
 
 
 def loso_overrides(point, points, constants):
@@ -309,7 +310,8 @@ def print_additive_fit(fit, markdown):
             print(f"  {r['id']:<34} implies {r['implied_s'] / unit_s:8.4g} {unit}  fitted on the other sources "
                   f"{r['other_sources_s'] / unit_s:8.4g} {unit}")
     run_with = sorted({r["run_with_s"] for r in fit["points"]})
-    if any(abs(h - fit["value_s"]) > 0.005 * fit["value_s"] for h in run_with):
+    # The presets carry the fit rounded (`rounded_to`, in the constant's unit): a note when it moved further.
+    if any(abs(h - fit["value_s"]) > fit["constant"]["rounded_to"] * unit_s / 2 for h in run_with):
         if markdown:
             print()
         print(f"note: the presets set {', '.join(f'{h / unit_s:g} {unit}' for h in run_with)}, not the fit")

@@ -137,7 +137,7 @@ def launch_point(point_id, source, measured_us, device_us, run_with_us=100.0):
 
 
 LAUNCH = {"set": "hw.host.launch_overhead_us", "fit": validate.ADDITIVE_FIT, "paid_as": "launch_overhead_s",
-          "metric": "framework_time_s", "unit_s": 1e-6, "prior": 0}
+          "metric": "framework_time_s", "unit_s": 1e-6, "rounded_to": 10, "prior": 0}
 
 
 class AdditiveFit(unittest.TestCase):
