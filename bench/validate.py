@@ -29,6 +29,10 @@ nothing else, and a program's launch or a collective's start (`least_squares_add
 once on top of the rest of a single op's figure, which its run reports. The script prints their
 least-squares values and each point's refit below the tables.
 
+Predict first. A point whose `first_prediction` holds tpusim's figure made before its
+measurement was read is also reported with that figure's error, on its own: what a user can expect
+of a kind of run tpusim has not been checked on.
+
 Errors are (tpusim - measured) / measured. A time below the measurement, or a throughput above
 it, is optimistic.
 """
@@ -350,6 +354,41 @@ def print_eval_host_fit(fit, markdown):
               f"the fit: set {EVAL_HOST}={fit['value_s']:.2f} in the points fitted on it and run again")
 
 
+def first_predictions(points, errors):
+    """The points predicted before their measurements were read (`first_prediction`): each one's
+    error as predicted and as run now."""
+    rows = []
+    for p in points:
+        first = p.get("first_prediction")
+        if not first:
+            continue
+        if first["unit"] != p["measured"]["unit"]:
+            sys.exit(f"validate: {p['id']}: its first prediction is in {first['unit']}, its measurement in {p['measured']['unit']}")
+        measured = p["measured"]["value"]
+        rows.append({"id": p["id"], "predicted": first["value"], "unit": first["unit"], "recorded_in": first["recorded_in"],
+                     "measured": measured, "error_pct": 100.0 * (first["value"] - measured) / measured, "now_pct": errors[p["id"]]})
+    return rows
+
+
+def print_first_predictions(rows, markdown):
+    if not rows:
+        return
+    print()
+    print(f"predicted before measured: {len(rows)} points, mean |error| {mean_abs([r['error_pct'] for r in rows]):.1f}% as "
+          f"predicted, {mean_abs([r['now_pct'] for r in rows]):.1f}% now")
+    if markdown:
+        print()
+        print("| point | predicted | recorded in | measured | error as predicted | error now |")
+        print("|---|---:|---|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['id']} | {fmt_value(r['predicted'])} {r['unit']} | {r['recorded_in']} | {fmt_value(r['measured'])} {r['unit']} | "
+                  f"{r['error_pct']:+.1f}% | {r['now_pct']:+.1f}% |")
+    else:
+        for r in rows:
+            print(f"  {r['id']:<34} predicted {fmt_value(r['predicted'])} {r['unit']} ({r['recorded_in']}), measured "
+                  f"{fmt_value(r['measured'])} {r['unit']}: {r['error_pct']:+6.1f}%, now {r['now_pct']:+6.1f}%")
+
+
 def fmt_value(v):
     return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
 
@@ -448,6 +487,7 @@ def main():
             print(f"{c:<11} {t['points']:>3} points  mean |error| {t['mean_abs_error_pct']:5.1f}%  max {t['max_abs_error_pct']:5.1f}%"
                   f"  leave-one-source-out: mean {t['loso_mean_abs_error_pct']:5.1f}%  max {t['loso_max_abs_error_pct']:5.1f}%")
 
+    print_first_predictions(first_predictions(points, errors), args.markdown)
     for f in additive:
         print_additive_fit(f, args.markdown)
     if fit:

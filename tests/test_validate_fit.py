@@ -167,5 +167,22 @@ class AdditiveFit(unittest.TestCase):
         self.assertIsNone(validate.additive_refit_for(device_timed, {"time_s": 1e-3, "launch_overhead_s": 1e-4}, fit))
 
 
+class FirstPredictions(unittest.TestCase):
+    def test_a_prediction_is_judged_against_the_measurement_beside_the_error_now(self):
+        points = [{"id": "p", "measured": {"value": 10.0, "unit": "s"},
+                   "first_prediction": {"value": 8.0, "unit": "s", "recorded_in": "abc1234"}},
+                  {"id": "q", "measured": {"value": 5.0, "unit": "s"}}]
+        rows = validate.first_predictions(points, {"p": -5.0, "q": 1.0})
+        self.assertEqual([r["id"] for r in rows], ["p"])
+        self.assertAlmostEqual(rows[0]["error_pct"], -20.0, places=9)
+        self.assertEqual(rows[0]["now_pct"], -5.0)
+
+    def test_a_prediction_in_another_unit_is_refused(self):
+        points = [{"id": "p", "measured": {"value": 10.0, "unit": "s"},
+                   "first_prediction": {"value": 8000.0, "unit": "ms", "recorded_in": "abc1234"}}]
+        with self.assertRaises(SystemExit):
+            validate.first_predictions(points, {"p": 0.0})
+
+
 if __name__ == "__main__":
     unittest.main()
