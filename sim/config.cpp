@@ -841,6 +841,13 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.eval_host_overhead_s = get<double>(d, "training.eval.host_overhead_s");
   if (w.eval_examples > 0 && w.eval_every_steps <= 0)
     fail(origin, "workload.training.eval.every_steps", "expected a positive number of steps between evaluations when training.eval.examples is set");
+  w.failures_per_chip_hour = get<double>(d, "training.goodput.failures_per_chip_hour");
+  w.checkpoint_storage_gbps_per_host = get<double>(d, "training.goodput.checkpoint_storage_gbps_per_host");
+  w.restart_s = get<double>(d, "training.goodput.restart_s");
+  w.checkpoint_interval_s = get<double>(d, "training.goodput.checkpoint_interval_s");
+  if (w.failures_per_chip_hour > 0 && w.checkpoint_storage_gbps_per_host <= 0)
+    fail(origin, "workload.training.goodput.checkpoint_storage_gbps_per_host",
+         "expected the hosts' bandwidth to the checkpoint's storage when training.goodput.failures_per_chip_hour is set");
   w.host_samples_per_s = get<double>(d, "input_pipeline.host_samples_per_s");
   w.prefetch_batches = get<std::uint32_t>(d, "input_pipeline.prefetch_batches");
   w.bytes_per_sample = get<std::uint64_t>(d, "input_pipeline.bytes_per_sample");

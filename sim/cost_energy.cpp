@@ -1,6 +1,9 @@
 #include "sim/cost_energy.hpp"
 
 #include <algorithm>
+#include <cmath>
+
+#include "workloads/model.hpp"
 
 namespace tpusim {
 
@@ -77,6 +80,62 @@ ojson energy_json(const HwConfig& hw, const Workload& workload, const StepFigure
   // for input, which this model does not price differently.
   e["kwh_to_train"] = run ? ojson(watts * static_cast<double>(step.chips) * run->time_s / 3.6e6) : ojson(nullptr);
   return e;
+}
+
+double expected_wall_time_s(double solve_s, double interval_s, double write_s, double restart_s, double mtbf_s) {
+  return mtbf_s * std::exp(restart_s / mtbf_s) * std::expm1((interval_s + write_s) / mtbf_s) * solve_s / interval_s;
+}
+
+double optimal_checkpoint_interval_s(double write_s, double mtbf_s) {
+  if (write_s >= 2 * mtbf_s) return mtbf_s;
+  const double x = std::sqrt(write_s / (2 * mtbf_s));
+  return std::sqrt(2 * write_s * mtbf_s) * (1 + x / 3 + x * x / 9) - write_s;
+}
+
+double checkpoint_bytes(std::uint64_t parameters, std::uint64_t trainable_parameters, const std::string& optimizer) {
+  return 4.0 * (static_cast<double>(parameters) +
+                static_cast<double>(trainable_parameters) * optimizer_cost(optimizer).state_f32_per_param);
+}
+
+std::optional<Goodput> goodput(const HwConfig& hw, const Workload& workload, std::uint64_t chips, double checkpoint_bytes) {
+  if (workload.failures_per_chip_hour <= 0 || chips == 0) return std::nullopt;
+  const std::uint64_t hosts = (chips + hw.host.chips_per_host - 1) / hw.host.chips_per_host;
+  Goodput g;
+  g.mtbf_s = 3600.0 / (static_cast<double>(chips) * workload.failures_per_chip_hour);
+  if (!std::isfinite(g.mtbf_s)) return std::nullopt;  // a rate too small to tell from none
+  g.checkpoint_bytes = checkpoint_bytes;
+  const double storage_bytes_per_s = static_cast<double>(std::max<std::uint64_t>(hosts, 1)) * workload.checkpoint_storage_gbps_per_host * 1e9;
+  g.write_s = checkpoint_bytes / storage_bytes_per_s;
+  g.restart_s = workload.restart_s + g.write_s;  // the checkpoint read back at the write's bandwidth
+  g.optimal_interval = workload.checkpoint_interval_s <= 0;
+  g.interval_s = g.optimal_interval ? optimal_checkpoint_interval_s(g.write_s, g.mtbf_s) : workload.checkpoint_interval_s;
+  // The fraction does not depend on the run's length: one interval's worth of training.
+  g.fraction = g.interval_s / expected_wall_time_s(g.interval_s, g.interval_s, g.write_s, g.restart_s, g.mtbf_s);
+  return g;
+}
+
+ojson goodput_json(const HwConfig& hw, const Workload& workload, const StepFigures& step, double checkpoint_bytes) {
+  const auto g = goodput(hw, workload, step.chips, checkpoint_bytes);
+  if (!g) return nullptr;
+  ojson j;
+  j["failures_per_chip_hour"] = workload.failures_per_chip_hour;
+  j["mtbf_s"] = g->mtbf_s;
+  j["checkpoint_bytes"] = g->checkpoint_bytes;
+  j["checkpoint_write_s"] = g->write_s;
+  j["restart_s"] = g->restart_s;
+  j["checkpoint_interval_s"] = g->interval_s;
+  j["checkpoint_interval"] = g->optimal_interval ? "optimal" : "stated";
+  j["goodput"] = g->fraction;
+  j["samples_per_s"] = static_cast<double>(step.global_batch) / step.step_s * g->fraction;
+  const auto run = training_run(workload, step.global_batch, step.first_step_s, step.step_s);
+  const double wall_s = run ? expected_wall_time_s(run->time_s, g->interval_s, g->write_s, g->restart_s, g->mtbf_s) : 0.0;
+  j["time_to_train_s"] = run ? ojson(wall_s) : ojson(nullptr);
+  const auto& price = hw.chip.price_usd_per_chip_hour;
+  j["usd_to_train"] = run && price ? ojson(cost_usd(wall_s, static_cast<double>(step.chips), *price)) : ojson(nullptr);
+  const auto& power = hw.chip.power;
+  j["kwh_to_train"] = run && power ? ojson(chip_power_w(*power, step.mxu_busy, step.hbm_busy) * static_cast<double>(step.chips) * wall_s / 3.6e6)
+                                   : ojson(nullptr);
+  return j;
 }
 
 }  // namespace tpusim

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -56,5 +57,41 @@ nlohmann::ordered_json cost_json(const HwConfig& hw, const Workload& workload, c
 // The summary's "energy" object: activity, average chip power, joules per step and per sample
 // and, with a stated dataset, kWh to train; every figure null when the chip has no power model.
 nlohmann::ordered_json energy_json(const HwConfig& hw, const Workload& workload, const StepFigures& step);
+
+// Goodput over a whole run (Young 1974; J. T. Daly, "A higher order estimate of the optimum
+// checkpoint interval for restart dumps", Future Generation Computer Systems 22(3), 2006): a
+// synchronous job stops at any chip's failure, failures arrive at random (exponentially
+// distributed, so the slice's mean time between them is 1 / (chips x rate)), and each costs a
+// restart, the checkpoint's reading back and the work since the last checkpoint. Daly's expected
+// wall time for `solve_s` of failure-free training, checkpointing every `interval_s` of it at
+// `write_s` a checkpoint and restarting in `restart_s`, failures `mtbf_s` apart:
+//   mtbf e^(restart / mtbf) (e^((interval + write) / mtbf) - 1) solve / interval.
+double expected_wall_time_s(double solve_s, double interval_s, double write_s, double restart_s, double mtbf_s);
+// Daly's higher-order estimate of the interval that minimizes it: sqrt(2 write mtbf) (1 + x / 3 +
+// x^2 / 9) - write with x = sqrt(write / (2 mtbf)), for write < 2 mtbf; mtbf beyond. To first order
+// Young's sqrt(2 write mtbf).
+double optimal_checkpoint_interval_s(double write_s, double mtbf_s);
+
+struct Goodput {
+  double mtbf_s = 0;            // of the whole slice
+  double checkpoint_bytes = 0;  // f32 weights and optimizer state, one copy
+  double write_s = 0;           // one checkpoint, every host writing its share at once
+  double restart_s = 0;         // the job's restart and the checkpoint read back
+  double interval_s = 0;        // training time between checkpoints
+  bool optimal_interval = false;
+  double fraction = 0;          // failure-free time / expected wall time
+};
+// Empty when the workload states no failure rate. The slice's hosts write and read the checkpoint
+// side by side. A fraction of 0 (or a write that never ends) is a job that would never finish.
+std::optional<Goodput> goodput(const HwConfig& hw, const Workload& workload, std::uint64_t chips, double checkpoint_bytes);
+// What a checkpoint holds, what a restart needs: the f32 weights (frozen ones too) and the
+// trainable ones' optimizer slots, one copy of each however they are sharded or replicated.
+double checkpoint_bytes(std::uint64_t parameters, std::uint64_t trainable_parameters, const std::string& optimizer);
+
+// The summary's "goodput" object (null without a failure rate): the figures above, the throughput
+// with failures, and with a stated dataset the time, USD and kWh to train with them (the kWh at
+// the steady step's power throughout: restarts and checkpoint writes draw less, so an upper bound).
+nlohmann::ordered_json goodput_json(const HwConfig& hw, const Workload& workload, const StepFigures& step,
+                                    double checkpoint_bytes);
 
 }  // namespace tpusim

@@ -363,6 +363,13 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   } catch (const std::invalid_argument& e) {
     throw InputError(fmt::format("{}: {}", config.origin, e.what()));
   }
+  // Failures that would keep the job from ever finishing are refused before anything runs.
+  const double checkpoint = checkpoint_bytes(step.model.params(), step.model.trainable(), config.workload.optimizer);
+  if (const auto g = goodput(hw, config.workload, hw.total_chip_count(), checkpoint); g && !(g->fraction > 0 && std::isfinite(g->write_s)))
+    throw InputError(fmt::format("{}: workload.training.goodput: the job would never finish: a failure every {:.3g} s on {} chips, "
+                                 "a {:.3g}-byte checkpoint written in {:.3g} s every {:.3g} s, {:.3g} s to restart",
+                                 config.origin, g->mtbf_s, hw.total_chip_count(), g->checkpoint_bytes, g->write_s, g->interval_s,
+                                 g->restart_s));
   StagedOutput out(options.out_dir, options.force, config.input_files);
   // Every output but the trace, written last and moved into place together.
   auto publish = [&](const ojson& summary, const ojson& timeline = nullptr) {
@@ -653,6 +660,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                             fraction(UnitKind::Hbm)};
   summary["cost"] = cost_json(hw, config.workload, figures);
   summary["energy"] = energy_json(hw, config.workload, figures);
+  summary["goodput"] = goodput_json(hw, config.workload, figures, checkpoint);
   summary["memory"] = memory;
   const double padding = mxu_padding_efficiency(step.program, hw);
   summary["mxu_padding_efficiency"] = padding;
@@ -749,6 +757,22 @@ std::string format_cost_and_energy(const ojson& s) {
     if (c["usd_to_train"].is_number()) line += ", " + usd(c["usd_to_train"].get<double>());
     if (e["kwh_to_train"].is_number()) line += ", " + si(e["kwh_to_train"].get<double>() * 1e3, "Wh");
     t += line + "\n";
+  }
+  const ojson& g = s["goodput"];
+  if (g.is_object()) {
+    t += fmt::format("  goodput        {:.1f}% at {:.3g} failures per chip-hour (one every {} on this slice): a {} checkpoint written "
+                     "in {} every {} ({}), {} to restart\n",
+                     100 * g["goodput"].get<double>(), g["failures_per_chip_hour"].get<double>(), seconds_text(g["mtbf_s"].get<double>()),
+                     si(g["checkpoint_bytes"].get<double>(), "B"), seconds_text(g["checkpoint_write_s"].get<double>()),
+                     seconds_text(g["checkpoint_interval_s"].get<double>()),
+                     g["checkpoint_interval"] == "optimal" ? "the optimum, Young and Daly's" : "as stated",
+                     seconds_text(g["restart_s"].get<double>()));
+    if (g["time_to_train_s"].is_number()) {
+      std::string line = "  with failures  " + seconds_text(g["time_to_train_s"].get<double>());
+      if (g["usd_to_train"].is_number()) line += ", " + usd(g["usd_to_train"].get<double>());
+      if (g["kwh_to_train"].is_number()) line += ", " + si(g["kwh_to_train"].get<double>() * 1e3, "Wh");
+      t += line + " to train\n";
+    }
   }
   return t;
 }

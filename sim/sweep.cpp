@@ -130,7 +130,7 @@ std::string csv_cell(const ojson& v) {
 std::string csv_of(const std::vector<ojson>& rows, const ojson& axes) {
   std::vector<std::string> columns = {"point", "status", "reason"};
   for (const auto& a : axes) columns.push_back("vary_" + safe(a["key"].get<std::string>()));
-  for (const char* rank : {"rank_samples_per_usd", "rank_time_to_train_s"}) columns.push_back(rank);
+  for (const char* rank : {"rank_samples_per_usd", "rank_time_to_train_s", "rank_goodput_samples_per_s"}) columns.push_back(rank);
   std::vector<std::vector<std::pair<std::string, ojson>>> flat;
   for (const auto& row : rows) {
     flat.push_back(flatten_json(row["summary"], "_"));
@@ -182,11 +182,11 @@ ojson sweep_header(const std::string& workload_path, const std::vector<SweepAxis
 // figure (no price, no stated dataset, not finished). What to pick is the question a sweep over
 // presets and slices answers, and these two orders are its usual answers.
 std::vector<ojson> with_ranks(std::vector<ojson> rows) {
-  auto rank_by = [&](const char* name, const char* field, bool higher_is_better) {
+  auto rank_by = [&](const char* name, const char* object, const char* field, bool higher_is_better) {
     std::vector<double> values;
     auto value_of = [&](const ojson& row) -> const ojson* {
-      if (row["status"] != "ok" || !row["summary"].contains("cost") || !row["summary"]["cost"].is_object()) return nullptr;
-      const ojson& v = row["summary"]["cost"][field];
+      if (row["status"] != "ok" || !row["summary"].contains(object) || !row["summary"][object].is_object()) return nullptr;
+      const ojson& v = row["summary"][object][field];
       return v.is_number() ? &v : nullptr;
     };
     for (const auto& row : rows)
@@ -202,8 +202,10 @@ std::vector<ojson> with_ranks(std::vector<ojson> rows) {
                                             [&](double y) { return higher_is_better ? y > x : y < x; });
     }
   };
-  rank_by("samples_per_usd", "samples_per_usd", true);
-  rank_by("time_to_train_s", "time_to_train_s", false);
+  rank_by("samples_per_usd", "cost", "samples_per_usd", true);
+  rank_by("time_to_train_s", "cost", "time_to_train_s", false);
+  // With failures stated: what a slice delivers once its failures and checkpoints are paid.
+  rank_by("goodput_samples_per_s", "goodput", "samples_per_s", true);
   return rows;
 }
 

@@ -397,8 +397,9 @@ BOOST_AUTO_TEST_CASE(every_key_with_hostile_values_is_refused_in_one_line_or_run
       {tpusim::ParamType::Bool, {"2"}},
       {tpusim::ParamType::String, {"", std::string(300, 'x')}}};
   // Figures a run leaves null when the workload does not state what they need (its dataset).
+  // Likewise the goodput without a failure rate (a hostile 0 for it).
   const auto may_be_null = [](const std::string& path) {
-    return path.find("_to_train") != std::string::npos || path == "/cost/training_steps";
+    return path.find("_to_train") != std::string::npos || path == "/cost/training_steps" || path == "/goodput";
   };
   std::vector<std::string> not_numbers;
   std::function<void(const nlohmann::json&, const std::string&)> walk = [&](const nlohmann::json& x, const std::string& path) {
@@ -413,7 +414,9 @@ BOOST_AUTO_TEST_CASE(every_key_with_hostile_values_is_refused_in_one_line_or_run
   };
   // The evaluation's and the whole run's figures too, so that their keys matter.
   const std::string with_eval_and_dataset = "--set workload.training.eval.examples=10000 --set workload.training.eval.every_steps=100 "
-                                            "--set workload.training.dataset_examples=60000";
+                                            "--set workload.training.dataset_examples=60000 "
+                                            "--set workload.training.goodput.failures_per_chip_hour=1e-4 "
+                                            "--set workload.training.goodput.checkpoint_storage_gbps_per_host=1";
   TempDir dir;
   const std::string out = dir.path("o");
   std::size_t ran = 0, refused = 0;

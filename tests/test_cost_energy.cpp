@@ -230,3 +230,81 @@ BOOST_AUTO_TEST_CASE(the_trace_carries_each_chips_power_step_by_step) {
     }
   }
 }
+
+// Issue 39: goodput over a whole run. Daly's interval against its closed form, and against the
+// wall time it is meant to minimize.
+BOOST_AUTO_TEST_CASE(the_checkpoint_interval_is_young_and_dalys_optimum) {
+  const double write_s = 60, mtbf_s = 6 * 3600.0;
+  const double young_s = std::sqrt(2 * write_s * mtbf_s);  // 1,609.97 s
+  const double x = std::sqrt(write_s / (2 * mtbf_s));
+  const double daly_s = young_s * (1 + x / 3 + x * x / 9) - write_s;
+  BOOST_TEST(optimal_checkpoint_interval_s(write_s, mtbf_s) == daly_s, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(std::fabs(daly_s - young_s) < 0.05 * young_s);  // Young's to first order
+  // The expected wall time is smallest there: a search over the interval finds it within 0.5%.
+  const double solve_s = 30 * 24 * 3600.0, restart_s = 600;
+  double best_s = 0, best_wall_s = INFINITY;
+  for (double tau = 100; tau < 20000; tau *= 1.001) {
+    const double wall_s = expected_wall_time_s(solve_s, tau, write_s, restart_s, mtbf_s);
+    if (wall_s < best_wall_s) best_wall_s = wall_s, best_s = tau;
+  }
+  BOOST_TEST(std::fabs(best_s - daly_s) < 0.005 * daly_s, best_s << " against " << daly_s);
+  BOOST_TEST(expected_wall_time_s(solve_s, daly_s, write_s, restart_s, mtbf_s) <= best_wall_s * (1 + 1e-6));
+  // Without failures the wall time is the work plus one write per interval.
+  BOOST_TEST(expected_wall_time_s(solve_s, 3600, write_s, restart_s, 1e15) == solve_s * (3600 + write_s) / 3600,
+             boost::test_tools::tolerance(1e-6));
+  // A write longer than twice the mean time between failures: Daly's interval is that mean.
+  BOOST_TEST(optimal_checkpoint_interval_s(3 * 3600, 3600) == 3600);
+}
+
+BOOST_AUTO_TEST_CASE(a_failure_rate_gives_the_goodput_and_the_time_cost_and_energy_to_train_with_failures) {
+  const std::string goodput = " --set workload.training.goodput.failures_per_chip_hour=0.01"
+                              " --set workload.training.goodput.checkpoint_storage_gbps_per_host=0.001"
+                              " --set workload.training.goodput.restart_s=120";
+  const auto run = run_example("--trace none --set workload.training.dataset_examples=6000000 --set workload.training.epochs=2" + goodput);
+  const json& s = run->summary;
+  const json& g = s["goodput"];
+  BOOST_REQUIRE(g.is_object());
+  const double chips = 4, hosts = 1;  // tpu_v2 2x2, 4 chips per host
+  BOOST_TEST(g["mtbf_s"].get<double>() == 3600 / (chips * 0.01), boost::test_tools::tolerance(1e-12));
+  // Adam: the f32 weights and two f32 slots for each (all trainable).
+  const double params = s["parameters"].get<double>();
+  BOOST_TEST(g["checkpoint_bytes"].get<double>() == 4 * (params + 2 * params));
+  const double write_s = g["checkpoint_bytes"].get<double>() / (hosts * 0.001e9);
+  BOOST_TEST(g["checkpoint_write_s"].get<double>() == write_s, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(g["restart_s"].get<double>() == 120 + write_s, boost::test_tools::tolerance(1e-12));
+  const double mtbf_s = g["mtbf_s"].get<double>();
+  const double interval_s = optimal_checkpoint_interval_s(write_s, mtbf_s);
+  BOOST_TEST(g["checkpoint_interval_s"].get<double>() == interval_s, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(g["checkpoint_interval"] == "optimal");
+  const double solve_s = s["cost"]["time_to_train_s"].get<double>();
+  const double wall_s = expected_wall_time_s(solve_s, interval_s, write_s, 120 + write_s, mtbf_s);
+  BOOST_TEST(g["time_to_train_s"].get<double>() == wall_s, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(g["goodput"].get<double>() == solve_s / wall_s, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(g["goodput"].get<double>() < 1.0);
+  BOOST_TEST(g["samples_per_s"].get<double>() == s["samples_per_s"].get<double>() * g["goodput"].get<double>(),
+             boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(g["usd_to_train"].get<double>() == wall_s * chips * 1.125 / 3600, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(g["kwh_to_train"].get<double>() == s["energy"]["chip_power_w"].get<double>() * chips * wall_s / 3.6e6,
+             boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(contains(run->result.out, "  goodput        "), run->result.out);
+  BOOST_TEST(contains(run->result.out, "  with failures  "), run->result.out);
+  BOOST_TEST(contains(read_file(run->out() + "/report.html"), "time to train with failures"));
+  // A stated interval is used as stated.
+  const auto stated = run_example("--trace none --set workload.training.goodput.checkpoint_interval_s=30" + goodput);
+  BOOST_TEST(stated->summary["goodput"]["checkpoint_interval_s"].get<double>() == 30);
+  BOOST_TEST(stated->summary["goodput"]["checkpoint_interval"] == "stated");
+  BOOST_TEST(stated->summary["goodput"]["time_to_train_s"].is_null());  // no dataset stated
+  // No failure rate: no goodput.
+  BOOST_TEST(run_example("--trace none")->summary["goodput"].is_null());
+}
+
+BOOST_AUTO_TEST_CASE(a_failure_rate_without_the_checkpoints_storage_is_refused_naming_the_key) {
+  TempDir dir;
+  const std::string out = dir.path("out");
+  const CommandResult r = run_tpusim("run '" + example_workload() + "' -o '" + out +
+                                     "' --set workload.training.goodput.failures_per_chip_hour=1e-5");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("workload.training.goodput.checkpoint_storage_gbps_per_host: expected the hosts' bandwidth") != std::string::npos,
+             r.err);
+  BOOST_TEST(!fs::exists(out));
+}

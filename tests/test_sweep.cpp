@@ -282,6 +282,37 @@ BOOST_AUTO_TEST_CASE(points_are_ranked_by_samples_per_usd_and_time_to_train) {
   BOOST_TEST(html.find("<th>time to train (rank)</th>") != std::string::npos);
 }
 
+// Issue 39: with a failure rate, a sweep over slice sizes ranks the points by their throughput with
+// failures, and its report charts the goodput and trains them with failures: a larger slice fails
+// more often, so its goodput is lower.
+BOOST_AUTO_TEST_CASE(a_sweep_over_slice_sizes_compares_them_by_goodput) {
+  TempDir dir;
+  const CommandResult r = sweep("-o '" + dir.path("s") + "' --topology 2x2,4x4,8x8 --set workload.training.dataset_examples=600000"
+                                " --set workload.training.goodput.failures_per_chip_hour=0.05"
+                                " --set workload.training.goodput.checkpoint_storage_gbps_per_host=0.001"
+                                " --set workload.training.goodput.restart_s=300");
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const json sw = json::parse(read_file(dir.path("s/sweep.json")));
+  BOOST_REQUIRE(sw["rows"].size() == 3u);
+  double last_goodput = 2;
+  std::vector<std::uint64_t> ranks;
+  for (const auto& row : sw["rows"]) {
+    const json& g = row["summary"]["goodput"];
+    BOOST_TEST(g["goodput"].get<double>() < last_goodput);
+    last_goodput = g["goodput"].get<double>();
+    ranks.push_back(row["rank"]["goodput_samples_per_s"].get<std::uint64_t>());
+    for (const auto& other : sw["rows"])
+      if (g["samples_per_s"].get<double>() > other["summary"]["goodput"]["samples_per_s"].get<double>())
+        BOOST_TEST(ranks.back() < other["rank"]["goodput_samples_per_s"].get<std::uint64_t>());
+  }
+  std::sort(ranks.begin(), ranks.end());
+  BOOST_TEST(ranks.front() == 1u);
+  BOOST_TEST(lines(read_file(dir.path("s/sweep.csv")))[0].find(",rank_goodput_samples_per_s,") != std::string::npos);
+  const std::string html = read_file(dir.path("s/report.html"));
+  BOOST_TEST(contains(html, "<h2>Goodput</h2>"));
+  BOOST_TEST(contains(html, "time to train with failures"));
+}
+
 // Issue 41: --resume compared the workload's bytes alone, so a sweep resumed after its hardware
 // file (or imported model, or tpusim itself) changed kept the old points as the new sweep's and
 // exited 0. Each kind of input now refuses the resume naming what changed.

@@ -654,6 +654,15 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
   add("USD to train", format(Unit::usd, number_at(row, {"cost", "usd_to_train"})));
   const double kwh = number_at(row, {"energy", "kwh_to_train"});
   add("energy to train", std::isnan(kwh) ? "" : format(Unit::joules, kwh * 3.6e6) + fmt::format(" ({:.3g} kWh)", kwh));
+  if (const double goodput = number_at(row, {"goodput", "goodput"}); !std::isnan(goodput)) {
+    add("goodput", fmt::format("{} (a failure every {} on this slice; a checkpoint every {}, written in {}; {} to restart)",
+                               format(Unit::percent, goodput), format(Unit::seconds, number_at(row, {"goodput", "mtbf_s"})),
+                               format(Unit::seconds, number_at(row, {"goodput", "checkpoint_interval_s"})),
+                               format(Unit::seconds, number_at(row, {"goodput", "checkpoint_write_s"})),
+                               format(Unit::seconds, number_at(row, {"goodput", "restart_s"}))));
+    add("time to train with failures", format(Unit::seconds, number_at(row, {"goodput", "time_to_train_s"})));
+    add("USD to train with failures", format(Unit::usd, number_at(row, {"goodput", "usd_to_train"})));
+  }
   html += "<table id=\"figures\">\n";
   for (const auto& [name, value] : figures)
     html += fmt::format("<tr><th class=\"left\">{}</th><td class=\"num\">{}</td></tr>\n", escape(name), escape(value));
@@ -802,6 +811,16 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
     html += chart("cost", "USD per million samples", Unit::usd, {"cost", "usd_per_million_samples"});
     html += chart("energy", "Energy per sample", Unit::joules, {"energy", "joules_per_sample"});
     html += chart("power", "Average power per chip", Unit::watts, {"energy", "chip_power_w"});
+    const bool with_failures = std::all_of(charted.begin(), charted.end(), [](const ojson* row) {
+      return (*row)["status"] != "ok" || !std::isnan(number_at(*row, {"goodput", "goodput"}));
+    });
+    if (with_failures) {
+      html += "<h2>Goodput</h2>\n<p class=\"note\">With failures at the workload's rate per chip-hour, each restarting the job "
+              "from its last checkpoint (Young and Daly's model, docs/cost_energy.md): a larger slice fails more often, so "
+              "its goodput falls while its throughput grows.</p>\n";
+      html += chart("goodput", "Goodput (useful share of the wall time)", Unit::percent, {"goodput", "goodput"}, 1.0, "100%");
+      html += chart("goodput_throughput", "Throughput with failures", Unit::samples_per_s, {"goodput", "samples_per_s"});
+    }
 
     std::vector<PointLabel> labels;
     std::vector<bool> oom;
@@ -825,18 +844,24 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
                   "100% of HBM");
   }
 
-  // Which configuration reaches the samples first, and which for the least money.
+  // Which configuration reaches the samples first, and which for the least money: with failures
+  // when every point states them (the goodput's time and USD to train), else without.
   std::vector<Candidate> candidates;
+  bool with_failures = true;
+  for (const ojson* row : charted)
+    if ((*row)["status"] == "ok" && !(number_at(*row, {"goodput", "time_to_train_s"}) >= 0 && number_at(*row, {"goodput", "usd_to_train"}) >= 0))
+      with_failures = false;
+  const char* const run_figures = with_failures ? "goodput" : "cost";
   bool to_train = true;
   for (const ojson* row : charted)
-    if ((*row)["status"] == "ok" && !(number_at(*row, {"cost", "time_to_train_s"}) >= 0 && number_at(*row, {"cost", "usd_to_train"}) >= 0))
+    if ((*row)["status"] == "ok" && !(number_at(*row, {run_figures, "time_to_train_s"}) >= 0 && number_at(*row, {run_figures, "usd_to_train"}) >= 0))
       to_train = false;
   for (const ojson* row : charted) {
     if ((*row)["status"] != "ok") continue;
     Candidate c;
     c.row = row;
-    c.time = to_train ? number_at(*row, {"cost", "time_to_train_s"}) : 1e6 / number_at(*row, {"samples_per_s"});
-    c.usd = to_train ? number_at(*row, {"cost", "usd_to_train"}) : number_at(*row, {"cost", "usd_per_million_samples"});
+    c.time = to_train ? number_at(*row, {run_figures, "time_to_train_s"}) : 1e6 / number_at(*row, {"samples_per_s"});
+    c.usd = to_train ? number_at(*row, {run_figures, "usd_to_train"}) : number_at(*row, {"cost", "usd_per_million_samples"});
     c.samples_per_usd = number_at(*row, {"cost", "samples_per_usd"});
     if (!(c.time > 0) || !(c.usd >= 0) || !std::isfinite(c.time)) continue;
     const PointLabel l = point_label(*row);
@@ -856,14 +881,16 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
     std::vector<Candidate> ordered = candidates;
     std::stable_sort(ordered.begin(), ordered.end(),
                      [](const Candidate& a, const Candidate& b) { return a.time != b.time ? a.time < b.time : a.usd < b.usd; });
-    const std::string time_name = to_train ? "time to train" : "time per million samples";
-    const std::string usd_name = to_train ? "USD to train" : "USD per million samples";
+    const std::string time_name = !to_train ? "time per million samples" : with_failures ? "time to train with failures" : "time to train";
+    const std::string usd_name = !to_train ? "USD per million samples" : with_failures ? "USD to train with failures" : "USD to train";
     const auto cheapest = std::min_element(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.usd < b.usd; });
     html += "<h2>Which configuration trains first, and which cheapest</h2>\n";
     html += fmt::format("<p class=\"note\">{} Fastest: <b>{}</b> ({}, {}). Cheapest: <b>{}</b> ({}, {}). On the Pareto front (no other point "
                         "is both faster and cheaper): {}.</p>\n",
-                        to_train ? "The training run the workload states (dataset x epochs; the ranks are sweep.csv's)."
-                                 : "The workload states no dataset (training.dataset_examples), so per million samples.",
+                        !to_train       ? "The workload states no dataset (training.dataset_examples), so per million samples."
+                        : with_failures ? "The training run the workload states (dataset x epochs), with its failures and checkpoints "
+                                          "(the goodput; the ranks are sweep.csv's)."
+                                        : "The training run the workload states (dataset x epochs; the ranks are sweep.csv's).",
                         escape(ordered[0].label), escape(format(Unit::seconds, ordered[0].time)), escape(format(Unit::usd, ordered[0].usd)),
                         escape(cheapest->label), escape(format(Unit::seconds, cheapest->time)), escape(format(Unit::usd, cheapest->usd)),
                         std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.front; }));

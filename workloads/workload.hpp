@@ -113,6 +113,14 @@ struct Workload {
   std::uint64_t dataset_examples = 0;
   std::uint32_t epochs = 1;
   std::uint32_t steps_per_execution = 1;  // steps per launch of the compiled program (Keras)
+  // Failures over a whole run and the checkpoints that bound what each one costs (the summary's
+  // goodput): failures per chip-hour (0: not stated, no goodput), each host's bandwidth to the
+  // checkpoint's storage, the time to restart the job before the checkpoint is read back, and the
+  // interval between checkpoints (0: the optimum, Young and Daly's).
+  double failures_per_chip_hour = 0;
+  double checkpoint_storage_gbps_per_host = 0;
+  double restart_s = 0;
+  double checkpoint_interval_s = 0;
   CollectiveAlgorithm all_reduce_algorithm = CollectiveAlgorithm::TorusAllAxes;
   std::uint64_t all_reduce_chunk_bytes = 0;
   std::uint64_t all_reduce_bucket_bytes = 32ull << 20;  // gradients of consecutive layers combined up to this
