@@ -1,6 +1,16 @@
 // Shared by the test suites: temporary files and running the tpusim binary.
 #pragma once
 
+// Under AddressSanitizer (gcc says so with __SANITIZE_ADDRESS__, clang with __has_feature): the
+// sanitizer reserves more address space than a test's `ulimit -v` allows.
+#if defined(__SANITIZE_ADDRESS__)
+#define TPUSIM_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TPUSIM_TEST_UNDER_ASAN 1
+#endif
+#endif
+
 #include <sys/wait.h>
 #include <unistd.h>
 
