@@ -59,12 +59,16 @@ EVAL_HOST_FIT = "least_squares_eval_host"  # the fit fitted_constants names for 
 LOSO_SUFFIX = "@without-its-source"  # a point's run as a prediction of its source
 ADDITIVE_FIT = "least_squares_additive"  # a constant paid once on top of the rest of a figure
 SINGLE_OP_KEPT = ("time_s", "launch_overhead_s", "collective_start_s")
+UNIT_NAMES = {1e-6: "us", 1e-9: "ns"}  # the units an additive constant is set in
 FIT_ROUNDING_S = 0.005  # the points set the fitted host time rounded to 0.01 s
 
 
 def source_of(point):
     """The repository (or site) `point`'s measurement comes from: what leave-one-source-out leaves out."""
-    return re.split(r"[@#: ]", point["source"], maxsplit=1)[0]
+    text = point["source"]
+    if re.match(r"https?://", text):  # a site: its host and first path element
+        return "/".join(re.sub(r"^https?://", "", text).split()[0].split("/")[:2])
+    return re.split(r"[@#: ]", text, maxsplit=1)[0]
 
 
 def check_fitted_constants(points, constants):
@@ -81,9 +85,17 @@ def check_fitted_constants(points, constants):
                      "describe how to refit it on several")
         if c["fit"] not in ("one_point", EVAL_HOST_FIT, ADDITIVE_FIT):
             sys.exit(f"validate: {name}: no such fit {c['fit']!r} (one_point, {EVAL_HOST_FIT} or {ADDITIVE_FIT})")
+        if not all(k in c for k in ("set", "prior")):
+            sys.exit(f"validate: {name}: a fitted constant names the key it sets (set) and its prior")
         if c["fit"] == ADDITIVE_FIT and not all(k in c for k in ("paid_as", "metric", "unit_s", "rounded_to")):
             sys.exit(f"validate: {name}: an additive fit names what a run reports it paid (paid_as), the metric that pays it, "
                      "unit_s and rounded_to")
+        if c["fit"] == ADDITIVE_FIT and c["unit_s"] not in UNIT_NAMES:
+            sys.exit(f"validate: {name}: unit_s {c['unit_s']} is none of {sorted(UNIT_NAMES)}")
+    for p in points:
+        first = p.get("first_prediction")
+        if first is not None and not all(k in first for k in ("value", "unit", "recorded_in")):
+            sys.exit(f"validate: {p['id']}: a first_prediction holds its value, unit and the commit that recorded it (recorded_in)")
 
 
 def loso_overrides(point, points, constants):
@@ -290,7 +302,10 @@ def additive_refit_for(point, run_summary, fit):
     run's summary gives what it paid), or None when the constant was not fitted on its source or
     its figure does not pay it."""
     c = fit["constant"]
-    if point["metric"] != c["metric"] or c["paid_as"] not in (run_summary or {}) or point["measured"]["unit"] not in TIME_UNITS:
+    summary = run_summary or {}
+    # A time that pays it, or a rate computed from such a time (a collective's bandwidth).
+    pays = point["metric"] == c["metric"] if point["measured"]["unit"] in TIME_UNITS else c["metric"] in summary
+    if not pays or c["paid_as"] not in summary:
         return None
     own = [r for r in fit["points"] if r["source"] == source_of(point)]
     if not own:
@@ -300,7 +315,7 @@ def additive_refit_for(point, run_summary, fit):
 
 def print_additive_fit(fit, markdown):
     unit_s = fit["constant"]["unit_s"]
-    unit = {1e-6: "us", 1e-9: "ns"}[unit_s]
+    unit = UNIT_NAMES[unit_s]
     print()
     print(f"{fit['name']}: {fit['value_s'] / unit_s:.4g} {unit} by least squares over the {len(fit['points'])} points fitted on it")
     if markdown:
@@ -455,7 +470,13 @@ def main():
         run_id = variants[p["id"]]["id"] if p["id"] in variants else p["id"]
         shifts_s = [d for f in additive if (d := additive_refit_for(p, summaries.get(run_id), f)) is not None]
         if run_id != p["id"] or shifts_s:
-            loso_errors[p["id"]] = error_pct(p, figures[run_id] + sum(shifts_s) / TIME_UNITS[p["measured"]["unit"]])
+            figure = figures[run_id]
+            if p["measured"]["unit"] in TIME_UNITS:
+                figure += sum(shifts_s) / TIME_UNITS[p["measured"]["unit"]]
+            elif shifts_s:  # a rate over the time that pays the constant
+                time_s = summaries[run_id]["time_s"]
+                figure *= time_s / (time_s + sum(shifts_s))
+            loso_errors[p["id"]] = error_pct(p, figure)
         else:
             loso_errors[p["id"]] = refitted.get(p["id"], errors[p["id"]])
     table = summarize(points, errors, loso_errors)
@@ -508,6 +529,8 @@ def main():
             json.dump(data, f, indent=2, ensure_ascii=False)
             f.write("\n")
     if args.check:
+        if args.only:
+            sys.exit("validate: --check needs every point (no --only): the refits without each source fit on the others")
         worse = []
         for key, field in (("recorded", "mean_abs_error_pct"), ("recorded_loso", "loso_mean_abs_error_pct")):
             recorded = data.get(key, {})

@@ -109,8 +109,10 @@ std::optional<Goodput> goodput(const HwConfig& hw, const Workload& workload, std
   g.restart_s = workload.restart_s + g.write_s;  // the checkpoint read back at the write's bandwidth
   g.optimal_interval = workload.checkpoint_interval_s <= 0;
   g.interval_s = g.optimal_interval ? optimal_checkpoint_interval_s(g.write_s, g.mtbf_s) : workload.checkpoint_interval_s;
-  // The fraction does not depend on the run's length: one interval's worth of training.
-  g.fraction = g.interval_s / expected_wall_time_s(g.interval_s, g.interval_s, g.write_s, g.restart_s, g.mtbf_s);
+  // The fraction does not depend on the run's length: one interval's worth of training. A
+  // checkpoint that costs nothing is written continuously: the limit of that, e^(-restart / mtbf).
+  g.fraction = g.interval_s > 0 ? g.interval_s / expected_wall_time_s(g.interval_s, g.interval_s, g.write_s, g.restart_s, g.mtbf_s)
+                                : std::exp(-g.restart_s / g.mtbf_s);
   return g;
 }
 
@@ -122,13 +124,13 @@ ojson goodput_json(const HwConfig& hw, const Workload& workload, const StepFigur
   j["mtbf_s"] = g->mtbf_s;
   j["checkpoint_bytes"] = g->checkpoint_bytes;
   j["checkpoint_write_s"] = g->write_s;
-  j["restart_s"] = g->restart_s;
+  j["restart_and_read_s"] = g->restart_s;
   j["checkpoint_interval_s"] = g->interval_s;
   j["checkpoint_interval"] = g->optimal_interval ? "optimal" : "stated";
   j["goodput"] = g->fraction;
   j["samples_per_s"] = static_cast<double>(step.global_batch) / step.step_s * g->fraction;
   const auto run = training_run(workload, step.global_batch, step.first_step_s, step.step_s);
-  const double wall_s = run ? expected_wall_time_s(run->time_s, g->interval_s, g->write_s, g->restart_s, g->mtbf_s) : 0.0;
+  const double wall_s = run ? run->time_s / g->fraction : 0.0;  // Daly's expected wall time (the fraction is its ratio)
   j["time_to_train_s"] = run ? ojson(wall_s) : ojson(nullptr);
   const auto& price = hw.chip.price_usd_per_chip_hour;
   j["usd_to_train"] = run && price ? ojson(cost_usd(wall_s, static_cast<double>(step.chips), *price)) : ojson(nullptr);

@@ -76,7 +76,7 @@ struct Goodput {
   double mtbf_s = 0;            // of the whole slice
   double checkpoint_bytes = 0;  // f32 weights and optimizer state, one copy
   double write_s = 0;           // one checkpoint, every host writing its share at once
-  double restart_s = 0;         // the job's restart and the checkpoint read back
+  double restart_s = 0;         // the job's restart and the checkpoint read back (restart_and_read_s)
   double interval_s = 0;        // training time between checkpoints
   bool optimal_interval = false;
   double fraction = 0;          // failure-free time / expected wall time

@@ -766,7 +766,7 @@ std::string format_cost_and_energy(const ojson& s) {
                      si(g["checkpoint_bytes"].get<double>(), "B"), seconds_text(g["checkpoint_write_s"].get<double>()),
                      seconds_text(g["checkpoint_interval_s"].get<double>()),
                      g["checkpoint_interval"] == "optimal" ? "the optimum, Young and Daly's" : "as stated",
-                     seconds_text(g["restart_s"].get<double>()));
+                     seconds_text(g["restart_and_read_s"].get<double>()));
     if (g["time_to_train_s"].is_number()) {
       std::string line = "  with failures  " + seconds_text(g["time_to_train_s"].get<double>());
       if (g["usd_to_train"].is_number()) line += ", " + usd(g["usd_to_train"].get<double>());

@@ -271,7 +271,7 @@ BOOST_AUTO_TEST_CASE(a_failure_rate_gives_the_goodput_and_the_time_cost_and_ener
   BOOST_TEST(g["checkpoint_bytes"].get<double>() == 4 * (params + 2 * params));
   const double write_s = g["checkpoint_bytes"].get<double>() / (hosts * 0.001e9);
   BOOST_TEST(g["checkpoint_write_s"].get<double>() == write_s, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(g["restart_s"].get<double>() == 120 + write_s, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(g["restart_and_read_s"].get<double>() == 120 + write_s, boost::test_tools::tolerance(1e-12));
   const double mtbf_s = g["mtbf_s"].get<double>();
   const double interval_s = optimal_checkpoint_interval_s(write_s, mtbf_s);
   BOOST_TEST(g["checkpoint_interval_s"].get<double>() == interval_s, boost::test_tools::tolerance(1e-12));

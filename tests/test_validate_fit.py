@@ -106,6 +106,7 @@ class LeaveOneSourceOut(unittest.TestCase):
         self.assertEqual(validate.source_of(self.points[0]), "jax-ml/jax")
         self.assertEqual(validate.source_of({"source": "marin-community/marin#6736 (comment)"}), "marin-community/marin")
         self.assertEqual(validate.source_of({"source": "jax-ml/scaling-book pull request #82"}), "jax-ml/scaling-book")
+        self.assertEqual(validate.source_of({"source": "https://cloud.google.com/tpu/docs/v5e (the page)"}), "cloud.google.com/tpu")
 
     def test_a_sources_points_run_with_its_one_point_fits_at_their_priors(self):
         v5e = validate.loso_point(self.points[1], self.points, CONSTANTS)
@@ -158,6 +159,20 @@ class AdditiveFit(unittest.TestCase):
         fit = validate.additive_fit("hw.host.launch_overhead_us", LAUNCH, [m[0] for m in made],
                                     {m[0]["id"]: m[1] for m in made}, {m[0]["id"]: m[2] for m in made})
         self.assertEqual([r["other_sources_s"] for r in fit["points"]], [0.0, 0.0])
+
+    def test_a_rate_over_the_time_that_pays_it_moves_with_that_time(self):
+        start = {"set": "hw.ici.collective_start_ns", "fit": validate.ADDITIVE_FIT, "paid_as": "collective_start_s",
+                 "metric": "time_s", "unit_s": 1e-9, "rounded_to": 1000, "prior": 0}
+        fitted = {"id": "a", "source": "x/a@1:f", "metric": "time_s", "fitted_for": ["hw.ici.collective_start_ns"],
+                  "measured": {"value": 10, "unit": "us"}}
+        other = {"id": "b", "source": "y/b@1:f", "metric": "time_s", "fitted_for": ["hw.ici.collective_start_ns"],
+                 "measured": {"value": 6, "unit": "us"}}
+        runs = {"a": {"time_s": 9e-6, "collective_start_s": 4e-6}, "b": {"time_s": 5e-6, "collective_start_s": 4e-6}}
+        fit = validate.additive_fit("hw.ici.collective_start_ns", start, [fitted, other], {"a": 9.0, "b": 5.0}, runs)
+        # A bandwidth point of a's source: its time pays the start, refitted on b's (5 us implied).
+        rate = {"id": "c", "source": "x/a@1:g", "metric": "algbw_gbps", "measured": {"value": 80, "unit": "GB/s"}}
+        self.assertAlmostEqual(validate.additive_refit_for(rate, {"time_s": 100e-6, "collective_start_s": 4e-6}, fit), 1e-6,
+                               places=12)
 
     def test_a_device_timed_point_of_the_same_source_does_not_move(self):
         made = [launch_point("a", "x/a@1:f", 100, 10), launch_point("b", "y/b@1:f", 200, 20)]

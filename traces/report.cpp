@@ -659,7 +659,7 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
                                format(Unit::percent, goodput), format(Unit::seconds, number_at(row, {"goodput", "mtbf_s"})),
                                format(Unit::seconds, number_at(row, {"goodput", "checkpoint_interval_s"})),
                                format(Unit::seconds, number_at(row, {"goodput", "checkpoint_write_s"})),
-                               format(Unit::seconds, number_at(row, {"goodput", "restart_s"}))));
+                               format(Unit::seconds, number_at(row, {"goodput", "restart_and_read_s"}))));
     add("time to train with failures", format(Unit::seconds, number_at(row, {"goodput", "time_to_train_s"})));
     add("USD to train with failures", format(Unit::usd, number_at(row, {"goodput", "usd_to_train"})));
   }
@@ -811,10 +811,12 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
     html += chart("cost", "USD per million samples", Unit::usd, {"cost", "usd_per_million_samples"});
     html += chart("energy", "Energy per sample", Unit::joules, {"energy", "joules_per_sample"});
     html += chart("power", "Average power per chip", Unit::watts, {"energy", "chip_power_w"});
-    const bool with_failures = std::all_of(charted.begin(), charted.end(), [](const ojson* row) {
-      return (*row)["status"] != "ok" || !std::isnan(number_at(*row, {"goodput", "goodput"}));
-    });
-    if (with_failures) {
+    const auto ok = [](const ojson* row) { return (*row)["status"] == "ok"; };
+    const bool failures_stated = std::any_of(charted.begin(), charted.end(), ok) &&
+                                 std::all_of(charted.begin(), charted.end(), [&](const ojson* row) {
+                                   return !ok(row) || !std::isnan(number_at(*row, {"goodput", "goodput"}));
+                                 });
+    if (failures_stated) {
       html += "<h2>Goodput</h2>\n<p class=\"note\">With failures at the workload's rate per chip-hour, each restarting the job "
               "from its last checkpoint (Young and Daly's model, docs/cost_energy.md): a larger slice fails more often, so "
               "its goodput falls while its throughput grows.</p>\n";
@@ -889,7 +891,7 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
                         "is both faster and cheaper): {}.</p>\n",
                         !to_train       ? "The workload states no dataset (training.dataset_examples), so per million samples."
                         : with_failures ? "The training run the workload states (dataset x epochs), with its failures and checkpoints "
-                                          "(the goodput; the ranks are sweep.csv's)."
+                                          "(the goodput), ranked here by its time and USD to train with them."
                                         : "The training run the workload states (dataset x epochs; the ranks are sweep.csv's).",
                         escape(ordered[0].label), escape(format(Unit::seconds, ordered[0].time)), escape(format(Unit::usd, ordered[0].usd)),
                         escape(cheapest->label), escape(format(Unit::seconds, cheapest->time)), escape(format(Unit::usd, cheapest->usd)),
