@@ -109,8 +109,6 @@ def loso_overrides(point, points, constants):
         pool = [p for p in points if name in p.get("fitted_for", [])]
         if c["fit"] != "one_point" or not any(source_of(p) == source for p in pool):
             continue
-        if any(source_of(p) != source for p in pool):
-            continue  # cannot happen for a one-point fit (check_fitted_constants)
         if c.get("generation") and c["generation"] != point["generation"]:
             continue
         args += ["--set", f"{c['set']}={c['prior']:g}"]
@@ -225,6 +223,21 @@ def set_value(point, key):
     return float(values[-1]) if values else None
 
 
+def fit_by_source(rows, prior):
+    """Least squares over relative errors, for a constant each row implies a value of (`implied`):
+    the mean of those values weighted by 1 / `scale`^2 (the measured length the error is relative
+    to), over every row and, for each row, over the other sources' rows (`prior` when there are
+    none), kept in the row as `other_sources`."""
+    def mean(chosen):
+        weights = [1.0 / r["scale"] ** 2 for r in chosen]
+        return sum(w * r["implied"] for w, r in zip(weights, chosen)) / sum(weights)
+
+    for r in rows:
+        others = [o for o in rows if o["source"] != r["source"]]
+        r["other_sources"] = mean(others) if others else prior
+    return mean(rows)
+
+
 def eval_host_fit(points, figures, summaries, prior_s=None):
     """The evaluation's host time by least squares over the points fitted on it, and each of those
     points' error with the time fitted on the other sources' points (leave-one-source-out; at
@@ -245,23 +258,18 @@ def eval_host_fit(points, figures, summaries, prior_s=None):
             raise ValueError(f"{p['id']}: fitted for {EVAL_HOST} but its run sets no evaluation host time")
         base = s["eval"]["every_steps"] * s["step_time_s"] + s["eval"]["device_time_s"]
         measured_block = figures[p["id"]] * (base + h_run) / p["measured"]["value"]
-        blocks.append({"id": p["id"], "source": source_of(p), "base": base, "k": measured_block, "h_run": h_run})
+        blocks.append({"id": p["id"], "source": source_of(p), "base": base, "scale": measured_block,
+                       "implied": measured_block - base, "h_run": h_run})
     if not blocks:
         return None
-
-    def least_squares(chosen):
-        weights = [1.0 / b["k"] ** 2 for b in chosen]
-        return sum(w * (b["k"] - b["base"]) for w, b in zip(weights, chosen)) / sum(weights)
-
+    value_s = fit_by_source(blocks, prior_s)
     rows = []
     for b in blocks:
-        others = [o for o in blocks if o["source"] != b["source"]]
-        h_others = least_squares(others) if others else prior_s
-        k, base = b["k"], b["base"]
-        rows.append({"id": b["id"], "source": b["source"], "implied_s": k - base, "error_pct": 100.0 * (k / (base + b["h_run"]) - 1),
+        k, base, h_others = b["scale"], b["base"], b["other_sources"]
+        rows.append({"id": b["id"], "source": b["source"], "implied_s": b["implied"], "error_pct": 100.0 * (k / (base + b["h_run"]) - 1),
                      "other_sources_s": h_others,
                      "other_sources_error_pct": None if h_others is None else 100.0 * (k / (base + h_others) - 1)})
-    return {"value_s": least_squares(blocks), "run_with_s": sorted({b["h_run"] for b in blocks}), "points": rows}
+    return {"value_s": value_s, "run_with_s": sorted({b["h_run"] for b in blocks}), "points": rows}
 
 
 def additive_fit(name, constant, points, figures, summaries):
@@ -278,23 +286,17 @@ def additive_fit(name, constant, points, figures, summaries):
         s = summaries.get(p["id"]) or {}
         if p["metric"] != constant["metric"] or constant["paid_as"] not in s or p["measured"]["unit"] not in TIME_UNITS:
             raise ValueError(f"{p['id']}: fitted for {name} but its run's {constant['metric']} does not say what it paid")
-        scale = TIME_UNITS[p["measured"]["unit"]]
-        measured_s = p["measured"]["value"] * scale
-        rest_s = figures[p["id"]] * scale - s[constant["paid_as"]]
-        rows.append({"id": p["id"], "source": source_of(p), "measured_s": measured_s, "implied_s": measured_s - rest_s,
+        unit_s = TIME_UNITS[p["measured"]["unit"]]
+        measured_s = p["measured"]["value"] * unit_s
+        rest_s = figures[p["id"]] * unit_s - s[constant["paid_as"]]
+        rows.append({"id": p["id"], "source": source_of(p), "scale": measured_s, "implied": measured_s - rest_s,
                      "run_with_s": s[constant["paid_as"]]})
     if not rows:
         return None
-
-    def least_squares(chosen):
-        weights = [1.0 / r["measured_s"] ** 2 for r in chosen]
-        return sum(w * r["implied_s"] for w, r in zip(weights, chosen)) / sum(weights)
-
-    prior_s = constant["prior"] * constant["unit_s"]
-    for r in rows:
-        others = [o for o in rows if o["source"] != r["source"]]
-        r["other_sources_s"] = least_squares(others) if others else prior_s
-    return {"name": name, "constant": constant, "value_s": least_squares(rows), "points": rows}
+    value_s = fit_by_source(rows, constant["prior"] * constant["unit_s"])
+    points = [{"id": r["id"], "source": r["source"], "implied_s": r["implied"], "other_sources_s": r["other_sources"],
+               "run_with_s": r["run_with_s"]} for r in rows]
+    return {"name": name, "constant": constant, "value_s": value_s, "points": points}
 
 
 def additive_refit_for(point, run_summary, fit):
@@ -320,7 +322,7 @@ def print_additive_fit(fit, markdown):
     print(f"{fit['name']}: {fit['value_s'] / unit_s:.4g} {unit} by least squares over the {len(fit['points'])} points fitted on it")
     if markdown:
         print()
-        print(f"| point | source | what it implies | fitted on the other sources |")
+        print("| point | source | what it implies | fitted on the other sources |")
         print("|---|---|---:|---:|")
     for r in fit["points"]:
         if markdown:
@@ -420,6 +422,11 @@ def main():
     parser.add_argument("--save-runs", metavar="DIR", help="keep each point's figure in DIR")
     parser.add_argument("--from-runs", metavar="DIR", help="read the figures kept in DIR instead of running")
     args = parser.parse_args()
+    # Both need every point: the records are the whole set's, and the refits without each source
+    # fit on the others. Refused before anything runs.
+    for flag, given in (("--record", args.record), ("--check", args.check)):
+        if given and args.only:
+            sys.exit(f"validate: {flag} needs every point (no --only)")
 
     with open(args.data) as f:
         data = json.load(f)
@@ -520,8 +527,6 @@ def main():
                                "loso_error_pct": round(loso_errors[p["id"]], 2)}
                      for p in points if summaries.get(p["id"]) and "validation" in summaries[p["id"]]}
     if args.record:
-        if args.only:
-            sys.exit("validate: --record needs every point (no --only)")
         data["recorded"] = {c: t["mean_abs_error_pct"] for c, t in table.items()}
         data["recorded_loso"] = {c: t["loso_mean_abs_error_pct"] for c, t in table.items()}
         data["recorded_points"] = point_records
@@ -529,8 +534,6 @@ def main():
             json.dump(data, f, indent=2, ensure_ascii=False)
             f.write("\n")
     if args.check:
-        if args.only:
-            sys.exit("validate: --check needs every point (no --only): the refits without each source fit on the others")
         worse = []
         for key, field in (("recorded", "mean_abs_error_pct"), ("recorded_loso", "loso_mean_abs_error_pct")):
             recorded = data.get(key, {})
