@@ -116,8 +116,7 @@ std::optional<Goodput> goodput(const HwConfig& hw, const Workload& workload, std
   return g;
 }
 
-ojson goodput_json(const HwConfig& hw, const Workload& workload, const StepFigures& step, double checkpoint_bytes) {
-  const auto g = goodput(hw, workload, step.chips, checkpoint_bytes);
+ojson goodput_json(const HwConfig& hw, const Workload& workload, const StepFigures& step, const std::optional<Goodput>& g) {
   if (!g) return nullptr;
   ojson j;
   j["failures_per_chip_hour"] = workload.failures_per_chip_hour;

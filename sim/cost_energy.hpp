@@ -88,10 +88,11 @@ std::optional<Goodput> goodput(const HwConfig& hw, const Workload& workload, std
 // trainable ones' optimizer slots, one copy of each however they are sharded or replicated.
 double checkpoint_bytes(std::uint64_t parameters, std::uint64_t trainable_parameters, const std::string& optimizer);
 
-// The summary's "goodput" object (null without a failure rate): the figures above, the throughput
-// with failures, and with a stated dataset the time, USD and kWh to train with them (the kWh at
-// the steady step's power throughout: restarts and checkpoint writes draw less, so an upper bound).
+// The summary's "goodput" object (null without a failure rate, `goodput` empty): its figures, the
+// throughput with failures, and with a stated dataset the time, USD and kWh to train with them
+// (the kWh at the steady step's power throughout: restarts and checkpoint writes draw less, so an
+// upper bound).
 nlohmann::ordered_json goodput_json(const HwConfig& hw, const Workload& workload, const StepFigures& step,
-                                    double checkpoint_bytes);
+                                    const std::optional<Goodput>& goodput);
 
 }  // namespace tpusim

@@ -364,8 +364,10 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
     throw InputError(fmt::format("{}: {}", config.origin, e.what()));
   }
   // Failures that would keep the job from ever finishing are refused before anything runs.
-  const double checkpoint = checkpoint_bytes(step.model.params(), step.model.trainable(), config.workload.optimizer);
-  if (const auto g = goodput(hw, config.workload, hw.total_chip_count(), checkpoint); g && !(g->fraction > 0 && std::isfinite(g->write_s)))
+  const std::optional<Goodput> failures =
+      goodput(hw, config.workload, hw.total_chip_count(),
+              checkpoint_bytes(step.model.params(), step.model.trainable(), config.workload.optimizer));
+  if (const auto& g = failures; g && !(g->fraction > 0 && std::isfinite(g->write_s)))
     throw InputError(fmt::format("{}: workload.training.goodput: the job would never finish: a failure every {:.3g} s on {} chips, "
                                  "a {:.3g}-byte checkpoint written in {:.3g} s every {:.3g} s, {:.3g} s to restart",
                                  config.origin, g->mtbf_s, hw.total_chip_count(), g->checkpoint_bytes, g->write_s, g->interval_s,
@@ -660,7 +662,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                             fraction(UnitKind::Hbm)};
   summary["cost"] = cost_json(hw, config.workload, figures);
   summary["energy"] = energy_json(hw, config.workload, figures);
-  summary["goodput"] = goodput_json(hw, config.workload, figures, checkpoint);
+  summary["goodput"] = goodput_json(hw, config.workload, figures, failures);
   summary["memory"] = memory;
   const double padding = mxu_padding_efficiency(step.program, hw);
   summary["mxu_padding_efficiency"] = padding;
@@ -751,13 +753,16 @@ std::string format_cost_and_energy(const ojson& s) {
                      e["max_w"].get<double>());
   else
     t += "  energy         no power figures for this hardware: set hw.chip.power.idle_w and hw.chip.power.max_w\n";
-  if (c["training_steps"].is_number()) {
-    std::string line = fmt::format("  to train       {} steps: {}", c["training_steps"].get<std::uint64_t>(),
-                                   seconds_text(c["time_to_train_s"].get<double>()));
-    if (c["usd_to_train"].is_number()) line += ", " + usd(c["usd_to_train"].get<double>());
-    if (e["kwh_to_train"].is_number()) line += ", " + si(e["kwh_to_train"].get<double>() * 1e3, "Wh");
-    t += line + "\n";
-  }
+  // A whole run's time, and its USD and energy where the hardware has a price and a power model.
+  auto run_text = [](const ojson& time_s, const ojson& usd_total, const ojson& kwh) {
+    std::string text = seconds_text(time_s.get<double>());
+    if (usd_total.is_number()) text += ", " + usd(usd_total.get<double>());
+    if (kwh.is_number()) text += ", " + si(kwh.get<double>() * 1e3, "Wh");
+    return text;
+  };
+  if (c["training_steps"].is_number())
+    t += fmt::format("  to train       {} steps: {}\n", c["training_steps"].get<std::uint64_t>(),
+                     run_text(c["time_to_train_s"], c["usd_to_train"], e["kwh_to_train"]));
   const ojson& g = s["goodput"];
   if (g.is_object()) {
     t += fmt::format("  goodput        {:.1f}% at {:.3g} failures per chip-hour (one every {} on this slice): a {} checkpoint written "
@@ -767,12 +772,8 @@ std::string format_cost_and_energy(const ojson& s) {
                      seconds_text(g["checkpoint_interval_s"].get<double>()),
                      g["checkpoint_interval"] == "optimal" ? "the optimum, Young and Daly's" : "as stated",
                      seconds_text(g["restart_and_read_s"].get<double>()));
-    if (g["time_to_train_s"].is_number()) {
-      std::string line = "  with failures  " + seconds_text(g["time_to_train_s"].get<double>());
-      if (g["usd_to_train"].is_number()) line += ", " + usd(g["usd_to_train"].get<double>());
-      if (g["kwh_to_train"].is_number()) line += ", " + si(g["kwh_to_train"].get<double>() * 1e3, "Wh");
-      t += line + " to train\n";
-    }
+    if (g["time_to_train_s"].is_number())
+      t += "  with failures  " + run_text(g["time_to_train_s"], g["usd_to_train"], g["kwh_to_train"]) + " to train\n";
   }
   return t;
 }

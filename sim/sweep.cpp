@@ -125,12 +125,26 @@ std::string csv_cell(const ojson& v) {
   return csv_field(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump());
 }
 
+// What to pick is the question a sweep over presets and slices answers, and these orders are its
+// usual answers: samples per USD (most first), time to train (least first) and, with failures
+// stated, what a slice delivers once its failures and checkpoints are paid (most first). Each is a
+// rank_<name> column of sweep.csv.
+struct Ranking {
+  const char* name;
+  const char* object;  // of the summary
+  const char* field;
+  bool higher_is_better;
+};
+constexpr Ranking kRankings[] = {{"samples_per_usd", "cost", "samples_per_usd", true},
+                                 {"time_to_train_s", "cost", "time_to_train_s", false},
+                                 {"goodput_samples_per_s", "goodput", "samples_per_s", true}};
+
 // One row per finished point, in point order; snake_case headers: point, status, reason, the
 // varied keys, then every summary figure.
 std::string csv_of(const std::vector<ojson>& rows, const ojson& axes) {
   std::vector<std::string> columns = {"point", "status", "reason"};
   for (const auto& a : axes) columns.push_back("vary_" + safe(a["key"].get<std::string>()));
-  for (const char* rank : {"rank_samples_per_usd", "rank_time_to_train_s", "rank_goodput_samples_per_s"}) columns.push_back(rank);
+  for (const Ranking& r : kRankings) columns.push_back(std::string("rank_") + r.name);
   std::vector<std::vector<std::pair<std::string, ojson>>> flat;
   for (const auto& row : rows) {
     flat.push_back(flatten_json(row["summary"], "_"));
@@ -177,10 +191,9 @@ ojson sweep_header(const std::string& workload_path, const std::vector<SweepAxis
   return sweep;
 }
 
-// Each row's place among the finished points by samples per USD (most first) and by time to
-// train (least first), 1 the best and ties sharing a place; null where the point has no such
-// figure (no price, no stated dataset, not finished). What to pick is the question a sweep over
-// presets and slices answers, and these two orders are its usual answers.
+// Each row's place among the finished points by each ranking, 1 the best and ties sharing a
+// place; null where the point has no such figure (no price, no stated dataset or failure rate,
+// not finished).
 std::vector<ojson> with_ranks(std::vector<ojson> rows) {
   auto rank_by = [&](const char* name, const char* object, const char* field, bool higher_is_better) {
     std::vector<double> values;
@@ -202,10 +215,7 @@ std::vector<ojson> with_ranks(std::vector<ojson> rows) {
                                             [&](double y) { return higher_is_better ? y > x : y < x; });
     }
   };
-  rank_by("samples_per_usd", "cost", "samples_per_usd", true);
-  rank_by("time_to_train_s", "cost", "time_to_train_s", false);
-  // With failures stated: what a slice delivers once its failures and checkpoints are paid.
-  rank_by("goodput_samples_per_s", "goodput", "samples_per_s", true);
+  for (const Ranking& r : kRankings) rank_by(r.name, r.object, r.field, r.higher_is_better);
   return rows;
 }
 
