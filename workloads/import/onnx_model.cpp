@@ -204,6 +204,10 @@ class OnnxImporter {
       from_image = from_image || image_layout_.count(in);
       from_image_view = from_image_view || image_views_.count(in);
     }
+    if (const LayoutChange change = layout_transpose(i); change != LayoutChange::kNone) {
+      if (change == LayoutChange::kToImage) image_layout_.insert(n.outputs.at(0));
+      return;
+    }
     if (!from_image && !(view_op && from_image_view)) return;
     // (Only a Split's other outputs are data: a training-mode BatchNormalization's are statistics.)
     for (std::size_t k = 0; k < (n.op_type == "Split" ? n.outputs.size() : 1); ++k) {
@@ -213,6 +217,21 @@ class OnnxImporter {
       if (rank == 3) image_layout_.insert(out);
       if (view_op && rank > 3) image_views_.insert(out);
     }
+  }
+
+  // A permute between NCHW and NHWC (ConvNeXt's around its channels-last LayerNorm and MLP) moves
+  // nothing in tpusim, which holds images channels last already: to channels last gives the image
+  // as a plain [h, w, c] tensor, and back makes it an image again.
+  enum class LayoutChange { kNone, kToChannelsLast, kToImage };
+  LayoutChange layout_transpose(std::size_t i) const {
+    const OnnxNode& n = m_.nodes[i];
+    if (n.op_type != "Transpose" || n.inputs.empty() || n.outputs.empty()) return LayoutChange::kNone;
+    const auto perm = n.ints_attribute("perm");
+    const bool in_image = image_layout_.count(n.inputs[0]) > 0;
+    if (in_image && perm == std::vector<std::int64_t>{0, 2, 3, 1}) return LayoutChange::kToChannelsLast;
+    if (!in_image && perm == std::vector<std::int64_t>{0, 3, 1, 2} && sample_shape(i, n.inputs[0]).size() == 3)
+      return LayoutChange::kToImage;
+    return LayoutChange::kNone;
   }
 
   // `sample_shape` as tpusim holds the tensor (an image's channels last).
@@ -489,6 +508,8 @@ class OnnxImporter {
       produced_[n.outputs.at(0)] = activation_input(i, is_activation(n.inputs[1]) ? 1 : 2);
     } else if (op == "Identity" || op == "Cast") {
       alias(i);
+    } else if (layout_transpose(i) != LayoutChange::kNone) {
+      alias(i);
     } else if (op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze") {
       if (n.inputs.size() > 1 && is_activation(n.inputs[1])) fail(i, "a shape computed from activations is not imported");
       view(i, "reshape");
@@ -585,7 +606,7 @@ class OnnxImporter {
       return;
     }
     if (n.op_type == "Mul") {
-      add_layer(i, {{"type", "multiply_parameter"}, {"shape", learned_tensor_shape(i, other)}}, {activation_input(i, act0 ? 0 : 1)});
+      add_layer(i, {{"type", "multiply_parameter"}, {"shape", learned_tensor_shape(i, other, n.inputs[act0 ? 0 : 1])}}, {activation_input(i, act0 ? 0 : 1)});
       return;
     }
     fail(i, "only a scale or shift by a constant, Erf's GELU, a product with a learned tensor or an operation on two activations is imported");
@@ -709,12 +730,13 @@ class OnnxImporter {
       produced_[n.outputs.at(0)] = x;
       return;
     }
-    add_layer(i, {{"type", "add_parameter"}, {"shape", learned_tensor_shape(i, p)}}, {x});
+    add_layer(i, {{"type", "add_parameter"}, {"shape", learned_tensor_shape(i, p, act0 ? n.inputs[0] : n.inputs[1])}}, {x});
   }
 
   // The per-sample shape of `tensor`, a learned parameter (or a view of one) that node `i`
-  // applies to every sample whole.
-  std::vector<std::uint64_t> learned_tensor_shape(std::size_t i, const std::string& tensor) const {
+  // applies to every sample of `activations` whole; on an image, channels last as tpusim holds it
+  // (ConvNeXt's layer scale, [c, 1, 1], is tpusim's [1, 1, c]).
+  std::vector<std::uint64_t> learned_tensor_shape(std::size_t i, const std::string& tensor, const std::string& activations) const {
     const std::string param = parameter_behind(tensor);
     const OnnxShape& two = shape_at(at_batch2_, i, tensor);
     if (param.empty() || shape_at(at_batch3_, i, tensor) != two)
@@ -723,6 +745,12 @@ class OnnxImporter {
     while (shape.size() > 1 && shape.front() == 1) shape.erase(shape.begin());  // the batch's axis
     if (static_cast<std::int64_t>(elements(shape)) != elements_of(params_.at(param)))
       fail(i, fmt::format("\"{}\" is not applied whole", param));
+    if (image_layout_.count(activations) && elements(shape) > 1) {
+      if (shape.size() != 3)
+        fail(i, fmt::format("\"{}\" of [{}] broadcasts over an image's width alone; tpusim imports learned tensors on an image "
+                            "as [channels, height, width]", param, fmt::join(shape, ", ")));
+      shape = {shape[1], shape[2], shape[0]};
+    }
     return shape;
   }
 

@@ -7,8 +7,10 @@ torchvision/summary.json with each model's torch parameter count and node op typ
 
 Also torchvision/fixed_batch/: models exported with torch.onnx.export's defaults (no dynamic_axes).
 
-efficientnet_b0 and convnext_tiny (stochastic depth: "Bernoulli, out parameter is not supported")
-and googlenet (adaptive_avg_pool2d to a size that is not a factor) do not export with torch 1.13.
+efficientnet_b0 and convnext_tiny export in training mode only with stochastic depth off (torch
+1.13 refuses its bernoulli_: "Bernoulli, out parameter is not supported"); at probability 0
+torchvision's stochastic_depth returns its input, so the graph lacks only that per-sample scaling.
+googlenet (adaptive_avg_pool2d to a size that is not a factor) does not export with torch 1.13.
 """
 import collections
 import json
@@ -24,7 +26,11 @@ MODELS = ["alexnet", "vgg11", "squeezenet1_0", "mobilenet_v2", "mobilenet_v3_sma
           "shufflenet_v2_x1_0", "densenet121"]
 # Exported as torch.onnx.export does by default: no dynamic_axes (the batch fixed at the traced
 # input's), shape arithmetic constant-folded, torch's own input name; -> (batch traced at).
-FIXED_BATCH = {"resnet18": 1, "shufflenet_v2_x1_0": 4}
+# The seven of issue 42 at batch 1 (as a user exports one image), ShuffleNet at 4 (its reshapes carry it).
+FIXED_BATCH = {"resnet18": 1, "wide_resnet50_2": 1, "vgg16": 1, "densenet121": 1, "mobilenet_v2": 1, "efficientnet_b0": 1,
+               "convnext_tiny": 1, "shufflenet_v2_x1_0": 4}
+NO_STOCHASTIC_DEPTH = {"stochastic_depth_prob": 0.0}
+CONSTRUCTOR_ARGS = {"efficientnet_b0": NO_STOCHASTIC_DEPTH, "convnext_tiny": NO_STOCHASTIC_DEPTH}
 
 
 class TinyAttention(torch.nn.Module):
@@ -46,7 +52,7 @@ def export_fixed_batch(summary):
     models["tiny_attention"] = (TinyAttention, (2, 16, 32))  # [batch, sequence, features]
     for name, (make, shape) in models.items():
         torch.manual_seed(0)
-        model = make(weights=None) if make is not TinyAttention else make()
+        model = make(weights=None, **CONSTRUCTOR_ARGS.get(name, {})) if make is not TinyAttention else make()
         model.train()
         file = f"{name}_b{shape[0]}.onnx"
         path = os.path.join(out, file)
