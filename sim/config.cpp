@@ -109,6 +109,19 @@ void check_value(const ParamSpec& spec, const json& value, const std::string& or
         check_number_range(spec, value[i].get<double>(), origin, fmt::format("{}[{}]", display, i), value[i]);
       }
       break;
+    case ParamType::Window:
+      if (value.is_number_integer()) {
+        check_number_range(spec, value.is_number_unsigned() ? static_cast<double>(value.get<std::uint64_t>())
+                                                            : static_cast<double>(value.get<std::int64_t>()),
+                           origin, display, value);
+        break;
+      }
+      if (!value.is_array() || value.size() != 2) expected("an integer or [height, width]");
+      for (std::size_t i = 0; i < 2; ++i) {
+        if (!value[i].is_number_integer()) fail(origin, fmt::format("{}[{}]", display, i), fmt::format("expected an integer, got {}", brief(value[i])));
+        check_number_range(spec, value[i].get<double>(), origin, fmt::format("{}[{}]", display, i), value[i]);
+      }
+      break;
     case ParamType::StringList:
       if (!value.is_array()) expected("a list of strings");
       for (std::size_t i = 0; i < value.size(); ++i)
@@ -242,6 +255,13 @@ json parse_set_value(const ParamSpec& spec, const std::string& text, const std::
         list.push_back(std::stoull(item));
       }
       return list;
+    }
+    case ParamType::Window: {  // 7, or 1,7 / [1,7] / 1x7
+      std::smatch m;
+      if (std::regex_match(text, m, std::regex(" *([0-9]{1,12}) *"))) return json(std::stoull(m[1].str()));
+      if (std::regex_match(text, m, std::regex(" *\\[? *([0-9]{1,12}) *[,x] *([0-9]{1,12}) *\\]? *")))
+        return json::array({std::stoull(m[1].str()), std::stoull(m[2].str())});
+      return bad("an integer or a height and width like 1,7");
     }
     case ParamType::StringList: {
       const char* expected = "a list of names like 2x2,4x4 or [\"2x2\", \"4x4\"]";
@@ -710,6 +730,14 @@ RematCustom parse_remat_custom(const json& names, RematPolicy policy, const std:
   return custom;
 }
 
+// A window key as validation left it: absent (0), one number (square) or [height, width].
+WindowSize window(const json& layer, const char* key) {
+  if (!layer.contains(key)) return {};
+  const json& v = layer.at(key);
+  if (v.is_array()) return {v.at(0).get<std::uint64_t>(), v.at(1).get<std::uint64_t>()};
+  return WindowSize::square(v.get<std::uint64_t>());
+}
+
 Workload build_workload(const json& d, const std::string& origin) {
   Workload w;
   w.name = get<std::string>(d, "name");
@@ -744,15 +772,17 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.units = l.value("units", std::uint64_t{0});
     spec.tied_weights = l.at("tied_weights").get<bool>();
     spec.filters = l.value("filters", std::uint64_t{0});
-    spec.kernel = l.value("kernel", std::uint64_t{0});
-    spec.strides = l.at("strides").get<std::uint64_t>();
+    spec.kernel = window(l, "kernel");
+    spec.strides = window(l, "strides");
+    spec.dilation = window(l, "dilation");
     spec.groups = l.at("groups").get<std::uint64_t>();
     spec.depth_multiplier = l.at("depth_multiplier").get<std::uint64_t>();
     spec.padding = l.at("padding").get<std::string>();
     if (l.contains("pads")) spec.pads = l.at("pads").get<std::vector<std::uint64_t>>();
-    if (l.contains("pads") && spec.pads.size() != 4)
-      fail(origin, at + ".pads", fmt::format("expected 4 values [top, bottom, left, right], got {}", spec.pads.size()));
-    spec.pool = l.value("pool", std::uint64_t{0});
+    if (l.contains("pads") && spec.pads.size() != 4 && spec.pads.size() != 2)
+      fail(origin, at + ".pads", fmt::format("expected [top, bottom, left, right] (or [before, after] over a sequence), got {} values",
+                                             spec.pads.size()));
+    spec.pool = window(l, "pool");
     spec.heads = l.value("heads", std::uint64_t{0});
     spec.kv_heads = l.at("kv_heads").get<std::uint64_t>();
     spec.head_dim = l.at("head_dim").get<std::uint64_t>();

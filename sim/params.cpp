@@ -146,14 +146,15 @@ std::vector<ParamSpec> build() {
       wl("model.layers[].use_bias", T::Bool, "", true, "dense, conv2d, attention: add bias vectors"),
       wl("model.layers[].tied_weights", T::Bool, "", false, "dense: use the embedding's table as weights (a tied language-model head: no parameters of its own)"),
       optional(wl("model.layers[].filters", T::Int, "channels", nullptr, "conv2d: output channels (required)", 1, 1e6)),
-      optional(wl("model.layers[].kernel", T::Int, "pixels", nullptr, "conv2d: square kernel size (required)", 1, 64)),
-      wl("model.layers[].strides", T::Int, "pixels", 0, "conv2d, pools: stride; 0: 1 for conv2d, the pool size for pools", 0, 64),
+      optional(wl("model.layers[].kernel", T::Window, "pixels", nullptr, "conv2d, depthwise_conv2d: kernel size, one number for a square kernel or [height, width] (Inception's [1, 7]); conv1d: its length; patch_embedding: the patch size (required)", 1, 64)),
+      wl("model.layers[].strides", T::Window, "pixels", 0, "convolutions, pools: stride, one number or [height, width]; 0: 1 for convolutions, the pool size for pools", 0, 64),
+      wl("model.layers[].dilation", T::Window, "pixels", 1, "convolutions: spacing of the kernel's taps, one number or [height, width] (atrous convolutions, WaveNet's dilated causal conv1d); 1: adjacent", 1, 64),
       wl("model.layers[].depth_multiplier", T::Int, "", 1, "depthwise_conv2d: output channels per input channel", 1, 1024),
       wl("model.layers[].groups", T::Int, "", 1, "conv2d: channel groups", 1, 1e5),
-      wl("model.layers[].padding", T::String, "", "same", "conv2d, pools: output size ceil(in/stride) (same) or floor((in-k)/stride)+1 (valid)", -kInf, kInf, {"same", "valid"}),
-      optional(wl("model.layers[].pads", T::IntList, "pixels", nullptr, "conv2d, pools: explicit zero padding [top, bottom, left, right] (as Keras ZeroPadding2D or ONNX pads give it), instead of padding", 0, 1024)),
+      wl("model.layers[].padding", T::String, "", "same", "convolutions, pools: output size ceil(in/stride) (same) or floor((in-span)/stride)+1 (valid, span the dilated kernel's); conv1d also causal (Keras Conv1D's: the span - 1 steps padded before, none after)", -kInf, kInf, {"same", "valid", "causal"}),
+      optional(wl("model.layers[].pads", T::IntList, "pixels", nullptr, "convolutions, pools: explicit zero padding [top, bottom, left, right] (as Keras ZeroPadding2D or ONNX pads give it; [before, after] over a sequence), instead of padding", 0, 1024)),
       wl("model.layers[].ceil_mode", T::Bool, "", false, "max_pool, avg_pool: also count a last window that overhangs the (padded) input, as torch's ceil_mode does"),
-      optional(wl("model.layers[].pool", T::Int, "pixels", nullptr, "max_pool, avg_pool: square window (required)", 1, 64)),
+      optional(wl("model.layers[].pool", T::Window, "pixels", nullptr, "max_pool, avg_pool: window, one number for a square window (over a sequence, its length) or [height, width] (required)", 1, 64)),
       optional(wl("model.layers[].heads", T::Int, "heads", nullptr, "attention: heads; the model width must divide by it (required)", 1, 1024)),
       wl("model.layers[].kv_heads", T::Int, "heads", 0, "attention: key/value heads, each serving a group of query heads (grouped-query attention; 1: multi-query); 0: as many as heads", 0, 1024),
       wl("model.layers[].head_dim", T::Int, "features", 0, "attention: each head's width; 0: the model width / heads", 0, 4096),
@@ -164,7 +165,7 @@ std::vector<ParamSpec> build() {
       wl("model.layers[].positions", T::Int, "positions", 0, "embedding, patch_embedding: rows of a learned position table", 0, 1e7),
       wl("model.layers[].segments", T::Int, "segments", 0, "embedding: rows of a segment (token type) table", 0, 1e4),
       wl("model.layers[].class_token", T::Bool, "", false, "patch_embedding: prepend a learned class token"),
-      wl("model.layers[].keepdims", T::Bool, "", false, "global_avg_pool: keep the pooled axes as size 1 ([1, 1, c], as ONNX's GlobalAveragePool does) rather than [c]; reduce_mean: keep the last axis as size 1"),
+      wl("model.layers[].keepdims", T::Bool, "", false, "global_avg_pool, global_max_pool: keep the pooled axes as size 1 ([1, 1, c], as ONNX's GlobalAveragePool does) rather than [c]; reduce_mean: keep the last axis as size 1"),
       wl("model.layers[].rate", T::Float, "", 0, "dropout: fraction dropped", 0, 1),
       optional(wl("model.layers[].shape", T::IntList, "elements", nullptr, "reshape, slice: the output shape of one sample; add_parameter, multiply_parameter: the learned tensor's shape, broadcast over the input (required)", 1, 1e9)),
       optional(wl("model.layers[].experts", T::Int, "experts", nullptr, "moe: routed experts, each a gated (or plain) MLP of units hidden features (required)", 1, 4096)),
@@ -235,6 +236,7 @@ const char* param_type_name(ParamType t) {
     case ParamType::Bool: return "boolean";
     case ParamType::String: return "string";
     case ParamType::IntList: return "list of integers";
+    case ParamType::Window: return "integer or [height, width]";
     case ParamType::StringList: return "list of strings";
     case ParamType::ObjectList: return "list of objects";
     case ParamType::StringMap: return "object of strings";

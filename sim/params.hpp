@@ -11,7 +11,8 @@
 
 namespace tpusim {
 
-enum class ParamType { Int, Float, Bool, String, IntList, StringList, ObjectList, StringMap };
+// Window: one integer (a square window, or a sequence's length) or [height, width].
+enum class ParamType { Int, Float, Bool, String, IntList, Window, StringList, ObjectList, StringMap };
 const char* param_type_name(ParamType t);
 
 struct ParamSpec {

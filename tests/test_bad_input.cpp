@@ -78,6 +78,30 @@ BOOST_AUTO_TEST_CASE(unknown_key) {
                      "workload.model.layers[1].kernel: not a key of a dense layer");
 }
 
+// Issue 42: windows are one number or [height, width]; over a sequence ([steps, channels], the
+// MNIST rows as 28 steps of 28 features) one number, with pads [before, after].
+BOOST_AUTO_TEST_CASE(bad_windows_name_the_key_and_what_a_window_is) {
+  auto with_first_layer = [](const std::string& layer) { return replaced("{\"type\": \"flatten\"}", layer + ", {\"type\": \"flatten\"}"); };
+  expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": [1, 2, 3]})"), "",
+                     "workload.model.layers[0].kernel: expected an integer or [height, width], got [1,2,3]");
+  expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": [0, 3]})"), "",
+                     "workload.model.layers[0].kernel[0]: expected integer or [height, width] between 1 and 64");
+  expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": [1, 5]})"), "",
+                     "workload.model.layers[0].kernel: [1, 5] on a sequence: expected one number (the window along its steps)");
+  expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": 3, "pads": [1, 1, 1, 1]})"), "",
+                     "workload.model.layers[0].pads: expected [before, after] on a sequence, got 4 values");
+  expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": 9, "dilation": 4, "padding": "valid"})"), "",
+                     "workload.model.layers[0].kernel: a 9 kernel dilated by 4 does not fit a [28, 28] input");
+  expect_input_error(with_first_layer(R"({"type": "max_pool", "pool": 2, "strides": [0, 2]})"), "",
+                     "workload.model.layers[0].strides: [0, 2]: 0 (the default) takes both axes or neither");
+  expect_input_error(with_first_layer(R"({"type": "conv2d", "filters": 8, "kernel": 3})"), "",
+                     "a conv2d layer needs an [height, width, channels] input, got [28, 28]");
+  expect_input_error(with_first_layer(R"({"type": "max_pool", "pool": 2, "padding": "causal"})"), "",
+                     "workload.model.layers[0].padding: causal padding is for a convolution over a sequence");
+  expect_input_error(kValid, "--set 'workload.model.layers[0].type=max_pool' --set 'workload.model.layers[0].pool=2x'",
+                     "expected an integer or a height and width like 1,7");
+}
+
 BOOST_AUTO_TEST_CASE(typos_get_a_suggestion_on_one_line) {
   expect_input_error(kValid, "--hw tpu_v5", "--hw tpu_v5: unknown hardware preset (did you mean tpu_v5e or tpu_v5p?)");
   expect_input_error(kValid, "--set workload.training.global_bach=2048", "(did you mean workload.training.global_batch?)");

@@ -51,7 +51,8 @@ std::size_t count_ops(const Program& p, OpKind kind, const std::string& part) {
 
 BOOST_AUTO_TEST_CASE(keras_fixtures_have_the_frameworks_parameter_counts_and_shapes) {
   const json summary = read_json(import_fixture("keras_summary.json"));
-  BOOST_TEST_REQUIRE(summary["models"].size() == 4u);
+  BOOST_TEST_REQUIRE(summary["models"].size() == 8u);
+  std::size_t layers_checked = 0;
   for (const auto& [name, m] : summary["models"].items()) {
     BOOST_TEST_CONTEXT(name) {
       TempDir dir;
@@ -63,8 +64,18 @@ BOOST_AUTO_TEST_CASE(keras_fixtures_have_the_frameworks_parameter_counts_and_sha
       BOOST_TEST(g.input == input, boost::test_tools::per_element());
       std::vector<std::uint64_t> output(m["output_shape"].begin() + 1, m["output_shape"].end());
       BOOST_TEST(g.nodes.back().out == output, boost::test_tools::per_element());
+      // 1D, non-square, dilated and causal windows: every layer's output shape as the framework
+      // gives it (make_keras.js records them).
+      if (!m.contains("layer_output_shapes")) continue;
+      for (const Node& node : g.nodes) {
+        const json& framework = m["layer_output_shapes"].at(node.spec.name);
+        const std::vector<std::uint64_t> shape(framework.begin() + 1, framework.end());
+        BOOST_TEST(node.out == shape, node.spec.name << " " << framework.dump());
+        ++layers_checked;
+      }
     }
   }
+  BOOST_TEST(layers_checked == 8u + 11u + 8u + 6u);  // text_cnn, timeseries_fcn, dilated_causal, factorized
 }
 
 // The oracle traced a torch model rebuilt from each JSON (make_oracle.py): its training step's
@@ -294,8 +305,10 @@ BOOST_AUTO_TEST_CASE(bad_keras_files_are_refused_naming_the_layer_and_nothing_is
   const std::vector<Case> cases = {
       {"an unknown layer class", [](json& k) { k["config"]["layers"][4]["class_name"] = "Conv3D"; },
        "config.layers[4] (\"block1_1_conv\", Conv3D): tpusim does not import this layer class yet"},
-      {"a dilated convolution", [](json& k) { k["config"]["layers"][1]["config"]["dilation_rate"] = {2, 2}; },
-       "dilated convolutions are not modelled"},
+      {"causal padding on an image", [](json& k) { k["config"]["layers"][1]["config"]["padding"] = "causal"; },
+       "padding: expected \"same\" or \"valid\", got \"causal\""},
+      {"a window beyond 1024", [](json& k) { k["config"]["layers"][1]["config"]["kernel_size"] = {1, 2000}; },
+       "kernel_size: expected a size of 1 to 1024 or [height, width], got [1,2000]"},
       {"an activation tpusim lacks", [](json& k) { k["config"]["layers"][3]["config"]["activation"] = "selu"; },
        "activation: expected one of linear, relu, sigmoid, tanh, gelu, softmax, relu6, hard_sigmoid, hard_swish, swish, silu, "
        "got \"selu\""},

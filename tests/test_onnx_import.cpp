@@ -122,7 +122,28 @@ BOOST_AUTO_TEST_CASE(torchvision_classifiers_import_with_torchs_parameter_counts
       ++imported;
     }
   }
-  BOOST_TEST(imported == 17u);
+  BOOST_TEST(imported == 18u);
+}
+
+// Inception v3 factorizes its 7x7 convolutions into 1x7 and 7x1 (refused before: "kernel 1x7:
+// tpusim models 2D windows with the same size on both axes"). They import as [1, 7] and [7, 1]
+// kernels, and the forward pass is torchvision's published 5.71 G multiply-accumulates per 299x299
+// image (inception_v3's model card, 0.14).
+BOOST_AUTO_TEST_CASE(inception_v3_imports_its_factorized_non_square_convolutions) {
+  const std::string file = import_fixture("torchvision/fixed_batch/inception_v3_b1.onnx");
+  const ImportedModel m = read_onnx_model_file(file);
+  std::map<std::string, int> kernels;
+  for (const auto& l : m.model["layers"])
+    if (l["type"] == "conv2d") ++kernels[l["kernel"].dump()];
+  // Mixed_6b to 6e: three of each (one in the 7x7 branch, two in the double one); Mixed_7a one.
+  BOOST_TEST(kernels["[1,7]"] == 13);
+  BOOST_TEST(kernels["[7,1]"] == 13);
+  BOOST_TEST(kernels["[1,3]"] == 4);  // Mixed_7b and 7c: two of each
+  BOOST_TEST(kernels["[3,1]"] == 4);
+  TempDir dir;
+  const LoweredStep step = lower_onnx(dir, file, 2);
+  const double forward_gmacs = step.model.forward_flops_per_sample() / 2 / 1e9;
+  BOOST_TEST(std::round(forward_gmacs * 100) == 571, forward_gmacs);
 }
 
 // ConvNeXt-T permutes each block's image to channels last for its LayerNorm and MLP and back

@@ -34,6 +34,17 @@ struct RematCustom {
 };
 enum class GradientClipping { None, BeforeAllReduce, AfterAllReduce };
 
+// A window's size along height and width (a kernel, a pool, strides, a dilation): the workload
+// gives one number for a square window or [height, width]. Over a sequence ([steps, channels]:
+// conv1d, 1-D pools) the height is 1 and the width runs along the steps.
+struct WindowSize {
+  std::uint64_t h = 0, w = 0;
+  static WindowSize square(std::uint64_t n) { return {n, n}; }
+  std::uint64_t area() const { return h * w; }
+  bool operator==(const WindowSize& o) const { return h == o.h && w == o.w; }
+  bool operator!=(const WindowSize& o) const { return !(*this == o); }
+};
+
 // One layer as the workload file gives it; which fields apply depends on the type (see
 // docs/workload_format.md). Sizes are per sample.
 struct LayerSpec {
@@ -45,13 +56,16 @@ struct LayerSpec {
   bool use_bias = true;
   std::uint64_t units = 0;                      // dense
   bool tied_weights = false;                    // dense: reuses the embedding's table, no weights of its own
-  std::uint64_t filters = 0, kernel = 0;        // conv2d (kernel also for patch_embedding)
-  std::uint64_t strides = 0, groups = 1;        // conv2d, pools; strides 0: 1 for conv2d, the pool for pools
+  std::uint64_t filters = 0;                    // convolutions
+  WindowSize kernel;                                // convolutions, patch_embedding
+  WindowSize strides;                               // convolutions, pools; 0: 1 for convolutions, the pool for pools
+  WindowSize dilation = WindowSize::square(1);          // convolutions: spacing of the kernel's taps
+  std::uint64_t groups = 1;                     // convolutions
   std::uint64_t depth_multiplier = 1;           // depthwise_conv2d: output channels per input channel
-  std::string padding = "same";                 // conv2d, pools
-  std::vector<std::uint64_t> pads;              // conv2d, pools: explicit [top, bottom, left, right]; empty: padding decides
+  std::string padding = "same";                 // convolutions, pools (conv1d also "causal")
+  std::vector<std::uint64_t> pads;              // convolutions, pools: explicit [top, bottom, left, right]; empty: padding decides
   bool ceil_mode = false;                       // pools: count a last, partial window (torch's ceil_mode)
-  std::uint64_t pool = 0;                       // max_pool, avg_pool
+  WindowSize pool;                                  // max_pool, avg_pool
   std::uint64_t heads = 0;                      // attention: query heads
   std::uint64_t kv_heads = 0;                   // attention: key/value heads (grouped-query); 0: heads
   std::uint64_t head_dim = 0;                   // attention: each head's width; 0: the model width / heads

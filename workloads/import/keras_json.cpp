@@ -21,7 +21,8 @@ const std::vector<std::string>& supported_classes() {
   static const std::vector<std::string> classes = {
       "InputLayer", "Dense",    "Conv2D",       "BatchNormalization", "LayerNormalization", "Activation",
       "ReLU",       "Softmax",  "MaxPooling2D", "AveragePooling2D",   "GlobalAveragePooling2D", "Add",
-      "Dropout",    "Flatten",  "ZeroPadding2D", "Embedding", "Concatenate", "Multiply", "DepthwiseConv2D"};
+      "Dropout",    "Flatten",  "ZeroPadding2D", "Embedding", "Concatenate", "Multiply", "DepthwiseConv2D",
+      "Conv1D",     "MaxPooling1D", "AveragePooling1D", "GlobalAveragePooling1D", "GlobalMaxPooling1D", "GlobalMaxPooling2D"};
   return classes;
 }
 
@@ -293,7 +294,40 @@ class Importer {
     if (whole(v) && v.get<std::uint64_t>() > 0) return v.get<std::uint64_t>();
     if (v.is_array() && v.size() == 2 && whole(v[0]) && v[0] == v[1] && v[0].get<std::uint64_t>() > 0)
       return v[0].get<std::uint64_t>();
-    fail(l, fmt::format("{}: expected a positive size or a square [n, n], got {} (tpusim models square windows)", key, v.dump()));
+    fail(l, fmt::format("{}: expected a positive size or a square [n, n], got {}", key, v.dump()));
+  }
+
+  // A window as the workload takes it: one number when square (or along a sequence, `rank` 1),
+  // else [height, width]. Keras writes an int or a tuple: [n] for a 1D layer, [h, w] for a 2D one.
+  ojson window_of(const KerasLayer& l, const char* key, std::uint64_t fallback, std::size_t rank) const {
+    if (!l.config.contains(key) || l.config.at(key).is_null()) {
+      if (fallback) return fallback;
+      fail(l, fmt::format("{}: expected a size", key));
+    }
+    const json& v = l.config.at(key);
+    auto positive = [&](const json& x) { return whole(x) && x.get<std::uint64_t>() > 0 && x.get<std::uint64_t>() <= 1024; };
+    if (positive(v)) return v.get<std::uint64_t>();
+    if (v.is_array() && v.size() == rank && std::all_of(v.begin(), v.end(), positive)) {
+      if (rank == 1 || v[0] == v[1]) return v[0].get<std::uint64_t>();
+      return ojson::array({v[0].get<std::uint64_t>(), v[1].get<std::uint64_t>()});
+    }
+    fail(l, fmt::format("{}: expected a size of 1 to 1024 or {}, got {}", key, rank == 1 ? "[n]" : "[height, width]", v.dump()));
+  }
+
+  // The spatial keys of a convolution or pool of `rank` spatial axes (1 or 2).
+  void window_keys(const KerasLayer& l, ojson& out, std::size_t rank, const char* size_key, const char* out_key,
+                   const std::map<std::string, std::vector<std::uint64_t>>& pads) const {
+    channels_last(l);
+    const bool pool = std::string(out_key) == "pool";
+    out[out_key] = window_of(l, size_key, 0, rank);
+    const bool strides_given = l.config.contains("strides") && !l.config.at("strides").is_null();
+    out["strides"] = pool && !strides_given ? out[out_key] : window_of(l, "strides", 1, rank);  // a pool's default: its size
+    if (!pool) {
+      const ojson dilation = window_of(l, "dilation_rate", 1, rank);
+      if (dilation != 1) out["dilation"] = dilation;
+    }
+    if (pads.count(l.name)) out["pads"] = pads.at(l.name);
+    else out["padding"] = padding(l, rank == 1 && !pool);
   }
 
   std::string activation(const KerasLayer& l, const std::string& key = "activation") const {
@@ -315,9 +349,11 @@ class Importer {
     return l.config.at(key).get<bool>();
   }
 
-  std::string padding(const KerasLayer& l) const {
+  // `causal`: Conv1D's third choice.
+  std::string padding(const KerasLayer& l, bool causal = false) const {
     const json& v = l.config.contains("padding") ? l.config.at("padding") : json("valid");
-    if (v != "same" && v != "valid") fail(l, fmt::format("padding: expected \"same\" or \"valid\", got {}", v.dump()));
+    if (v != "same" && v != "valid" && !(causal && v == "causal"))
+      fail(l, fmt::format("padding: expected \"same\"{} or \"valid\", got {}", causal ? ", \"causal\"" : "", v.dump()));
     return v.get<std::string>();
   }
 
@@ -393,28 +429,18 @@ class Importer {
         out["units"] = size_of(l, "units");
         out["activation"] = activation(l);
         out["use_bias"] = flag(l, "use_bias", true);
-      } else if (is(l, "Conv2D")) {
-        channels_last(l);
-        if (c.contains("dilation_rate") && size_of(l, "dilation_rate", 1) != 1) fail(l, "dilation_rate: dilated convolutions are not modelled");
-        out["type"] = "conv2d";
+      } else if (is(l, "Conv2D") || is(l, "Conv1D")) {
+        out["type"] = is(l, "Conv2D") ? "conv2d" : "conv1d";
         out["filters"] = size_of(l, "filters");
-        out["kernel"] = size_of(l, "kernel_size");
-        out["strides"] = size_of(l, "strides", 1);
+        window_keys(l, out, is(l, "Conv2D") ? 2 : 1, "kernel_size", "kernel", pads);
         const std::uint64_t groups = c.contains("groups") && whole(c.at("groups")) ? c.at("groups").get<std::uint64_t>() : 1;
         if (groups != 1) out["groups"] = groups;
-        if (pads.count(l.name)) out["pads"] = pads.at(l.name);
-        else out["padding"] = padding(l);
         out["activation"] = activation(l);
         out["use_bias"] = flag(l, "use_bias", true);
       } else if (is(l, "DepthwiseConv2D")) {
-        channels_last(l);
-        if (c.contains("dilation_rate") && size_of(l, "dilation_rate", 1) != 1) fail(l, "dilation_rate: dilated convolutions are not modelled");
         out["type"] = "depthwise_conv2d";
-        out["kernel"] = size_of(l, "kernel_size");
-        out["strides"] = size_of(l, "strides", 1);
+        window_keys(l, out, 2, "kernel_size", "kernel", pads);
         if (c.contains("depth_multiplier") && size_of(l, "depth_multiplier") != 1) out["depth_multiplier"] = size_of(l, "depth_multiplier");
-        if (pads.count(l.name)) out["pads"] = pads.at(l.name);
-        else out["padding"] = padding(l);
         out["activation"] = activation(l);
         out["use_bias"] = flag(l, "use_bias", true);
       } else if (is(l, "BatchNormalization") || is(l, "LayerNormalization")) {
@@ -435,16 +461,13 @@ class Importer {
         last_axis(l, 0);
         out["type"] = "activation";
         out["activation"] = "softmax";
-      } else if (is(l, "MaxPooling2D") || is(l, "AveragePooling2D")) {
+      } else if (is(l, "MaxPooling2D") || is(l, "AveragePooling2D") || is(l, "MaxPooling1D") || is(l, "AveragePooling1D")) {
+        out["type"] = is(l, "MaxPooling2D") || is(l, "MaxPooling1D") ? "max_pool" : "avg_pool";
+        window_keys(l, out, is(l, "MaxPooling2D") || is(l, "AveragePooling2D") ? 2 : 1, "pool_size", "pool", pads);
+      } else if (is(l, "GlobalAveragePooling2D") || is(l, "GlobalAveragePooling1D") || is(l, "GlobalMaxPooling2D") ||
+                 is(l, "GlobalMaxPooling1D")) {
         channels_last(l);
-        out["type"] = is(l, "MaxPooling2D") ? "max_pool" : "avg_pool";
-        out["pool"] = size_of(l, "pool_size");
-        out["strides"] = size_of(l, "strides", out["pool"].get<std::uint64_t>());
-        if (pads.count(l.name)) out["pads"] = pads.at(l.name);
-        else out["padding"] = padding(l);
-      } else if (is(l, "GlobalAveragePooling2D")) {
-        channels_last(l);
-        out["type"] = "global_avg_pool";
+        out["type"] = is(l, "GlobalAveragePooling2D") || is(l, "GlobalAveragePooling1D") ? "global_avg_pool" : "global_max_pool";
         if (flag(l, "keepdims", false)) out["keepdims"] = true;
       } else if (is(l, "Add")) {
         out["type"] = "add";

@@ -319,12 +319,13 @@ class OnnxImporter {
     return a->f;
   }
 
-  // One size for both spatial axes (tpusim models square windows).
-  std::uint64_t square(std::size_t node, const std::vector<std::int64_t>& v, const char* what, std::uint64_t fallback) const {
+  // A 2D window's size as the workload takes it: one number when square, else [height, width].
+  ojson window(std::size_t node, const std::vector<std::int64_t>& v, const char* what, std::uint64_t fallback) const {
     if (v.empty()) return fallback;
-    if (v.size() != 2 || v[0] != v[1] || v[0] <= 0)
-      fail(node, fmt::format("{} {}: tpusim models 2D windows with the same size on both axes", what, fmt::join(v, "x")));
-    return static_cast<std::uint64_t>(v[0]);
+    if (v.size() != 2 || v[0] <= 0 || v[1] <= 0 || v[0] > 1024 || v[1] > 1024)
+      fail(node, fmt::format("{} {}: expected a height and width of a 2D window", what, fmt::join(v, "x")));
+    if (v[0] == v[1]) return v[0];
+    return ojson::array({v[0], v[1]});
   }
 
   // A window's padding: ONNX pads [top, left, bottom, right] as tpusim's [top, bottom, left, right].
@@ -396,11 +397,11 @@ class OnnxImporter {
     if (op == "Conv") {
       const auto& w = param_dims(i, n.inputs.at(1));
       if (w.size() != 4) fail(i, "tpusim imports 2D convolutions (a weight of [out, in/groups, kh, kw])");
-      const std::uint64_t kernel = square(i, {w[2], w[3]}, "kernel", 1);
-      if (square(i, m_.nodes[i].ints_attribute("dilations"), "dilations", 1) != 1) fail(i, "dilated convolutions are not modelled");
-      ojson spec = {{"type", "conv2d"}, {"filters", w[0]}, {"kernel", kernel},
-                    {"strides", square(i, m_.nodes[i].ints_attribute("strides"), "strides", 1)}};
-      const std::int64_t groups = m_.nodes[i].int_attribute("group", 1);
+      ojson spec = {{"type", "conv2d"}, {"filters", w[0]}, {"kernel", window(i, {w[2], w[3]}, "kernel", 1)},
+                    {"strides", window(i, n.ints_attribute("strides"), "strides", 1)}};
+      const ojson dilation = window(i, n.ints_attribute("dilations"), "dilations", 1);
+      if (dilation != 1) spec["dilation"] = dilation;
+      const std::int64_t groups = n.int_attribute("group", 1);
       if (groups < 1) fail(i, "group: expected a positive number");
       if (groups != 1) spec["groups"] = groups;
       window_padding(i, spec);
@@ -424,13 +425,12 @@ class OnnxImporter {
         fail(i, "only ReLU6 (Clip between constants 0 and 6) is imported");
       activation(i, "relu6");  // torch's ReLU6 (MobileNet)
     } else if (op == "MaxPool" || op == "AveragePool") {
-      if (square(i, m_.nodes[i].ints_attribute("dilations"), "dilations", 1) != 1) fail(i, "dilated pooling is not modelled");
-      const std::uint64_t pool = square(i, m_.nodes[i].ints_attribute("kernel_shape"), "kernel_shape", 0);
-      if (pool == 0) fail(i, "expected kernel_shape");
-      ojson spec = {{"type", op == "MaxPool" ? "max_pool" : "avg_pool"}, {"pool", pool},
-                    {"strides", square(i, m_.nodes[i].ints_attribute("strides"), "strides", 1)}};
+      if (window(i, n.ints_attribute("dilations"), "dilations", 1) != 1) fail(i, "dilated pooling is not modelled");
+      if (n.ints_attribute("kernel_shape").empty()) fail(i, "expected kernel_shape");
+      ojson spec = {{"type", op == "MaxPool" ? "max_pool" : "avg_pool"}, {"pool", window(i, n.ints_attribute("kernel_shape"), "kernel_shape", 0)},
+                    {"strides", window(i, n.ints_attribute("strides"), "strides", 1)}};
       window_padding(i, spec);
-      if (m_.nodes[i].int_attribute("ceil_mode", 0) != 0) spec["ceil_mode"] = true;
+      if (n.int_attribute("ceil_mode", 0) != 0) spec["ceil_mode"] = true;
       add_layer(i, std::move(spec), {activation_input(i)});
     } else if (op == "GlobalAveragePool") {
       add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", true}}, {activation_input(i)});  // [N, C, 1, 1]

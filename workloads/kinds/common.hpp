@@ -19,13 +19,31 @@ inline Backward pass_through(std::uint32_t op, Backward r = {}) {
   return r;
 }
 
-// Output height and width of a window of `k` at stride `s` over [height, width, ...]: with
-// explicit pads the windows that fit the padded input, else same (ceil(in/s)) or valid (the
-// windows that fit). 0 when none fits.
+// The input of a windowed layer (convolution, pool) as height, width and channels: an image
+// [height, width, channels] as it is, a sequence [steps, channels] as one row of steps.
+struct Spatial {
+  std::uint64_t height, width, channels;
+};
+Spatial spatial_of(const Shape& in);
+// The windowed layer's output shape for `height` x `width` positions of `channels`, of the
+// input's rank.
+Shape spatial_shape(const Shape& in, std::uint64_t height, std::uint64_t width, std::uint64_t channels);
+
+// Checks a windowed layer's input rank (`ranks`: 3 for images, 2 for sequences, or both) and,
+// over a sequence, that each window was given as one number, which then runs along the steps
+// (a height of 1); explicit pads are [top, bottom, left, right] on an image, [before, after] on
+// a sequence; "causal" padding only for a conv1d.
+void check_window_rank(Node& node, const InferContext& ctx, std::vector<std::size_t> ranks);
+
+// Output height and width of a window of `k` dilated by `d` at stride `s` over the input: with
+// explicit pads (or causal padding) the windows that fit the padded input, else same
+// (ceil(in/s)) or valid (the windows that fit). 0 when none fits.
 struct WindowOut {
   std::uint64_t height, width;
 };
-WindowOut window_out(const Shape& in, std::uint64_t k, std::uint64_t s, const LayerSpec& spec);
+WindowOut window_out(const Spatial& in, WindowSize k, WindowSize s, WindowSize d, const LayerSpec& spec);
+// "3x3", or "5" along a sequence.
+std::string window_string(const Node& node, WindowSize w);
 
 // What a matmul's input-gradient epilogue applies for an input whose activation gradient is
 // fused into it (BackwardContext::fused_input): VPU ops and bytes per element, and a name suffix.

@@ -1,6 +1,7 @@
-// A 2D convolution over [height, width, channels] (Keras Conv2D), lowered as its im2col matmul:
-// rows are output pixels, the contracted axis the kernel's taps times input channels per group.
-// Bias and activation run in the epilogue.
+// Convolutions over [height, width, channels] (Keras Conv2D, DepthwiseConv2D) or over a sequence
+// [steps, channels] (Keras Conv1D), lowered as their im2col matmul: rows are output positions,
+// the contracted axis the kernel's taps times input channels per group. Bias and activation run
+// in the epilogue. A dilation spaces the taps apart: the same taps and FLOPs over a wider span.
 #include <optional>
 
 #include <fmt/format.h>
@@ -19,51 +20,66 @@ struct ConvGeometry {
 
 ConvGeometry geometry(const StepEmitter& em, const Node& node) {
   const LayerSpec& s = node.spec;
-  const double in_px = static_cast<double>(node.in[0] * node.in[1]), out_px = static_cast<double>(node.out[0] * node.out[1]);
-  const double taps = static_cast<double>(s.kernel * s.kernel), g = static_cast<double>(s.groups);
+  const Spatial in = spatial_of(node.in), out = spatial_of(node.out);
+  const std::uint64_t taps = s.kernel.area();
+  const double in_px = static_cast<double>(in.height * in.width), out_px = static_cast<double>(out.height * out.width);
+  const double g = static_cast<double>(s.groups);
   ConvGeometry c;
-  c.m = em.rows(node.out[0] * node.out[1]);
-  c.k = s.kernel * s.kernel * node.in[2] / s.groups;
+  c.m = em.rows(out.height * out.width);
+  c.k = taps * in.channels / s.groups;
   c.n = s.filters;
-  c.dx_m = em.rows(node.in[0] * node.in[1]);
-  c.dx_k = s.kernel * s.kernel * s.filters / s.groups;
+  c.dx_m = em.rows(in.height * in.width);
+  c.dx_k = taps * s.filters / s.groups;
   // Each input pixel is read once however many output windows use it.
-  c.fwd_lhs_fraction = in_px * g / (out_px * taps);
-  c.dx_lhs_fraction = out_px * g / (in_px * taps);
+  c.fwd_lhs_fraction = in_px * g / (out_px * static_cast<double>(taps));
+  c.dx_lhs_fraction = out_px * g / (in_px * static_cast<double>(taps));
   c.dw_lhs_fraction = c.fwd_lhs_fraction;
   return c;
 }
 
-// `depthwise`: Keras's DepthwiseConv2D, each input channel convolved on its own into
+enum class ConvType { Conv2d, Depthwise, Conv1d };
+
+const char* name_of(ConvType t) {
+  switch (t) {
+    case ConvType::Conv2d: return "conv2d";
+    case ConvType::Depthwise: return "depthwise_conv2d";
+    case ConvType::Conv1d: return "conv1d";
+  }
+  return "?";
+}
+
+// Depthwise: Keras's DepthwiseConv2D, each input channel convolved on its own into
 // depth_multiplier channels: a convolution with as many groups as input channels.
-class Conv2d : public MatmulLayerKind {
+class Conv : public MatmulLayerKind {
  public:
-  explicit Conv2d(bool depthwise) : MatmulLayerKind(depthwise ? "depthwise_conv2d" : "conv2d"), depthwise_(depthwise) {}
+  explicit Conv(ConvType type) : MatmulLayerKind(name_of(type)), type_(type) {}
   std::vector<std::string> keys() const override {
-    if (depthwise_) return {"depth_multiplier", "kernel", "strides", "padding", "pads", "activation", "use_bias"};
-    return {"filters", "kernel", "strides", "groups", "padding", "pads", "activation", "use_bias"};
+    if (type_ == ConvType::Depthwise) return {"depth_multiplier", "kernel", "strides", "dilation", "padding", "pads", "activation", "use_bias"};
+    return {"filters", "kernel", "strides", "dilation", "groups", "padding", "pads", "activation", "use_bias"};
   }
   std::vector<std::string> required_keys() const override {
-    if (depthwise_) return {"kernel"};
+    if (type_ == ConvType::Depthwise) return {"kernel"};
     return {"filters", "kernel"};
   }
 
   void infer(Node& node, const InferContext& ctx) const override {
-    ctx.need_rank(node, 3, "an [height, width, channels]");
-    if (depthwise_) {
-      node.spec.groups = node.in[2];
-      node.spec.filters = ctx.checked_mul(node.in[2], node.spec.depth_multiplier);
+    check_window_rank(node, ctx, {type_ == ConvType::Conv1d ? std::size_t{2} : std::size_t{3}});
+    const Spatial in = spatial_of(node.in);
+    if (type_ == ConvType::Depthwise) {
+      node.spec.groups = in.channels;
+      node.spec.filters = ctx.checked_mul(in.channels, node.spec.depth_multiplier);
     }
     const LayerSpec& s = node.spec;
-    const Shape& in = node.in;
-    const std::uint64_t stride = s.strides ? s.strides : 1;
-    if (in[2] % s.groups || s.filters % s.groups)
-      ctx.fail("groups", fmt::format("{} groups do not divide {} input and {} output channels", s.groups, in[2], s.filters));
-    const auto [ho, wo] = window_out(in, s.kernel, stride, s);
+    const WindowSize strides = s.strides.w ? s.strides : WindowSize{1, 1};  // the default (0) is 1 for a convolution
+    if (in.channels % s.groups || s.filters % s.groups)
+      ctx.fail("groups", fmt::format("{} groups do not divide {} input and {} output channels", s.groups, in.channels, s.filters));
+    const auto [ho, wo] = window_out(in, s.kernel, strides, s.dilation, s);
     if (ho == 0 || wo == 0)
-      ctx.fail("kernel", fmt::format("a {}x{} kernel does not fit a {} input", s.kernel, s.kernel, shape_string(in)));
-    node.out = {ho, wo, s.filters};
-    const std::uint64_t weights = ctx.checked_mul(s.kernel * s.kernel * (in[2] / s.groups), s.filters);
+      ctx.fail("kernel", fmt::format("a {} kernel{} does not fit a {} input", window_string(node, s.kernel),
+                                     s.dilation == WindowSize::square(1) ? "" : " dilated by " + window_string(node, s.dilation),
+                                     shape_string(node.in)));
+    node.out = spatial_shape(node.in, ho, wo, s.filters);
+    const std::uint64_t weights = ctx.checked_mul(s.kernel.area() * (in.channels / s.groups), s.filters);
     node.params = node.trainable = weights + (s.use_bias ? s.filters : 0);
     node.forward_flops = 2.0 * static_cast<double>(ho * wo) * static_cast<double>(weights);
   }
@@ -88,8 +104,8 @@ class Conv2d : public MatmulLayerKind {
                      : std::nullopt;
     if (ctx.needs_dx) {
       const InputGradEpilogue epi = fused_input_gradient(em, ctx);
-      r.dx = em.matmul(base + "/dX" + epi.name_suffix, Phase::Backward, c.dx_m, c.dx_k, node.in[2], em.act(), dy, epi.vpu_ops,
-                       epi.operand_bytes, 1, c.dx_lhs_fraction);
+      r.dx = em.matmul(base + "/dX" + epi.name_suffix, Phase::Backward, c.dx_m, c.dx_k, spatial_of(node.in).channels, em.act(), dy,
+                       epi.vpu_ops, epi.operand_bytes, 1, c.dx_lhs_fraction);
       r.has_dx = true;
       // Every input pixel runs through every tap, but with a stride only 1/stride^2 of the
       // taps meet an output: the rest multiply zeros. The useful work is the forward's.
@@ -102,18 +118,23 @@ class Conv2d : public MatmulLayerKind {
   }
 
  private:
-  bool depthwise_;
+  ConvType type_;
 };
 
 }  // namespace
 
 const LayerKind& conv2d_kind() {
-  static const Conv2d kind(false);
+  static const Conv kind(ConvType::Conv2d);
   return kind;
 }
 
 const LayerKind& depthwise_conv2d_kind() {
-  static const Conv2d kind(true);
+  static const Conv kind(ConvType::Depthwise);
+  return kind;
+}
+
+const LayerKind& conv1d_kind() {
+  static const Conv kind(ConvType::Conv1d);
   return kind;
 }
 

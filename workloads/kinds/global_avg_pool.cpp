@@ -1,5 +1,8 @@
-// Means: over height and width of [height, width, channels] (a global average pool), or over the
-// last axis (a normalization written out: an imported RMSNorm's mean of squares).
+// Means: over height and width of [height, width, channels] or the steps of [steps, channels]
+// (a global average pool), or over the last axis (a normalization written out: an imported
+// RMSNorm's mean of squares); and the global max pool.
+#include <fmt/format.h>
+
 #include "workloads/kinds/common.hpp"
 #include "workloads/kinds/registry.hpp"
 
@@ -31,13 +34,41 @@ class Mean : public LayerKind {
   virtual bool over_last_axis() const { return false; }
 };
 
+// Over every position of an image or a sequence, one value per channel: [c], or with keepdims
+// the input's rank with each position axis 1.
+void infer_global_pool(Node& node, const InferContext& ctx) {
+  if (node.in.size() != 3 && node.in.size() != 2)
+    ctx.fail("", fmt::format("a {} layer needs an [height, width, channels] or [steps, channels] input, got {}", node.spec.type,
+                             shape_string(node.in)));
+  const std::uint64_t channels = node.in.back();
+  node.out = !node.spec.keepdims ? Shape{channels} : node.in.size() == 3 ? Shape{1, 1, channels} : Shape{1, channels};
+}
+
 class GlobalAvgPool : public Mean {
  public:
   GlobalAvgPool() : Mean("global_avg_pool") {}
-  void infer(Node& node, const InferContext& ctx) const override {
-    ctx.need_rank(node, 3, "an [height, width, channels]");
-    node.out = node.spec.keepdims ? Shape{1, 1, node.in[2]} : Shape{node.in[2]};
+  void infer(Node& node, const InferContext& ctx) const override { infer_global_pool(node, ctx); }
+};
+
+// Keras GlobalMaxPooling1D/2D: the forward a max over the positions; the backward routes each
+// channel's gradient to its maximum, found again in the saved input.
+class GlobalMaxPool : public LayerKind {
+ public:
+  GlobalMaxPool() : LayerKind("global_max_pool") {}
+  std::vector<std::string> keys() const override { return {"keepdims"}; }
+  void infer(Node& node, const InferContext& ctx) const override { infer_global_pool(node, ctx); }
+
+  std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
+    const std::uint64_t e_in = in_elements(em, node);
+    return em.vector(node.spec.name + "/fwd/max", Phase::Forward, e_in, 1, e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(),
+                     std::move(deps));
   }
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+    const std::uint64_t e_in = in_elements(em, node);
+    return pass_through(em.vector(node.spec.name + "/bwd/max", Phase::Backward, e_in, 1,
+                                  (out_elements(em, node) + e_in) * em.act_bytes(), e_in * em.act_bytes(), std::move(dy)));
+  }
+  bool keeps_input(const Node&) const override { return true; }
 };
 
 class ReduceMean : public Mean {
@@ -59,6 +90,11 @@ class ReduceMean : public Mean {
 
 const LayerKind& global_avg_pool_kind() {
   static const GlobalAvgPool kind;
+  return kind;
+}
+
+const LayerKind& global_max_pool_kind() {
+  static const GlobalMaxPool kind;
   return kind;
 }
 

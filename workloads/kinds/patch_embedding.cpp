@@ -1,4 +1,4 @@
-// A vision transformer's patch embedding: non-overlapping kernel x kernel patches projected to
+// A vision transformer's patch embedding: non-overlapping kernel-sized patches projected to
 // `dim` features (one matmul), with an optional class token and learned positions added.
 #include <fmt/format.h>
 
@@ -18,12 +18,12 @@ class PatchEmbedding : public LayerKind {
     const LayerSpec& s = node.spec;
     const Shape& in = node.in;
     ctx.need_rank(node, 3, "an [height, width, channels]");
-    if (in[0] % s.kernel || in[1] % s.kernel)
-      ctx.fail("kernel", fmt::format("{}x{} patches do not tile a {} image", s.kernel, s.kernel, shape_string(in)));
+    if (in[0] % s.kernel.h || in[1] % s.kernel.w)
+      ctx.fail("kernel", fmt::format("{}x{} patches do not tile a {} image", s.kernel.h, s.kernel.w, shape_string(in)));
     const std::uint64_t tokens = patches(node) + (s.class_token ? 1 : 0);
     if (s.positions && s.positions < tokens) ctx.fail("positions", fmt::format("{} positions for {} tokens", s.positions, tokens));
     node.out = {tokens, s.dim};
-    const std::uint64_t weights = ctx.checked_mul(s.kernel * s.kernel * in[2], s.dim);
+    const std::uint64_t weights = ctx.checked_mul(s.kernel.area() * in[2], s.dim);
     node.params = node.trainable = weights + s.dim + (s.class_token ? s.dim : 0) + ctx.checked_mul(s.positions, s.dim);
     node.forward_flops = 2.0 * static_cast<double>(patches(node)) * static_cast<double>(weights);
   }
@@ -33,7 +33,7 @@ class PatchEmbedding : public LayerKind {
     const std::string base = s.name + "/fwd";
     const std::uint64_t e_out = out_elements(em, node);
     const std::uint32_t proj = em.matmul(base + "/patches+bias", Phase::Forward, em.rows(patches(node)),
-                                         s.kernel * s.kernel * node.in[2], s.dim, em.act(), std::move(deps), 1);
+                                         s.kernel.area() * node.in[2], s.dim, em.act(), std::move(deps), 1);
     return em.vector(base + "/class_token+positions", Phase::Forward, e_out, 1, e_out * em.act_bytes(), e_out * em.act_bytes(),
                      {proj});
   }
@@ -45,7 +45,7 @@ class PatchEmbedding : public LayerKind {
     const std::string base = s.name + "/bwd";
     const std::uint64_t e_out = out_elements(em, node);
     Backward r;
-    r.grads.push_back(em.matmul(base + "/dW", Phase::Backward, s.kernel * s.kernel * node.in[2], em.rows(patches(node)),
+    r.grads.push_back(em.matmul(base + "/dW", Phase::Backward, s.kernel.area() * node.in[2], em.rows(patches(node)),
                                 s.dim, DType::F32, dy));
     r.grads.push_back(em.vector(base + "/dpositions", Phase::Backward, e_out, 1, e_out * em.act_bytes(),
                                 elements(node.out) * 4, std::move(dy)));
@@ -54,7 +54,7 @@ class PatchEmbedding : public LayerKind {
 
  private:
   static std::uint64_t patches(const Node& node) {
-    return (node.in[0] / node.spec.kernel) * (node.in[1] / node.spec.kernel);
+    return (node.in[0] / node.spec.kernel.h) * (node.in[1] / node.spec.kernel.w);
   }
 };
 

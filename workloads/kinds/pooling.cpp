@@ -1,4 +1,5 @@
-// Max and average pooling over square windows of [height, width, channels].
+// Max and average pooling over windows of [height, width, channels], or along the steps of a
+// sequence [steps, channels] (Keras MaxPooling1D, AveragePooling1D).
 #include "workloads/kinds/common.hpp"
 #include "workloads/kinds/registry.hpp"
 
@@ -12,13 +13,13 @@ class Pool : public LayerKind {
   std::vector<std::string> required_keys() const override { return {"pool"}; }
 
   void infer(Node& node, const InferContext& ctx) const override {
+    check_window_rank(node, ctx, {3, 2});
     const LayerSpec& s = node.spec;
-    const Shape& in = node.in;
-    ctx.need_rank(node, 3, "an [height, width, channels]");
-    const std::uint64_t stride = s.strides ? s.strides : s.pool;
-    const auto [ho, wo] = window_out(in, s.pool, stride, s);
-    node.out = {ho, wo, in[2]};
-    if (node.out[0] == 0 || node.out[1] == 0) ctx.fail("pool", "the window does not fit the input");
+    const Spatial in = spatial_of(node.in);
+    const WindowSize stride = s.strides.w ? s.strides : s.pool;
+    const auto [ho, wo] = window_out(in, s.pool, stride, WindowSize::square(1), s);
+    if (ho == 0 || wo == 0) ctx.fail("pool", "the window does not fit the input");
+    node.out = spatial_shape(node.in, ho, wo, in.channels);
   }
 
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
@@ -37,7 +38,7 @@ class Pool : public LayerKind {
   bool keeps_input(const Node&) const override { return max_; }
 
  private:
-  static double window(const Node& node) { return static_cast<double>(node.spec.pool * node.spec.pool); }
+  static double window(const Node& node) { return static_cast<double>(node.spec.pool.area()); }
   bool max_;
 };
 

@@ -136,7 +136,70 @@ function transfer() {
   });
 }
 
-const builders = {mlp_mnist: mlp, small_resnet: smallResnet, resnet50: resnet50, transfer: transfer};
+// keras.io's "Text classification from scratch" (F. Chollet, the IMDB review classifier): token
+// ids of 500 steps, an embedding, two strided Conv1D, a global max pool and a dense head.
+function textCnn() {
+  const input = tf.input({shape: [500], dtype: 'int32', name: 'input_1'});
+  let x = tf.layers.embedding({inputDim: 20000, outputDim: 128, name: 'embedding'}).apply(input);
+  x = tf.layers.dropout({rate: 0.5, name: 'dropout'}).apply(x);
+  x = tf.layers.conv1d({filters: 128, kernelSize: 7, padding: 'valid', activation: 'relu', strides: 3, name: 'conv1d'}).apply(x);
+  x = tf.layers.conv1d({filters: 128, kernelSize: 7, padding: 'valid', activation: 'relu', strides: 3, name: 'conv1d_1'}).apply(x);
+  x = tf.layers.globalMaxPooling1d({name: 'global_max_pooling1d'}).apply(x);
+  x = tf.layers.dense({units: 128, activation: 'relu', name: 'dense'}).apply(x);
+  x = tf.layers.dropout({rate: 0.5, name: 'dropout_1'}).apply(x);
+  x = tf.layers.dense({units: 1, activation: 'sigmoid', name: 'predictions'}).apply(x);
+  return tf.model({inputs: input, outputs: x, name: 'text_cnn'});
+}
+
+// keras.io's "Timeseries classification from scratch" (H. Ismail Fawaz's fully convolutional
+// network on FordA): 500 steps of one reading, three Conv1D/BN/ReLU blocks, a global average pool.
+function timeseriesFcn() {
+  const input = tf.input({shape: [500, 1], name: 'input_1'});
+  let x = input;
+  for (const [i, suffix] of ['', '_1', '_2'].entries()) {
+    x = tf.layers.conv1d({filters: 64, kernelSize: 3, padding: 'same', name: 'conv1d' + suffix}).apply(x);
+    x = tf.layers.batchNormalization({name: 'batch_normalization' + suffix}).apply(x);
+    x = tf.layers.reLU({name: 're_lu' + suffix}).apply(x);
+  }
+  x = tf.layers.globalAveragePooling1d({name: 'global_average_pooling1d'}).apply(x);
+  x = tf.layers.dense({units: 2, activation: 'softmax', name: 'dense'}).apply(x);
+  return tf.model({inputs: input, outputs: x, name: 'timeseries_fcn'});
+}
+
+// A temporal convolutional network in WaveNet's manner: dilated causal Conv1D (dilations 1, 2,
+// 4), pooled along the steps. `causal` is the padding the causal layers get: tfjs 4.22 writes
+// "causal" to the JSON but does not implement it (its convOutputLength takes it for "valid", its
+// conv1d throws NotImplementedError), where Keras's conv_utils.conv_output_length gives causal
+// the input's length, as "same" does; so the recorded shapes come from a twin built with "same".
+function dilatedCausal(causal = 'causal') {
+  const input = tf.input({shape: [256, 8], name: 'input_1'});
+  let x = input;
+  for (const d of [1, 2, 4])
+    x = tf.layers.conv1d({filters: 32, kernelSize: 3, padding: causal, dilationRate: d, activation: 'relu', name: 'causal_d' + d}).apply(x);
+  x = tf.layers.maxPooling1d({poolSize: 2, name: 'max_pool'}).apply(x);
+  x = tf.layers.averagePooling1d({poolSize: 2, strides: 2, name: 'avg_pool'}).apply(x);
+  x = tf.layers.conv1d({filters: 16, kernelSize: 5, strides: 2, padding: 'same', name: 'strided'}).apply(x);
+  x = tf.layers.globalMaxPooling1d({name: 'global_max_pool'}).apply(x);
+  x = tf.layers.dense({units: 10, activation: 'softmax', name: 'predictions'}).apply(x);
+  return tf.model({inputs: input, outputs: x, name: 'dilated_causal'});
+}
+
+// Inception v3's factorized 7x7 (a 1x7 then a 7x1 convolution), a dilated 3x3 and a 3x1 pool, on
+// a small image.
+function factorized() {
+  const input = tf.input({shape: [17, 17, 32], name: 'input_1'});
+  let x = tf.layers.conv2d({filters: 48, kernelSize: [1, 7], padding: 'same', activation: 'relu', name: 'conv_1x7'}).apply(input);
+  x = tf.layers.conv2d({filters: 64, kernelSize: [7, 1], padding: 'same', activation: 'relu', name: 'conv_7x1'}).apply(x);
+  x = tf.layers.conv2d({filters: 64, kernelSize: 3, dilationRate: 2, padding: 'valid', name: 'atrous'}).apply(x);
+  x = tf.layers.maxPooling2d({poolSize: [3, 1], strides: [2, 1], name: 'pool_3x1'}).apply(x);
+  x = tf.layers.globalMaxPooling2d({name: 'global_max_pool'}).apply(x);
+  x = tf.layers.dense({units: 10, activation: 'softmax', name: 'predictions'}).apply(x);
+  return tf.model({inputs: input, outputs: x, name: 'factorized'});
+}
+
+const builders = {mlp_mnist: mlp, small_resnet: smallResnet, resnet50: resnet50, transfer: transfer, text_cnn: textCnn,
+                  timeseries_fcn: timeseriesFcn, dilated_causal: dilatedCausal, factorized: factorized};
+const SHAPES_CHECKED = new Set(['text_cnn', 'timeseries_fcn', 'dilated_causal', 'factorized']);
 const summary = {tfjs: tf.version.tfjs, models: {}};
 for (const [name, build] of Object.entries(builders)) {
   const t0 = Date.now();
@@ -154,6 +217,12 @@ for (const [name, build] of Object.entries(builders)) {
     input_shape: model.inputs[0].shape,
     output_shape: model.outputs[0].shape,
   };
+  // Each layer's output shape, for the models whose windows (1D, non-square, dilated, causal)
+  // the importer's shape inference is checked against.
+  if (SHAPES_CHECKED.has(name)) {
+    const twin = name === 'dilated_causal' ? dilatedCausal('same') : model;
+    summary.models[name].layer_output_shapes = Object.fromEntries(twin.layers.map((l) => [l.name, l.outputShape]));
+  }
   console.log(name, JSON.stringify(summary.models[name]), (Date.now() - t0) + ' ms');
   model.dispose();
 }

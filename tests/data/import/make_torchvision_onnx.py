@@ -28,9 +28,13 @@ MODELS = ["alexnet", "vgg11", "squeezenet1_0", "mobilenet_v2", "mobilenet_v3_sma
 # input's), shape arithmetic constant-folded, torch's own input name; -> (batch traced at).
 # The seven of issue 42 at batch 1 (as a user exports one image), ShuffleNet at 4 (its reshapes carry it).
 FIXED_BATCH = {"resnet18": 1, "wide_resnet50_2": 1, "vgg16": 1, "densenet121": 1, "mobilenet_v2": 1, "efficientnet_b0": 1,
-               "convnext_tiny": 1, "shufflenet_v2_x1_0": 4}
+               "convnext_tiny": 1, "shufflenet_v2_x1_0": 4, "inception_v3": 1}
 NO_STOCHASTIC_DEPTH = {"stochastic_depth_prob": 0.0}
-CONSTRUCTOR_ARGS = {"efficientnet_b0": NO_STOCHASTIC_DEPTH, "convnext_tiny": NO_STOCHASTIC_DEPTH}
+# Inception v3 without its auxiliary classifier (a second output, which the importer would drop)
+# and without torchvision's truncated-normal initialization (slow, and irrelevant to a graph).
+CONSTRUCTOR_ARGS = {"efficientnet_b0": NO_STOCHASTIC_DEPTH, "convnext_tiny": NO_STOCHASTIC_DEPTH,
+                    "inception_v3": {"aux_logits": False, "init_weights": False}}
+IMAGE_SIDE = {"inception_v3": 299}
 
 
 class TinyAttention(torch.nn.Module):
@@ -48,7 +52,8 @@ class TinyAttention(torch.nn.Module):
 def export_fixed_batch(summary):
     out = os.path.join(OUT, "fixed_batch")
     os.makedirs(out, exist_ok=True)
-    models = {name: (getattr(torchvision.models, name), (batch, 3, 224, 224)) for name, batch in FIXED_BATCH.items()}
+    models = {name: (getattr(torchvision.models, name), (batch, 3, IMAGE_SIDE.get(name, 224), IMAGE_SIDE.get(name, 224)))
+              for name, batch in FIXED_BATCH.items()}
     models["tiny_attention"] = (TinyAttention, (2, 16, 32))  # [batch, sequence, features]
     for name, (make, shape) in models.items():
         torch.manual_seed(0)
