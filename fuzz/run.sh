@@ -14,10 +14,11 @@ cmake --build build-fuzz -j"$(nproc)" >&2
 # above 40 KB (the largest language models) are left out: they would raise libFuzzer's input size.
 living=$(mktemp -d)
 trap 'rm -rf "$living"' EXIT
-mkdir -p "$living/fuzz_hardware" "$living/fuzz_workload" "$living/fuzz_trace_check" "$living/fuzz_onnx"
+mkdir -p "$living/fuzz_hardware" "$living/fuzz_workload" "$living/fuzz_trace_check" "$living/fuzz_onnx" "$living/fuzz_hlo"
 cp hw/presets/*.json "$living/fuzz_hardware/"
 find workloads/examples -name '*.json' -size -40k -exec cp {} "$living/fuzz_workload/" \;
-for target in fuzz_workload fuzz_hardware fuzz_trace_check fuzz_onnx; do
+cp tests/data/import/hlo/*.hlo "$living/fuzz_hlo/"
+for target in fuzz_workload fuzz_hardware fuzz_trace_check fuzz_onnx fuzz_hlo; do
   scratch=$(mktemp -d)
   echo "fuzz: $target ${limit[*]}" >&2
   log="$scratch.log"

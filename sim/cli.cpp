@@ -22,6 +22,7 @@
 
 #include "sim/config.hpp"
 #include "sim/collective_cmd.hpp"
+#include "sim/hlo_cmd.hpp"
 #include "sim/errors.hpp"
 #include "sim/gemm.hpp"
 #include "sim/import_cmd.hpp"
@@ -427,6 +428,19 @@ int parse_and_run(int argc, char** argv) {
   coll_cmd->add_flag("--all-chips", coll.all_chips, all_chips_help);
   coll_cmd->add_option("--max-memory", coll_max_memory, max_memory_help);
 
+  ConfigRequest hlo_config;
+  HloRequest hlo;
+  std::string hlo_max_memory;
+  bool hlo_json = false;
+  auto* hlo_cmd = app.add_subcommand("hlo", "Simulate an XLA HLO module (a compiled step as JAX, TensorFlow or PyTorch/XLA print it) on every device of a slice");
+  hlo_cmd->add_option("file", hlo.file, "HLO text: jax.jit(f).lower(...).compile().as_text(), or a module XLA_FLAGS=--xla_dump_to wrote")->required();
+  hlo_cmd->add_option("--hw", hlo_config.hw, hw_help())->capture_default_str();
+  hlo_cmd->add_option("--topology", hlo_config.topology, "Slice shape in chips, one per device of the module (default: the preset's)");
+  hlo_cmd->add_option("--set", hlo_config.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+  hlo_cmd->add_flag("--json", hlo_json, "Print one JSON object");
+  hlo_cmd->add_flag("--all-chips", hlo.all_chips, all_chips_help);
+  hlo_cmd->add_option("--max-memory", hlo_max_memory, max_memory_help);
+
   SweepRequest sweep;
   std::vector<std::string> sweep_varies;
   std::string sweep_hw = "tpu_v2", sweep_topology;
@@ -497,6 +511,7 @@ int parse_and_run(int argc, char** argv) {
   dump_request.hw_given = dump->get_option("--hw")->count() > 0;
   sweep.hw_given = sweep_cmd->get_option("--hw")->count() > 0;
   coll_request.hw_given = coll_cmd->get_option("--hw")->count() > 0;
+  hlo_config.hw_given = hlo_cmd->get_option("--hw")->count() > 0;
   run_options.command_line = command_line(argc, argv);
   try {
     if (*params) return list_params(params_hw, params_json);
@@ -612,6 +627,13 @@ int parse_and_run(int argc, char** argv) {
       if (!coll_max_memory.empty()) coll.max_memory_bytes = parse_memory_size(coll_max_memory, "--max-memory");
       const auto result = run_collective(config.hw, coll);
       std::cout << (coll_json ? result.dump(2) + "\n" : format_collective(result));
+      return 0;
+    }
+    if (*hlo_cmd) {
+      const Config config = load_config(hlo_config);
+      if (!hlo_max_memory.empty()) hlo.max_memory_bytes = parse_memory_size(hlo_max_memory, "--max-memory");
+      const auto result = run_hlo(config.hw, hlo);
+      std::cout << (hlo_json ? result.dump(2) + "\n" : format_hlo(result));
       return 0;
     }
     if (*mem_cmd) {
