@@ -185,6 +185,46 @@ BOOST_AUTO_TEST_CASE(both_printings_of_operands_and_tiled_layouts_read_alike) {
   BOOST_TEST(b.flops == a.flops);
 }
 
+// An unoptimized module (no is_scheduled=true) holds each elementwise op alone; XLA fuses such a
+// chain into one pass, so tpusim does: x * 2 + 1, exp, then a row sum read x once and write the sums.
+// The same module as XLA scheduled it is taken as it is, one pass per instruction.
+BOOST_AUTO_TEST_CASE(an_unoptimized_modules_elementwise_chains_fuse_into_their_reader) {
+  const std::string body = "  %two = f32[] constant(2)\n  %two.b = f32[64,32]{1,0} broadcast(f32[] %two), dimensions={}\n"
+                           "  %scaled = f32[64,32]{1,0} multiply(f32[64,32]{1,0} %x, f32[64,32]{1,0} %two.b)\n"
+                           "  %one = f32[] constant(1)\n  %one.b = f32[64,32]{1,0} broadcast(f32[] %one), dimensions={}\n"
+                           "  %shifted = f32[64,32]{1,0} add(f32[64,32]{1,0} %scaled, f32[64,32]{1,0} %one.b)\n"
+                           "  %e = f32[64,32]{1,0} exponential(f32[64,32]{1,0} %shifted)\n"
+                           "  %zero = f32[] constant(0)\n"
+                           "  ROOT %sums = f32[64]{0} reduce(f32[64,32]{1,0} %e, f32[] %zero), dimensions={1}, to_apply=%add\n";
+  std::string text = module(body);
+  text.replace(text.find("f32[64,32] {"), std::string("f32[64,32] {").size(), "f32[64] {");
+  const HloStep unoptimized = lower_hlo_module(parse_hlo_module(text, "m.hlo"), "m.hlo", {4});
+  BOOST_TEST_REQUIRE(unoptimized.program.ops.size() == 1u);
+  const VectorWork& pass = unoptimized.program.ops[0].vector;
+  BOOST_TEST(pass.hbm_read_bytes == 64u * 32 * 4 + 3 * 4);  // x, and three scalars: 2, 1 and the sum's initial 0
+  BOOST_TEST(pass.hbm_write_bytes == 64u * 4);
+  BOOST_TEST(pass.vpu_ops_per_element == 4);  // multiply, add, exponential, the sum
+  std::string scheduled = text;
+  scheduled.replace(scheduled.find("num_partitions=4"), 16, "is_scheduled=true, num_partitions=4");
+  const HloStep as_scheduled = lower_hlo_module(parse_hlo_module(scheduled, "m.hlo"), "m.hlo", {4});
+  BOOST_TEST(as_scheduled.program.ops.size() == 6u);  // two broadcasts, multiply, add, exponential, reduce
+}
+
+// A public dump of a real model: TensorFlow's GraphSAGE as XLA's CPU benchmarks keep it
+// (openxla/xla, Apache-2.0; tests/data/import/README.md): unoptimized, one device, its weights
+// elided constants. Its seven dots, read off their shapes: [1,50]x[50,128] twice, [10,50]x[50,128]
+// twice, [1,256]x[256,128] twice and [1,256]x[256,121].
+BOOST_AUTO_TEST_CASE(a_public_dump_of_a_real_model_imports_and_runs) {
+  const HloStep step = lower_file(hlo_fixture("graphsage_tf.hlo"), {1});
+  BOOST_TEST(step.devices == 1u);
+  BOOST_TEST(step.flops == 2.0 * (2 * 50 * 128 + 2 * 10 * 50 * 128 + 2 * 256 * 128 + 256 * 121));
+  BOOST_TEST(std::count_if(step.program.ops.begin(), step.program.ops.end(), [](const Op& op) { return op.kind == OpKind::Matmul; }) == 7);
+  BOOST_TEST(step.collectives.empty());
+  const CommandResult r = run_tpusim("hlo '" + hlo_fixture("graphsage_tf.hlo") + "' --hw tpu_v5e --topology 1x1 --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  BOOST_TEST(nlohmann::json::parse(r.out)["device_time_s"].get<double>() > 0);
+}
+
 // Bad HLO: exit 2, one line naming the line and the instruction, nothing written.
 BOOST_AUTO_TEST_CASE(bad_hlo_is_refused_in_one_line_naming_the_instruction) {
   const std::string good = read_file(hlo_fixture("mlp_dp_train_step.hlo"));

@@ -4,6 +4,8 @@
 #include <numeric>
 #include <regex>
 #include <set>
+#include <tuple>
+#include <utility>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -58,7 +60,23 @@ const std::set<std::string>& collective_opcodes() {
 struct Value {
   std::vector<std::uint32_t> deps;
   std::vector<Value> elements;
+  // Set when the instruction is fused into its one reader (an unoptimized module's elementwise
+  // chain, which XLA's fusion would make one pass): the HBM bytes the reader reads for it (its
+  // own inputs') and the VPU ops per element it adds.
+  bool fused = false;
+  std::uint64_t fused_read_bytes = 0;
+  double fused_vpu_ops = 0;
 };
+
+// What a chain fuses: elementwise instructions and the layout changes XLA's loop fusion takes in.
+bool fuses_into_reader(const std::string& op) {
+  return elementwise_opcodes().count(op) || op == "broadcast" || op == "transpose";
+}
+// Readers that are one vector pass over what they read.
+bool reads_as_vector_pass(const std::string& op) {
+  return elementwise_opcodes().count(op) || op == "reduce" || op == "broadcast" || op == "transpose" || op == "reduce-window" ||
+         op == "concatenate" || op == "pad" || op == "slice";
+}
 
 std::vector<std::uint32_t> all_deps(const Value& v) {
   std::vector<std::uint32_t> out = v.deps;
@@ -153,6 +171,7 @@ class Lowering {
   Value emit(const HloComputation& c, const std::vector<Value>& params, const std::string& suffix, int depth) {
     if (depth > kMaxCallDepth) fail(c.instructions[0], "calls nested more than 32 deep");
     std::vector<Value> values(c.instructions.size());
+    const std::vector<bool> fused = fused_into_reader(c);
     for (std::size_t i = 0; i < c.instructions.size(); ++i) {
       const HloInstruction& inst = c.instructions[i];
       if (++step_.instructions > kMaxExecuted)
@@ -160,9 +179,56 @@ class Lowering {
                                                 "most {}", origin_, kMaxExecuted, kMaxExecuted));
       std::vector<const Value*> in;
       for (const std::string& operand : inst.operands) in.push_back(&values[c.by_name.at(operand)]);
+      if (fused[i]) {
+        if (elementwise_opcodes().count(inst.opcode)) check_elementwise(c, inst);
+        Value v{deps_of(in), {}};
+        v.fused = true;
+        std::tie(v.fused_read_bytes, v.fused_vpu_ops) = reads_and_ops(c, inst, in, elementwise_opcodes().count(inst.opcode) ? 1.0 : 0.0);
+        values[i] = std::move(v);
+        continue;
+      }
       values[i] = emit_instruction(c, inst, in, params, suffix, depth);
     }
     return values[c.root];
+  }
+
+  // In a module XLA has not optimized (no is_scheduled=true: what jax.jit(f).lower(...).as_text()
+  // prints), which instructions fuse into their one reader, as XLA's loop fusion would join them.
+  // An optimized module's fusions are its own.
+  std::vector<bool> fused_into_reader(const HloComputation& c) const {
+    std::vector<bool> fused(c.instructions.size(), false);
+    const auto scheduled = m_.attributes.find("is_scheduled");
+    if (scheduled != m_.attributes.end() && scheduled->second == "true") return fused;
+    std::vector<std::size_t> readers(c.instructions.size(), 0), reader(c.instructions.size(), 0);
+    for (std::size_t j = 0; j < c.instructions.size(); ++j)
+      for (const std::string& operand : c.instructions[j].operands) {
+        const std::size_t o = c.by_name.at(operand);
+        ++readers[o];
+        reader[o] = j;
+      }
+    for (std::size_t i = 0; i < c.instructions.size(); ++i) {
+      const HloInstruction& inst = c.instructions[i];
+      fused[i] = i != c.root && readers[i] == 1 && !inst.shape.is_tuple() && !inst.shape.dims.empty() &&
+                 fuses_into_reader(inst.opcode) && reads_as_vector_pass(c.instructions[reader[i]].opcode);
+    }
+    return fused;
+  }
+
+  // The HBM bytes a vector pass reads and its VPU ops per element: its operands', an operand
+  // fused into it counted as what that operand read.
+  std::pair<std::uint64_t, double> reads_and_ops(const HloComputation& c, const HloInstruction& inst,
+                                                 const std::vector<const Value*>& in, double own_ops) const {
+    std::uint64_t bytes = 0;
+    double ops = own_ops;
+    for (std::size_t k = 0; k < inst.operands.size(); ++k) {
+      if (in[k]->fused) {
+        bytes += in[k]->fused_read_bytes;
+        ops += in[k]->fused_vpu_ops;
+      } else {
+        bytes += operand_shape(c, inst, k).bytes();
+      }
+    }
+    return {bytes, ops};
   }
 
   static std::vector<std::uint32_t> deps_of(const std::vector<const Value*>& in) {
@@ -240,13 +306,13 @@ class Lowering {
     if (op == "fusion") return single(add_op(fusion_op(c, inst, name), deps_of(in)));
     if (op == "custom-call") {
       ++custom_calls_;
-      return single(add_op(vector_op(c, inst, name, 1), deps_of(in)));
+      return single(add_op(vector_op(c, inst, name, 1, in), deps_of(in)));
     }
     if (elementwise_opcodes().count(op)) {
       check_elementwise(c, inst);
-      return single(add_op(vector_op(c, inst, name, 1), deps_of(in)));
+      return single(add_op(vector_op(c, inst, name, 1, in), deps_of(in)));
     }
-    if (data_opcodes().count(op)) return single(add_op(vector_op(c, inst, name, 1), deps_of(in)));
+    if (data_opcodes().count(op)) return single(add_op(vector_op(c, inst, name, 1, in), deps_of(in)));
     if (op == "send" || op == "recv" || op == "send-done" || op == "recv-done")
       fail(inst, "send and recv (host or pipeline transfers) are not modelled yet");
     fail(inst, fmt::format("unknown opcode \"{}\"", op));
@@ -261,7 +327,9 @@ class Lowering {
     }
   }
 
-  Op vector_op(const HloComputation& c, const HloInstruction& inst, const std::string& name, double vpu_ops) {
+  // `in`: the operands' values, when some may be fused into this pass (else their bytes are read).
+  Op vector_op(const HloComputation& c, const HloInstruction& inst, const std::string& name, double vpu_ops,
+               const std::vector<const Value*>& in = {}) {
     Op op;
     op.kind = OpKind::Vector;
     op.phase = phase_of(inst);
@@ -269,6 +337,7 @@ class Lowering {
     op.vector.elements = std::max<std::uint64_t>(1, inst.shape.element_count());
     op.vector.vpu_ops_per_element = vpu_ops;
     op.vector.hbm_read_bytes = operand_bytes(c, inst);
+    if (!in.empty()) std::tie(op.vector.hbm_read_bytes, op.vector.vpu_ops_per_element) = reads_and_ops(c, inst, in, vpu_ops);
     op.vector.hbm_write_bytes = inst.shape.bytes();
     return op;
   }

@@ -27,6 +27,38 @@ std::string strip_percent(std::string s) {
   return s;
 }
 
+// XLA prints /*index=5*/ inside long tuples; quoted text (metadata) keeps its characters.
+std::string strip_comments(const std::string& line) {
+  if (line.find("/*") == std::string::npos) return line;
+  std::string out;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      out += c;
+      if (c == '\\' && i + 1 < line.size()) out += line[++i];
+      else if (c == '"') quoted = false;
+      continue;
+    }
+    if (c == '"') quoted = true;
+    if (c == '/' && i + 1 < line.size() && line[i + 1] == '*') {
+      const auto end = line.find("*/", i + 2);
+      if (end == std::string::npos) return out;  // an unclosed comment: the rest of the line
+      i = end + 1;
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// The tables newer XLA prints between the header and the computations (stack frames of the
+// instructions' metadata): their names, then numbered rows.
+bool is_table_line(const std::string& line) {
+  return line == "FileNames" || line == "FunctionNames" || line == "FileLocations" || line == "StackFrames" ||
+         std::isdigit(static_cast<unsigned char>(line[0]));
+}
+
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; }
 
 class LineParser {
@@ -272,8 +304,9 @@ HloModule parse_hlo_module(const std::string& text, const std::string& origin) {
   while (std::getline(in, raw)) {
     ++number;
     if (raw.size() > kMaxLineBytes) throw std::invalid_argument(fmt::format("{}:{}: a line longer than {} bytes", origin, number, kMaxLineBytes));
-    const std::string line = trim(raw);
+    const std::string line = trim(strip_comments(raw));
     if (line.empty() || line.compare(0, 2, "//") == 0) continue;
+    if (have_header && !in_computation && is_table_line(line)) continue;
     if (!have_header && line.compare(0, 10, "HloModule ") != 0)
       throw std::invalid_argument(fmt::format("{}:{}: not an HLO module (expected its HloModule line first)", origin, number));
     if (line.compare(0, 10, "HloModule ") == 0) {
