@@ -438,6 +438,11 @@ int parse_and_run(int argc, char** argv) {
   hlo_cmd->add_option("--topology", hlo_config.topology, "Slice shape in chips, one per device of the module (default: the preset's)");
   hlo_cmd->add_option("--set", hlo_config.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
   hlo_cmd->add_flag("--json", hlo_json, "Print one JSON object");
+  hlo_cmd->add_option("-o,--out", hlo.out_dir, "Output directory for summary.json and trace.json (default: print only)");
+  hlo_cmd->add_flag("--force", hlo.force, "Replace an output directory an earlier tpusim command wrote");
+  std::string hlo_trace = "ops";
+  hlo_cmd->add_option("--trace", hlo_trace, "Trace detail with -o: none or ops (op engines, collectives, links)")->check(one_of({"none", "ops"}))
+      ->capture_default_str();
   hlo_cmd->add_flag("--all-chips", hlo.all_chips, all_chips_help);
   hlo_cmd->add_option("--max-memory", hlo_max_memory, max_memory_help);
 
@@ -632,6 +637,8 @@ int parse_and_run(int argc, char** argv) {
     if (*hlo_cmd) {
       const Config config = load_config(hlo_config);
       if (!hlo_max_memory.empty()) hlo.max_memory_bytes = parse_memory_size(hlo_max_memory, "--max-memory");
+      hlo.trace = hlo_trace != "none";
+      hlo.command_line = command_line(argc, argv);
       const auto result = run_hlo(config.hw, hlo);
       std::cout << (hlo_json ? result.dump(2) + "\n" : format_hlo(result));
       return 0;

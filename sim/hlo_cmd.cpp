@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -11,11 +13,14 @@
 #include "hw/system.hpp"
 #include "sim/errors.hpp"
 #include "sim/invariants.hpp"
+#include "sim/output_dir.hpp"
+#include "sim/run.hpp"
 #include "sim/json_input.hpp"
 #include "sim/resources.hpp"
 #include "sim/simulate.hpp"
 #include "sim/single_op.hpp"
 #include "sim/stats.hpp"
+#include "traces/chrome_trace.hpp"
 #include "workloads/import/hlo_program.hpp"
 
 namespace tpusim {
@@ -74,40 +79,57 @@ ojson run_hlo(const HwConfig& hw_in, const HloRequest& request) {
   if (hw.chip.cores > 1) split_over_cores(step.program, hw.chip.cores);
 
   const SimulatedSlice simulated = plan_simulated_slice(torus, hw, step.program, !request.all_chips);
-  check_memory(estimate_memory(hw, step.program, 0, simulated), request.max_memory_bytes,
-               "simulating " + request.file + " on " + torus.shape());
-  Recorder recorder(1, nullptr, /*keep_spans=*/false);
+  TraceFilter filter;
+  filter.chips = default_traced_chips(simulated.chip_count());
+  const bool tracing = !request.out_dir.empty() && request.trace;
+  check_memory(estimate_memory(hw, step.program, tracing ? filter.chip_count(simulated.chip_count()) : 0, simulated),
+               request.max_memory_bytes, "simulating " + request.file + " on " + torus.shape());
+  std::optional<StagedOutput> out;
+  if (!request.out_dir.empty())
+    out.emplace(request.out_dir, request.force, std::vector<std::string>{request.file}, "hlo",
+                std::vector<std::string>{"command.txt", "summary.json", "trace.json"});
+  std::unique_ptr<ChromeTraceWriter> trace;
+  if (tracing) trace = std::make_unique<ChromeTraceWriter>(out->file("trace.json"), filter);
+  Recorder recorder(1, trace.get(), /*keep_spans=*/false);
   System& system = elaborate(hw, step.program, InfeedSpec{}, &recorder, simulated);
   simulate(system, "hlo");
   const Picos end = system.step_end_ps()[0];
   check_invariants({&system, &step.program, &hw, &recorder, end});
   const double time_s = ps_to_s(end);
+  if (trace)
+    trace->close({{"tpusim_version", kVersion}, {"hlo", request.file}, {"module", module.name}, {"hw", hw.name},
+                  {"topology", torus.shape()}, {"steps", 1}, {"simulation", simulation_json(system.simulated())}});
 
-  ojson out;
-  out["file"] = request.file;
-  out["module"] = module.name;
-  out["hw"] = hw.name;
-  out["topology"] = torus.shape();
-  out["devices"] = step.devices;
-  out["instructions_executed"] = step.instructions;
+  ojson result;
+  result["file"] = request.file;
+  result["module"] = module.name;
+  result["hw"] = hw.name;
+  result["topology"] = torus.shape();
+  result["devices"] = step.devices;
+  result["instructions_executed"] = step.instructions;
   std::uint64_t matmuls = 0, vectors = 0, collectives = 0;
   for (const Op& op : step.program.ops) {
     matmuls += op.kind == OpKind::Matmul;
     vectors += op.kind == OpKind::Vector;
     collectives += op.kind == OpKind::Collective;
   }
-  out["ops"] = {{"matmul", matmuls}, {"vector", vectors}, {"collective", collectives}};
-  out["flops_per_device"] = flops_per_device;
-  out["parameter_bytes_per_device"] = step.parameter_bytes;
+  result["ops"] = {{"matmul", matmuls}, {"vector", vectors}, {"collective", collectives}};
+  result["flops_per_device"] = flops_per_device;
+  result["parameter_bytes_per_device"] = step.parameter_bytes;
   ojson coll = ojson::object();
   for (const auto& [kind, totals] : step.collectives) coll[kind] = {{"count", totals.count}, {"bytes", totals.bytes}};
-  out["collectives_per_device"] = coll;
-  out["device_time_s"] = time_s;
+  result["collectives_per_device"] = coll;
+  result["device_time_s"] = time_s;
   const double peak = hw.peak_bf16_flops_per_chip();
-  out["mfu"] = time_s > 0 && peak > 0 ? ojson(flops_per_device / time_s / peak) : ojson(nullptr);
-  out["simulation"] = simulation_json(system.simulated());
-  out["notes"] = step.notes;
-  return out;
+  result["mfu"] = time_s > 0 && peak > 0 ? ojson(flops_per_device / time_s / peak) : ojson(nullptr);
+  result["simulation"] = simulation_json(system.simulated());
+  result["notes"] = step.notes;
+  if (out) {
+    out->write("summary.json", result.dump(2) + "\n");
+    if (!request.command_line.empty()) out->write("command.txt", request.command_line + "\n");
+    out->commit();
+  }
+  return result;
 }
 
 std::string format_hlo(const ojson& r) {

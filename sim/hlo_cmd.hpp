@@ -13,6 +13,10 @@ namespace tpusim {
 
 struct HloRequest {
   std::string file;
+  std::string out_dir;  // empty: print only; else summary.json, trace.json and command.txt there
+  bool force = false;   // replace an output directory an earlier tpusim command wrote
+  bool trace = true;    // trace.json at the ops level (with out_dir)
+  std::string command_line;
   std::uint64_t max_memory_bytes = 0;  // refuse slices estimated to need more; 0: the machine's memory
   bool all_chips = false;              // every chip, not one per class of symmetric chips
 };

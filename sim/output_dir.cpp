@@ -1,9 +1,12 @@
 #include "sim/output_dir.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <system_error>
+#include <cstring>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -20,6 +23,19 @@ namespace tpusim {
 namespace {
 
 namespace fs = std::filesystem;
+
+// ".NAME.TAG-PID", the hidden name of a folder beside `dir` that remove_stale_staging recognises;
+// NAME is cut so that the whole stays within a file name's 255 bytes (a 245-byte -o was refused).
+std::string hidden_beside(const fs::path& dir, const std::string& tag) {
+  const std::string suffix = fmt::format(".{}-{}", tag, ::getpid());
+  std::string name = dir.filename().string();
+  name.resize(std::min(name.size(), std::size_t{255} - 1 - suffix.size()));
+  return "." + name + suffix;
+}
+
+// A staging directory beside the destination; renamed into place only when complete, removed
+// on any failure, so no half-written output ever carries the final name. It carries tpusim's
+// marker from the start, so the staging folder of a killed run is recognised and cleaned up.
 
 fs::path normalized(const std::string& text) {
   std::error_code ec;
@@ -168,6 +184,104 @@ void remove_stale_staging(const fs::path& parent) {
     if (!it->is_directory(entry_ec) || it->is_symlink(entry_ec) || foreign_entry(it->path())) continue;
     fs::remove_all(it->path(), entry_ec);
   }
+}
+
+// ---- StagedOutput ----
+
+StagedOutput::StagedOutput(const std::string& dir, bool force, const std::vector<std::string>& inputs, std::string kind,
+                           const std::vector<std::string>& may_write)
+    : shown_(dir), force_(force), kind_(std::move(kind)) {
+  final_ = checked_output_path(dir, inputs);
+  std::error_code ec;
+  if (fs::is_symlink(fs::symlink_status(final_, ec)))
+    throw InputError(fmt::format("-o {}: is a symbolic link; name the directory itself", dir));
+  existed_ = fs::exists(fs::symlink_status(final_, ec));
+  if (!empty_or_missing(final_)) {
+    if (!force) throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", dir));
+    check_replaceable(final_, dir);
+  } else if (fs::exists(final_, ec) && !fs::is_directory(final_, ec)) {
+    throw InputError(fmt::format("-o {}: exists and is not a directory", dir));
+  }
+  const fs::path parent = final_.parent_path();
+  fs::create_directories(parent, ec);
+  remove_stale_staging(parent);
+  staging_ = parent / hidden_beside(final_, "tmp");
+  fs::remove_all(staging_, ec);
+  if (!fs::create_directory(staging_, ec) || ec)
+    throw InputError(fmt::format("-o {}: cannot create the output directory ({})", dir,
+                                 ec ? ec.message() : "permission denied"));
+  try {
+    // Every file the command may write, so that a killed command's staging folder holds nothing
+    // foreign and the next one beside it removes it (remove_stale_staging).
+    write_output_marker(staging_, kind_, may_write);
+  } catch (const SimError&) {
+    fs::remove_all(staging_, ec);
+    throw InputError(fmt::format("-o {}: the output directory is not writable", dir));
+  }
+}
+
+StagedOutput::~StagedOutput() {
+  if (!committed_) {
+    std::error_code ec;
+    fs::remove_all(staging_, ec);
+  }
+}
+
+std::string StagedOutput::file(const std::string& name) {
+  written_.push_back(name);
+  return (staging_ / name).string();
+}
+
+void StagedOutput::write(const std::string& name, const std::string& text) {
+  const std::string path = file(name);
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw std::system_error(errno ? errno : EIO, std::generic_category(), "writing " + path);
+}
+
+void StagedOutput::commit() {
+  std::sort(written_.begin(), written_.end());
+  written_.erase(std::unique(written_.begin(), written_.end()), written_.end());
+  write_output_marker(staging_, kind_, written_);
+  // What is at -o now must still be what the checks at the start allowed: another run, or a
+  // user, may have put something there while this one simulated.
+  std::error_code ec;
+  const fs::file_status now = fs::symlink_status(final_, ec);
+  const bool replacing = fs::exists(now);
+  if (replacing && (!existed_ || fs::is_symlink(now) || !fs::is_directory(now)))
+    throw InputError(fmt::format("-o {}: something was created there while the simulation ran; it is left as it is "
+                                 "and these outputs are discarded", shown_));
+  if (replacing && !empty_or_missing(final_)) {
+    if (!force_)
+      throw InputError(fmt::format("-o {}: was empty when the run started and has been filled since; it is left as "
+                                   "it is and these outputs are discarded (pass --force to replace it)", shown_));
+    check_replaceable(final_, shown_);
+  }
+  // The old outputs move aside first and go only once the new ones are in place.
+  const fs::path old = final_.parent_path() / hidden_beside(final_, "old");
+  if (replacing) {
+    fs::rename(final_, old, ec);
+    if (ec) throw SimError(fmt::format("cannot replace {}: {}", final_.string(), ec.message()));
+  }
+  if (const int error = rename_unless_taken(staging_, final_)) {
+    if (replacing) fs::rename(old, final_, ec);
+    if (error == EEXIST || error == ENOTEMPTY)
+      throw InputError(fmt::format("-o {}: something was created there while the simulation ran; it is left as it "
+                                   "is and these outputs are discarded", shown_));
+    throw SimError(fmt::format("cannot move the outputs into {}: {}", final_.string(), std::strerror(error)));
+  }
+  committed_ = true;
+  if (replacing) fs::remove_all(old, ec);
+}
+
+int StagedOutput::rename_unless_taken(const fs::path& from, const fs::path& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return errno;
+  std::error_code ec;  // a file system without RENAME_NOREPLACE: check, then rename
+  if (fs::exists(fs::symlink_status(to, ec))) return EEXIST;
+  fs::rename(from, to, ec);
+  return ec.value();
 }
 
 }  // namespace tpusim

@@ -44,4 +44,35 @@ std::string output_kind(const std::filesystem::path& dir);
 // were killed: their process is gone and they carry the marker. Never fails.
 void remove_stale_staging(const std::filesystem::path& parent);
 
+// An output directory written through a staging directory beside the destination: renamed into
+// place only when complete, removed on any failure, so no half-written output ever carries the
+// final name. It carries tpusim's marker from the start (`kind`, and `may_write`: every file the
+// command may write), so the staging folder of a killed command is recognised and cleaned up.
+// Throws InputError naming -o `dir` when the destination may not be written (see above).
+class StagedOutput {
+ public:
+  StagedOutput(const std::string& dir, bool force, const std::vector<std::string>& inputs, std::string kind,
+               const std::vector<std::string>& may_write);
+  ~StagedOutput();
+  StagedOutput(const StagedOutput&) = delete;
+  StagedOutput& operator=(const StagedOutput&) = delete;
+  // The path to write `name` at (recorded as written).
+  std::string file(const std::string& name);
+  void write(const std::string& name, const std::string& text);
+  // Moves the outputs into place, replacing what --force allowed.
+  void commit();
+
+ private:
+  static int rename_unless_taken(const std::filesystem::path& from, const std::filesystem::path& to);
+
+  std::string shown_;
+  bool force_ = false;
+  bool existed_ = false;  // -o existed when the command started (and --force allowed replacing it)
+  std::string kind_;
+  std::filesystem::path final_;
+  std::filesystem::path staging_;
+  std::vector<std::string> written_;
+  bool committed_ = false;
+};
+
 }  // namespace tpusim

@@ -42,121 +42,6 @@ namespace {
 using ojson = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
-// ".NAME.TAG-PID", the hidden name of a folder beside `dir` that remove_stale_staging recognises;
-// NAME is cut so that the whole stays within a file name's 255 bytes (a 245-byte -o was refused).
-std::string hidden_beside(const fs::path& dir, const std::string& tag) {
-  const std::string suffix = fmt::format(".{}-{}", tag, ::getpid());
-  std::string name = dir.filename().string();
-  name.resize(std::min(name.size(), std::size_t{255} - 1 - suffix.size()));
-  return "." + name + suffix;
-}
-
-// A staging directory beside the destination; renamed into place only when complete, removed
-// on any failure, so no half-written output ever carries the final name. It carries tpusim's
-// marker from the start, so the staging folder of a killed run is recognised and cleaned up.
-class StagedOutput {
- public:
-  StagedOutput(const std::string& dir, bool force, const std::vector<std::string>& inputs) : shown_(dir), force_(force) {
-    final_ = checked_output_path(dir, inputs);
-    std::error_code ec;
-    if (fs::is_symlink(fs::symlink_status(final_, ec)))
-      throw InputError(fmt::format("-o {}: is a symbolic link; name the directory itself", dir));
-    existed_ = fs::exists(fs::symlink_status(final_, ec));
-    if (!empty_or_missing(final_)) {
-      if (!force) throw InputError(fmt::format("-o {}: the directory exists; pass --force to replace it", dir));
-      check_replaceable(final_, dir);
-    } else if (fs::exists(final_, ec) && !fs::is_directory(final_, ec)) {
-      throw InputError(fmt::format("-o {}: exists and is not a directory", dir));
-    }
-    const fs::path parent = final_.parent_path();
-    fs::create_directories(parent, ec);
-    remove_stale_staging(parent);
-    staging_ = parent / hidden_beside(final_, "tmp");
-    fs::remove_all(staging_, ec);
-    if (!fs::create_directory(staging_, ec) || ec)
-      throw InputError(fmt::format("-o {}: cannot create the output directory ({})", dir,
-                                   ec ? ec.message() : "permission denied"));
-    try {
-      // Every file the run may write, so that a killed run's staging folder holds nothing foreign
-      // and the next run beside it removes it (remove_stale_staging).
-      write_output_marker(staging_, "run", {"command.txt", "effective_config.json", "report.html", "summary.csv", "summary.json",
-                                            "timeline.json", "trace.json", "trace.json.gz"});
-    } catch (const SimError&) {
-      fs::remove_all(staging_, ec);
-      throw InputError(fmt::format("-o {}: the output directory is not writable", dir));
-    }
-  }
-  ~StagedOutput() {
-    if (!committed_) {
-      std::error_code ec;
-      fs::remove_all(staging_, ec);
-    }
-  }
-  std::string file(const std::string& name) {
-    written_.push_back(name);
-    return (staging_ / name).string();
-  }
-  void write(const std::string& name, const std::string& text) {
-    const std::string path = file(name);
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) throw std::system_error(errno ? errno : EIO, std::generic_category(), "writing " + path);
-  }
-  void commit() {
-    std::sort(written_.begin(), written_.end());
-    written_.erase(std::unique(written_.begin(), written_.end()), written_.end());
-    write_output_marker(staging_, "run", written_);
-    // What is at -o now must still be what the checks at the start allowed: another run, or a
-    // user, may have put something there while this one simulated.
-    std::error_code ec;
-    const fs::file_status now = fs::symlink_status(final_, ec);
-    const bool replacing = fs::exists(now);
-    if (replacing && (!existed_ || fs::is_symlink(now) || !fs::is_directory(now)))
-      throw InputError(fmt::format("-o {}: something was created there while the simulation ran; it is left as it is "
-                                   "and these outputs are discarded", shown_));
-    if (replacing && !empty_or_missing(final_)) {
-      if (!force_)
-        throw InputError(fmt::format("-o {}: was empty when the run started and has been filled since; it is left as "
-                                     "it is and these outputs are discarded (pass --force to replace it)", shown_));
-      check_replaceable(final_, shown_);
-    }
-    // The old outputs move aside first and go only once the new ones are in place.
-    const fs::path old = final_.parent_path() / hidden_beside(final_, "old");
-    if (replacing) {
-      fs::rename(final_, old, ec);
-      if (ec) throw SimError(fmt::format("cannot replace {}: {}", final_.string(), ec.message()));
-    }
-    if (const int error = rename_unless_taken(staging_, final_)) {
-      if (replacing) fs::rename(old, final_, ec);
-      if (error == EEXIST || error == ENOTEMPTY)
-        throw InputError(fmt::format("-o {}: something was created there while the simulation ran; it is left as it "
-                                     "is and these outputs are discarded", shown_));
-      throw SimError(fmt::format("cannot move the outputs into {}: {}", final_.string(), std::strerror(error)));
-    }
-    committed_ = true;
-    if (replacing) fs::remove_all(old, ec);
-  }
-
- private:
-  // Renames `from` to `to` unless `to` exists, atomically where the file system can; 0 or errno.
-  static int rename_unless_taken(const fs::path& from, const fs::path& to) {
-    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
-    if (errno != EINVAL && errno != ENOSYS) return errno;
-    std::error_code ec;  // a file system without RENAME_NOREPLACE: check, then rename
-    if (fs::exists(fs::symlink_status(to, ec))) return EEXIST;
-    fs::rename(from, to, ec);
-    return ec.value();
-  }
-
-  std::string shown_;
-  bool force_ = false;
-  bool existed_ = false;  // -o existed when the run started (and --force allowed replacing it)
-  fs::path final_;
-  fs::path staging_;
-  std::vector<std::string> written_;
-  bool committed_ = false;
-};
 
 double seconds(Picos ps) { return ps_to_s(ps); }
 
@@ -372,7 +257,9 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                                  "a {:.3g}-byte checkpoint written in {:.3g} s every {:.3g} s, {:.3g} s to restart",
                                  config.origin, g->mtbf_s, hw.total_chip_count(), g->checkpoint_bytes, g->write_s, g->interval_s,
                                  g->restart_s));
-  StagedOutput out(options.out_dir, options.force, config.input_files);
+  StagedOutput out(options.out_dir, options.force, config.input_files, "run",
+                   {"command.txt", "effective_config.json", "report.html", "summary.csv", "summary.json", "timeline.json",
+                    "trace.json", "trace.json.gz"});
   // Every output but the trace, written last and moved into place together.
   auto publish = [&](const ojson& summary, const ojson& timeline = nullptr) {
     out.write("summary.json", summary.dump(2) + "\n");

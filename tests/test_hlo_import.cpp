@@ -277,4 +277,21 @@ BOOST_AUTO_TEST_CASE(the_hlo_command_simulates_every_device) {
   // No faster than the MXUs could do its FLOPs, nor than its two all-reduces alone.
   BOOST_TEST(j["device_time_s"].get<double>() > j["flops_per_device"].get<double>() / 459e12);
   BOOST_TEST(j["mfu"].get<double>() < 1);
+
+  // With -o: the same summary and a trace of XLA's instructions on the simulated cores, which
+  // trace-check accepts; an existing directory is replaced only with --force.
+  TempDir dir;
+  const std::string out = dir.path("block");
+  const std::string command = "hlo '" + hlo_fixture("transformer_tp_block.hlo") + "' --hw tpu_v5p --topology 2x2x1 -o '" + out + "'";
+  const CommandResult written = run_tpusim(command);
+  BOOST_TEST_REQUIRE(written.exit_code == 0, written.err);
+  const nlohmann::json summary = nlohmann::json::parse(read_file(out + "/summary.json"));
+  BOOST_TEST(summary["device_time_s"] == j["device_time_s"]);
+  const std::string trace = read_file(out + "/trace.json");
+  for (const char* op : {"\"qkv\"", "\"scores\"", "\"mlp.up\"", "\"attn\""}) BOOST_TEST(contains(trace, op), op);
+  BOOST_TEST(run_tpusim("trace-check '" + out + "/trace.json'").exit_code == 0);
+  const CommandResult again = run_tpusim(command);
+  BOOST_TEST(again.exit_code == 2);
+  BOOST_TEST(contains(again.err, "the directory exists; pass --force to replace it"), again.err);
+  BOOST_TEST(run_tpusim(command + " --force").exit_code == 0);
 }
