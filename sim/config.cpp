@@ -797,6 +797,7 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.ceil_mode = l.at("ceil_mode").get<bool>();
     spec.rate = l.at("rate").get<double>();
     if (l.contains("shape")) spec.shape = l.at("shape").get<std::vector<std::uint64_t>>();
+    if (l.contains("perm")) spec.perm = l.at("perm").get<std::vector<std::uint64_t>>();
     spec.tokens = l.value("tokens", std::uint64_t{0});
     spec.experts = l.value("experts", std::uint64_t{0});
     spec.top_k = l.value("top_k", std::uint64_t{0});

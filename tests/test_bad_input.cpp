@@ -102,6 +102,19 @@ BOOST_AUTO_TEST_CASE(bad_windows_name_the_key_and_what_a_window_is) {
                      "expected an integer or a height and width like 1,7");
 }
 
+// Keras Reshape's -1 is a 0 in tpusim's shape, one at most; a permute names every axis once.
+BOOST_AUTO_TEST_CASE(bad_reshapes_and_permutes_name_the_key) {
+  auto with_first_layer = [](const std::string& layer) { return replaced("{\"type\": \"flatten\"}", layer + ", {\"type\": \"flatten\"}"); };
+  expect_input_error(with_first_layer(R"({"type": "reshape", "shape": [0, 0]})"), "",
+                     "workload.model.layers[0].shape: [0, 0]: at most one 0 (the size the others leave)");
+  expect_input_error(with_first_layer(R"({"type": "reshape", "shape": [0, 5]})"), "",
+                     "workload.model.layers[0].shape: [0, 5] leaves no whole size for its 0 from the 784 elements of the input [28, 28]");
+  expect_input_error(with_first_layer(R"({"type": "permute", "perm": [0, 0]})"), "",
+                     "workload.model.layers[0].perm: [0, 0] is not an order of the 2 axes of the input [28, 28] (0-based)");
+  expect_input_error(with_first_layer(R"({"type": "slice", "shape": [0, 28]})"), "",
+                     "workload.model.layers[0].shape: [0, 28] is not a part of the input [28, 28]");
+}
+
 BOOST_AUTO_TEST_CASE(typos_get_a_suggestion_on_one_line) {
   expect_input_error(kValid, "--hw tpu_v5", "--hw tpu_v5: unknown hardware preset (did you mean tpu_v5e or tpu_v5p?)");
   expect_input_error(kValid, "--set workload.training.global_bach=2048", "(did you mean workload.training.global_batch?)");

@@ -51,7 +51,7 @@ std::size_t count_ops(const Program& p, OpKind kind, const std::string& part) {
 
 BOOST_AUTO_TEST_CASE(keras_fixtures_have_the_frameworks_parameter_counts_and_shapes) {
   const json summary = read_json(import_fixture("keras_summary.json"));
-  BOOST_TEST_REQUIRE(summary["models"].size() == 8u);
+  BOOST_TEST_REQUIRE(summary["models"].size() == 9u);
   std::size_t layers_checked = 0;
   for (const auto& [name, m] : summary["models"].items()) {
     BOOST_TEST_CONTEXT(name) {
@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(keras_fixtures_have_the_frameworks_parameter_counts_and_sha
       }
     }
   }
-  BOOST_TEST(layers_checked == 8u + 11u + 8u + 6u);  // text_cnn, timeseries_fcn, dilated_causal, factorized
+  BOOST_TEST(layers_checked == 8u + 11u + 8u + 6u + 8u);  // text_cnn, timeseries_fcn, dilated_causal, factorized, crnn
 }
 
 // The oracle traced a torch model rebuilt from each JSON (make_oracle.py): its training step's
@@ -293,6 +293,29 @@ BOOST_AUTO_TEST_CASE(keras_3_inbound_nodes_import_like_keras_2) {
   BOOST_TEST(a.model.dump() == b.model.dump());
   BOOST_TEST(a.model["layers"].size() == 4u);
   BOOST_TEST(a.model["layers"][2]["inputs"].dump() == R"(["a","b"])");
+}
+
+// Keras's Reshape may leave one size to the others (-1): tpusim's reshape takes it as a 0 and
+// gives the same model as the sizes written out (the CRNN's [128, 256]).
+BOOST_AUTO_TEST_CASE(a_reshape_with_minus_one_imports_as_its_sizes_written_out) {
+  json k = read_json(import_fixture("keras_crnn.json"));
+  for (json& layer : k["config"]["layers"])
+    if (layer["class_name"] == "Reshape") layer["config"]["target_shape"] = {128, -1};
+  const ImportedModel open = import_keras_model(k, "crnn.json");
+  const ImportedModel written = import_keras_model(read_json(import_fixture("keras_crnn.json")), "crnn.json");
+  TempDir dir;
+  auto graph_of = [&](const ImportedModel& m, const std::string& name) {
+    json w = {{"name", "crnn"}, {"model", m.model}, {"training", {{"per_replica_batch", 2}, {"steps", 1}}}};
+    ConfigRequest request;
+    request.workload_path = dir.write(name, w.dump());
+    request.hw = "tpu_v5e";
+    request.topology = "1x1";
+    return analyze_model(load_config(request).workload);
+  };
+  const ModelGraph a = graph_of(open, "open.json"), b = graph_of(written, "written.json");
+  BOOST_TEST_REQUIRE(a.nodes.size() == b.nodes.size());
+  for (std::size_t i = 0; i < a.nodes.size(); ++i) BOOST_TEST(a.nodes[i].out == b.nodes[i].out, boost::test_tools::per_element());
+  BOOST_TEST(a.params() == b.params());
 }
 
 BOOST_AUTO_TEST_CASE(bad_keras_files_are_refused_naming_the_layer_and_nothing_is_written) {

@@ -105,7 +105,8 @@ struct LayerSpec {
   // Expert parallelism, set by the sharding of a mesh with an expert axis (not a workload key):
   // the chips along it each hold experts / expert_shards of a moe layer's experts.
   std::uint32_t expert_shards = 1;
-  std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output; add_parameter: the learned tensor
+  std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output (reshape: one 0 for what the rest leave); add_parameter: the learned tensor
+  std::vector<std::uint64_t> perm;              // permute: the input axis each output axis takes (0-based)
   std::uint64_t tokens = 0;                     // prepend_tokens: learned rows put first
 };
 

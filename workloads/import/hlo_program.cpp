@@ -16,7 +16,7 @@ namespace {
 
 constexpr std::size_t kMaxOps = 1'000'000;
 // Instructions executed with loops unrolled, free ones included (a loop of a million empty trips).
-constexpr std::uint64_t kMaxExecuted = 20'000'000;
+constexpr std::uint64_t kMaxExecuted = 5'000'000;
 constexpr int kMaxCallDepth = 32;
 
 // Instructions that move or rename values without work of their own.
@@ -78,15 +78,23 @@ bool reads_as_vector_pass(const std::string& op) {
          op == "concatenate" || op == "pad" || op == "slice";
 }
 
-std::vector<std::uint32_t> all_deps(const Value& v) {
-  std::vector<std::uint32_t> out = v.deps;
-  for (const Value& e : v.elements) {
-    const auto d = all_deps(e);
-    out.insert(out.end(), d.begin(), d.end());
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+// Tuples nest at most this deep as values; deeper, a tuple waits for all its elements' ops.
+constexpr int kMaxValueDepth = 8;
+
+void collect_deps(const Value& v, std::vector<std::uint32_t>& out) {
+  out.insert(out.end(), v.deps.begin(), v.deps.end());
+  for (const Value& e : v.elements) collect_deps(e, out);
+}
+
+void sort_unique(std::vector<std::uint32_t>& deps) {
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+}
+
+int depth_of(const Value& v) {
+  int d = 0;
+  for (const Value& e : v.elements) d = std::max(d, 1 + depth_of(e));
+  return d;
 }
 
 std::uint64_t product(const std::vector<std::int64_t>& dims, const std::vector<std::int64_t>& axes) {
@@ -232,9 +240,10 @@ class Lowering {
   }
 
   static std::vector<std::uint32_t> deps_of(const std::vector<const Value*>& in) {
-    Value all;
-    for (const Value* v : in) all.elements.push_back(*v);
-    return all_deps(all);
+    std::vector<std::uint32_t> deps;
+    for (const Value* v : in) collect_deps(*v, deps);
+    sort_unique(deps);
+    return deps;
   }
 
   Value single(std::uint32_t op) { return Value{{op}, {}}; }
@@ -251,6 +260,7 @@ class Lowering {
     if (op == "tuple") {
       Value v;
       for (const Value* e : in) v.elements.push_back(*e);
+      if (depth_of(v) > kMaxValueDepth) return Value{deps_of(in), {}};
       return v;
     }
     if (op == "get-tuple-element") {
@@ -321,6 +331,8 @@ class Lowering {
   void check_elementwise(const HloComputation& c, const HloInstruction& inst) const {
     for (std::size_t i = 0; i < inst.operands.size(); ++i) {
       const HloShape& s = operand_shape(c, inst, i);
+      const bool scalar_allowed = (inst.opcode == "clamp" || inst.opcode == "select") && !s.is_tuple() && s.dims.empty();
+      if (scalar_allowed) continue;  // clamp's bounds and select's predicate may be scalars
       if (s.is_tuple() || inst.shape.is_tuple() || s.dims != inst.shape.dims)
         fail(inst, fmt::format("operand {} ({}) does not have the result's dimensions ({}): an elementwise {} does not broadcast",
                                i, s.str(), inst.shape.str(), inst.opcode));
@@ -431,7 +443,9 @@ class Lowering {
       out_features = static_cast<std::uint64_t>(inst.shape.dims[f]);
       const auto lf = lhs_labels.find('f');
       const std::string* groups_attr = inst.attribute("feature_group_count");
-      const std::uint64_t groups = groups_attr ? static_cast<std::uint64_t>(std::max<std::int64_t>(1, hlo_int_list(*groups_attr).at(0))) : 1;
+      const std::vector<std::int64_t> group_count = groups_attr ? hlo_int_list(*groups_attr) : std::vector<std::int64_t>{1};
+      if (group_count.size() != 1 || group_count[0] < 1) fail(inst, "feature_group_count: expected a positive count");
+      const std::uint64_t groups = static_cast<std::uint64_t>(group_count[0]);
       if (lf != std::string::npos && static_cast<std::uint64_t>(lhs.dims[lf]) != in_features * groups && !inst.attribute("batch_group_count"))
         fail(inst, fmt::format("{} input features in {} against {} x {} groups in the kernel {}", lhs.dims[lf], lhs.str(), in_features,
                                groups, rhs.str()));
@@ -493,10 +507,12 @@ class Lowering {
       spec.bytes = in_bytes * group;
     } else if (kind == "all-to-all") {
       spec.kind = CollectiveKind::AllToAll;
+      spec.algorithm = CollectiveAlgorithm::Torus;  // axis by axis, the one way an all-to-all runs
       spec.bytes = in_bytes;
     } else {
       spec.kind = CollectiveKind::Permute;
-      spec.bytes = c.instructions[c.by_name.at(inst.operands.at(0))].shape.bytes();
+      spec.algorithm = CollectiveAlgorithm::Ring;  // each device's buffer one step along its ring
+      spec.bytes = operand_shape(c, inst, 0).bytes();
     }
     const HloShape& first = inst.operands.empty() ? inst.shape : operand_shape(c, inst, 0);
     spec.dtype = !first.is_tuple() && first.dtype == "bf16" ? DType::BF16 : DType::F32;
@@ -577,12 +593,18 @@ class Lowering {
     std::smatch m;
     if (!std::regex_match(text, m, kIota)) fail(inst, fmt::format("replica_groups={}: expected [G,S]<=[dims] or [G,S]<=[dims]T(perm)", text));
     const auto shape = hlo_int_list(m[1].str()), reshape = hlo_int_list(m[2].str());
+    const auto small = [](std::int64_t v) { return v >= 1 && v <= 1'000'000; };
+    if (!std::all_of(shape.begin(), shape.end(), small) || !std::all_of(reshape.begin(), reshape.end(), small) || reshape.size() > 16)
+      fail(inst, fmt::format("replica_groups={}: sizes of 1 to 1000000 expected", text));
     std::vector<std::int64_t> perm = m[3].matched ? hlo_int_list(m[3].str()) : std::vector<std::int64_t>{};
     if (perm.empty()) perm.resize(reshape.size()), std::iota(perm.begin(), perm.end(), 0);
     std::vector<std::int64_t> sorted = perm;
     std::sort(sorted.begin(), sorted.end());
     std::int64_t total = 1;
-    for (auto d : reshape) total *= d;
+    for (auto d : reshape) {
+      total *= d;
+      if (total > 1'000'000) fail(inst, fmt::format("replica_groups={}: more than 1000000 devices", text));
+    }
     if (shape.size() != 2 || perm.size() != reshape.size() || shape[0] * shape[1] != total || total > 1'000'000 ||
         sorted != [&] { std::vector<std::int64_t> id(perm.size()); std::iota(id.begin(), id.end(), 0); return id; }())
       fail(inst, fmt::format("replica_groups={}: sizes that do not agree", text));

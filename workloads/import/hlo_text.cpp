@@ -14,6 +14,7 @@ namespace {
 constexpr std::size_t kMaxLineBytes = 16 << 20;
 constexpr std::size_t kMaxInstructions = 2'000'000;
 constexpr int kMaxNesting = 64;
+constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 48;  // an array's; far beyond any device's memory
 
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r");
@@ -121,6 +122,10 @@ class LineParser {
       } while (consume(','));
     }
     expect(']', "closing the dimensions");
+    std::uint64_t elements = 1;
+    for (auto d : out.dims)
+      if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements) || elements > kMaxElements)
+        fail(fmt::format("a shape of more than {} elements", kMaxElements));
     if (peek() == '{') skip_balanced();  // the layout
     return out;
   }

@@ -22,7 +22,8 @@ const std::vector<std::string>& supported_classes() {
       "InputLayer", "Dense",    "Conv2D",       "BatchNormalization", "LayerNormalization", "Activation",
       "ReLU",       "Softmax",  "MaxPooling2D", "AveragePooling2D",   "GlobalAveragePooling2D", "Add",
       "Dropout",    "Flatten",  "ZeroPadding2D", "Embedding", "Concatenate", "Multiply", "DepthwiseConv2D",
-      "Conv1D",     "MaxPooling1D", "AveragePooling1D", "GlobalAveragePooling1D", "GlobalMaxPooling1D", "GlobalMaxPooling2D"};
+      "Conv1D",     "MaxPooling1D", "AveragePooling1D", "GlobalAveragePooling1D", "GlobalMaxPooling1D", "GlobalMaxPooling2D",
+      "Reshape",    "Permute"};
   return classes;
 }
 
@@ -372,6 +373,31 @@ class Importer {
     fail(l, fmt::format("axis: tpusim normalizes over the last (channels or features) axis, got {}", l.config.at("axis").dump()));
   }
 
+  // Reshape's target_shape, its -1 as tpusim's 0 (the size the others leave).
+  ojson reshape_target(const KerasLayer& l) const {
+    const json& v = l.config.contains("target_shape") ? l.config.at("target_shape") : json();
+    if (!v.is_array() || v.empty() || v.size() > 16) fail(l, "target_shape: expected a list of sizes");
+    ojson out = ojson::array();
+    for (const json& d : v) {
+      if (d.is_number_integer() && d.get<std::int64_t>() == -1) out.push_back(0);
+      else if (whole(d) && d.get<std::uint64_t>() > 0 && d.get<std::uint64_t>() <= 1'000'000'000) out.push_back(d.get<std::uint64_t>());
+      else fail(l, fmt::format("target_shape: expected positive sizes or one -1, got {}", v.dump()));
+    }
+    return out;
+  }
+
+  // Permute's dims (1-based over one sample's axes) as tpusim's 0-based perm.
+  ojson permutation(const KerasLayer& l) const {
+    const json& v = l.config.contains("dims") ? l.config.at("dims") : json();
+    if (!v.is_array() || v.empty() || v.size() > 16) fail(l, "dims: expected a list of axes");
+    ojson out = ojson::array();
+    for (const json& d : v) {
+      if (!whole(d) || d.get<std::uint64_t>() < 1 || d.get<std::uint64_t>() > 16) fail(l, fmt::format("dims: expected axes from 1, got {}", v.dump()));
+      out.push_back(d.get<std::uint64_t>() - 1);
+    }
+    return out;
+  }
+
   // [top, bottom, left, right] from ZeroPadding2D's padding: n, [h, w] or [[top, bottom], [left, right]].
   std::vector<std::uint64_t> zero_padding(const KerasLayer& l) const {
     const json& v = l.config.contains("padding") ? l.config.at("padding") : json(1);
@@ -484,6 +510,12 @@ class Importer {
         out["rate"] = c.at("rate").get<double>();
       } else if (is(l, "Flatten")) {
         out["type"] = "flatten";
+      } else if (is(l, "Reshape")) {
+        out["type"] = "reshape";
+        out["shape"] = reshape_target(l);
+      } else if (is(l, "Permute")) {
+        out["type"] = "permute";
+        out["perm"] = permutation(l);
       } else if (is(l, "Embedding")) {
         out["type"] = "embedding";
         out["vocab"] = size_of(l, "input_dim");

@@ -19,7 +19,7 @@ const std::vector<const LayerKind*>& all_kinds() {
       &dropout_kind(),  &embedding_kind(),   &patch_embedding_kind(), &attention_kind(), &take_first_kind(),
       &concat_kind(),   &multiply_kind(),     &depthwise_conv2d_kind(), &matmul_kind(),   &reshape_kind(),
       &slice_kind(),    &add_parameter_kind(), &prepend_tokens_kind(), &multiply_parameter_kind(), &subtract_kind(),
-      &divide_kind(),   &reduce_mean_kind(), &moe_kind(),     &conv1d_kind(),   &global_max_pool_kind(),
+      &divide_kind(),   &reduce_mean_kind(), &moe_kind(),     &conv1d_kind(),   &global_max_pool_kind(), &permute_kind(),
   };
   return kinds;
 }

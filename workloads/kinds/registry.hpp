@@ -18,6 +18,7 @@ const LayerKind& max_pool_kind();
 const LayerKind& avg_pool_kind();
 const LayerKind& global_avg_pool_kind();
 const LayerKind& global_max_pool_kind();
+const LayerKind& permute_kind();
 const LayerKind& add_kind();
 const LayerKind& dropout_kind();
 const LayerKind& embedding_kind();

@@ -1,6 +1,8 @@
 // Layers whose output is their input seen differently: no work, nothing stored of their own.
 // (Reshapes, transposes and slices of an imported graph are views too: XLA folds a transpose into
 // the layout its consumer reads and a slice into the fusion that reads it.)
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "workloads/kinds/common.hpp"
@@ -43,11 +45,44 @@ class Reshape : public View {
   std::vector<std::string> keys() const override { return {"shape"}; }
   std::vector<std::string> required_keys() const override { return {"shape"}; }
   void infer(Node& node, const InferContext& ctx) const override {
-    if (node.spec.shape.empty()) ctx.fail("shape", "expected at least one dimension");
-    if (elements(node.spec.shape) != elements(node.in))
+    Shape shape = node.spec.shape;
+    if (shape.empty()) ctx.fail("shape", "expected at least one dimension");
+    // One 0: the size the other axes leave (Keras Reshape's -1).
+    const auto open = std::count(shape.begin(), shape.end(), std::uint64_t{0});
+    if (open > 1) ctx.fail("shape", fmt::format("{}: at most one 0 (the size the others leave)", shape_string(shape)));
+    if (open == 1) {
+      std::uint64_t rest = 1;
+      for (auto d : shape) rest *= d ? d : 1;
+      const auto at = std::find(shape.begin(), shape.end(), std::uint64_t{0});
+      if (elements(node.in) % rest != 0)
+        ctx.fail("shape", fmt::format("{} leaves no whole size for its 0 from the {} elements of the input {}", shape_string(shape),
+                                      elements(node.in), shape_string(node.in)));
+      *at = elements(node.in) / rest;
+    }
+    if (elements(shape) != elements(node.in))
       ctx.fail("shape", fmt::format("{} does not hold the {} elements of the input {}", shape_string(node.spec.shape),
                                     elements(node.in), shape_string(node.in)));
-    node.out = node.spec.shape;
+    node.out = shape;
+  }
+};
+
+// The sample's axes in another order (Keras Permute, a transpose).
+class Permute : public View {
+ public:
+  Permute() : View("permute") {}
+  std::vector<std::string> keys() const override { return {"perm"}; }
+  std::vector<std::string> required_keys() const override { return {"perm"}; }
+  void infer(Node& node, const InferContext& ctx) const override {
+    const auto& perm = node.spec.perm;
+    std::vector<std::uint64_t> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    bool is_permutation = perm.size() == node.in.size();
+    for (std::size_t i = 0; is_permutation && i < sorted.size(); ++i) is_permutation = sorted[i] == i;
+    if (!is_permutation)
+      ctx.fail("perm", fmt::format("{} is not an order of the {} axes of the input {} (0-based)", shape_string(perm), node.in.size(),
+                                   shape_string(node.in)));
+    node.out.clear();
+    for (auto axis : perm) node.out.push_back(node.in[axis]);
   }
 };
 
@@ -73,6 +108,11 @@ class Slice : public View {
 
 const LayerKind& reshape_kind() {
   static const Reshape kind;
+  return kind;
+}
+
+const LayerKind& permute_kind() {
+  static const Permute kind;
   return kind;
 }
 

@@ -197,9 +197,26 @@ function factorized() {
   return tf.model({inputs: input, outputs: x, name: 'factorized'});
 }
 
+// A CRNN's front (Keras's OCR example's shape: image width as time): convolutions over a 32x128
+// text line, Permute to put the width first, Reshape to [128 steps, height x channels], then a
+// dense projection and a Conv1D over the steps in place of the recurrent layers. (Keras's -1 in
+// target_shape, [128, -1], makes tfjs 4.22 fail to size the dense layer: the test writes it.)
+function crnn() {
+  const input = tf.input({shape: [32, 128, 1], name: 'image'});
+  let x = tf.layers.conv2d({filters: 16, kernelSize: 3, padding: 'same', activation: 'relu', name: 'conv1'}).apply(input);
+  x = tf.layers.maxPooling2d({poolSize: [2, 1], name: 'pool1'}).apply(x);
+  x = tf.layers.permute({dims: [2, 1, 3], name: 'width_first'}).apply(x);
+  x = tf.layers.reshape({targetShape: [128, 256], name: 'to_sequence'}).apply(x);
+  x = tf.layers.dense({units: 64, activation: 'relu', name: 'project'}).apply(x);
+  x = tf.layers.conv1d({filters: 64, kernelSize: 3, padding: 'same', activation: 'relu', name: 'context'}).apply(x);
+  x = tf.layers.globalAveragePooling1d({name: 'pool'}).apply(x);
+  x = tf.layers.dense({units: 10, activation: 'softmax', name: 'predictions'}).apply(x);
+  return tf.model({inputs: input, outputs: x, name: 'crnn'});
+}
+
 const builders = {mlp_mnist: mlp, small_resnet: smallResnet, resnet50: resnet50, transfer: transfer, text_cnn: textCnn,
-                  timeseries_fcn: timeseriesFcn, dilated_causal: dilatedCausal, factorized: factorized};
-const SHAPES_CHECKED = new Set(['text_cnn', 'timeseries_fcn', 'dilated_causal', 'factorized']);
+                  timeseries_fcn: timeseriesFcn, dilated_causal: dilatedCausal, factorized: factorized, crnn: crnn};
+const SHAPES_CHECKED = new Set(['text_cnn', 'timeseries_fcn', 'dilated_causal', 'factorized', 'crnn']);
 const summary = {tfjs: tf.version.tfjs, models: {}};
 for (const [name, build] of Object.entries(builders)) {
   const t0 = Date.now();
