@@ -23,8 +23,21 @@ namespace {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
+// An HLO module is XLA's program, not a model of layers: `tpusim hlo` simulates it as it is.
+bool is_hlo_text(const std::string& file) {
+  const std::string extension = fs::path(file).extension().string();
+  if (extension == ".hlo") return true;
+  std::ifstream in(file);
+  std::string first;
+  in >> first;
+  return first == "HloModule";
+}
+
 ImportedModel import_file(const std::string& file) {
   check_input_file(file, 0);  // a missing file is named with what lies beside it
+  if (is_hlo_text(file))
+    throw InputError(fmt::format("{}: an XLA HLO module is simulated as it is, each device's program as XLA scheduled it: "
+                                 "tpusim hlo {} --hw PRESET --topology SHAPE (docs/hlo.md)", file, file));
   try {
     return fs::path(file).extension() == ".onnx" ? read_onnx_model_file(file) : import_keras_model(read_json_file(file), file);
   } catch (const std::invalid_argument& e) {

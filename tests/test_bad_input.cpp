@@ -27,6 +27,12 @@ std::string replaced(const std::string& from, const std::string& to) {
   return text.replace(at, from.size(), to);
 }
 
+// The example workload with `layer` (JSON) first, before its flatten: a layer over the MNIST
+// rows as 28 steps of 28 features.
+std::string with_first_layer(const std::string& layer) {
+  return replaced("{\"type\": \"flatten\"}", layer + ", {\"type\": \"flatten\"}");
+}
+
 // Runs `run WORKLOAD_TEXT EXTRA` into a fresh -o directory and checks the failure contract.
 void expect_input_error(const std::string& workload_text, const std::string& extra, const std::string& expected) {
   TempDir dir;
@@ -81,7 +87,6 @@ BOOST_AUTO_TEST_CASE(unknown_key) {
 // Issue 42: windows are one number or [height, width]; over a sequence ([steps, channels], the
 // MNIST rows as 28 steps of 28 features) one number, with pads [before, after].
 BOOST_AUTO_TEST_CASE(bad_windows_name_the_key_and_what_a_window_is) {
-  auto with_first_layer = [](const std::string& layer) { return replaced("{\"type\": \"flatten\"}", layer + ", {\"type\": \"flatten\"}"); };
   expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": [1, 2, 3]})"), "",
                      "workload.model.layers[0].kernel: expected an integer or [height, width], got [1,2,3]");
   expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": [0, 3]})"), "",
@@ -104,7 +109,6 @@ BOOST_AUTO_TEST_CASE(bad_windows_name_the_key_and_what_a_window_is) {
 
 // Keras Reshape's -1 is a 0 in tpusim's shape, one at most; a permute names every axis once.
 BOOST_AUTO_TEST_CASE(bad_reshapes_and_permutes_name_the_key) {
-  auto with_first_layer = [](const std::string& layer) { return replaced("{\"type\": \"flatten\"}", layer + ", {\"type\": \"flatten\"}"); };
   expect_input_error(with_first_layer(R"({"type": "reshape", "shape": [0, 0]})"), "",
                      "workload.model.layers[0].shape: [0, 0]: at most one 0 (the size the others leave)");
   expect_input_error(with_first_layer(R"({"type": "reshape", "shape": [0, 5]})"), "",

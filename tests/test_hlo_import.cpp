@@ -266,6 +266,16 @@ BOOST_AUTO_TEST_CASE(bad_hlo_is_refused_in_one_line_naming_the_instruction) {
   }
 }
 
+// `tpusim import` writes workloads of layers; given an HLO module it says which command runs it.
+BOOST_AUTO_TEST_CASE(import_points_an_hlo_module_to_the_hlo_command) {
+  TempDir dir;
+  const CommandResult r = run_tpusim("import '" + hlo_fixture("mlp_dp_train_step.hlo") + "' -o '" + dir.path("w.json") + "'");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(contains(r.err, "an XLA HLO module is simulated as it is, each device's program as XLA scheduled it: tpusim hlo "), r.err);
+  BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  BOOST_TEST(!std::filesystem::exists(dir.path("w.json")));
+}
+
 // The command simulates the module on the slice: the device time and the FLOPs it printed.
 BOOST_AUTO_TEST_CASE(the_hlo_command_simulates_every_device) {
   const CommandResult r = run_tpusim("hlo '" + hlo_fixture("transformer_tp_block.hlo") + "' --hw tpu_v5p --topology 2x2x1 --json");

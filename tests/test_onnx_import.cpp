@@ -125,6 +125,27 @@ BOOST_AUTO_TEST_CASE(torchvision_classifiers_import_with_torchs_parameter_counts
   BOOST_TEST(imported == 18u);
 }
 
+// Issue 42's seven torchvision models, exported with torch.onnx.export's defaults, run: a
+// workload naming each file simulates one training step on a v5e chip, to a finite step time.
+BOOST_AUTO_TEST_CASE(the_seven_fixed_batch_exports_run) {
+  std::size_t ran = 0;
+  for (const char* name : {"resnet18", "wide_resnet50_2", "vgg16", "densenet121", "mobilenet_v2", "efficientnet_b0", "convnext_tiny"}) {
+    BOOST_TEST_CONTEXT(name) {
+      TempDir dir;
+      const json w = {{"name", name},
+                      {"model", {{"onnx", import_fixture(std::string("torchvision/fixed_batch/") + name + "_b1.onnx")}}},
+                      {"training", {{"per_replica_batch", 2}, {"steps", 1}}}};
+      const CommandResult r = run_tpusim("run '" + dir.write("w.json", w.dump()) + "' --hw tpu_v5e --topology 1x1 --trace none -o '" +
+                                         dir.path("out") + "'");
+      BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+      const json summary = read_json(dir.path("out/summary.json"));
+      BOOST_TEST(summary["step_time_s"].get<double>() > 0);
+      ++ran;
+    }
+  }
+  BOOST_TEST(ran == 7u);
+}
+
 // Inception v3 factorizes its 7x7 convolutions into 1x7 and 7x1 (refused before: "kernel 1x7:
 // tpusim models 2D windows with the same size on both axes"). They import as [1, 7] and [7, 1]
 // kernels, and the forward pass is torchvision's published 5.71 G multiply-accumulates per 299x299
