@@ -18,6 +18,7 @@ UnitInfo core_unit(const CoreSite& site, UnitKind kind, std::uint32_t index, con
   info.path = fmt::format("chip{}.core{}.{}", site.chip, site.core, name);
   info.kind = kind;
   info.chip = site.chip;
+  info.core = site.core;
   info.index = site.core * 16 + index;
   info.freq_mhz = freq_mhz;
   info.label = fmt::format("core{}.{}", site.core, name);
@@ -245,12 +246,13 @@ void TensorCore::engine(Engine which, std::uint32_t stream) {
   // Nothing on this thread's stack may own heap memory across the endless loop below: the thread
   // never returns, so LeakSanitizer would rightly count it as lost when the simulation ends.
   const Reporter& reporter = [&]() -> const Reporter& {
+    static const OpEngine kEngineKinds[kEngines] = {OpEngine::Matmul, OpEngine::Vector, OpEngine::Collective, OpEngine::Infeed};
     const std::string name = stream == 0 ? kEngineNames[which] : fmt::format("{}.{}", kEngineNames[which], stream);
-    return reporters_
-        .try_emplace(key, sink_,
-                     core_unit(site_, which == kCollective ? UnitKind::Collective : UnitKind::Sequencer, key, name,
-                               hw_.core_freq_mhz(site_.chip)))
-        .first->second;
+    UnitInfo info = core_unit(site_, which == kCollective ? UnitKind::Collective : UnitKind::Sequencer, key, name,
+                              hw_.core_freq_mhz(site_.chip));
+    info.engine = kEngineKinds[which];
+    info.stream = stream;
+    return reporters_.try_emplace(key, sink_, std::move(info)).first->second;
   }();
   for (;;) {
     while (q.ops.empty()) sc_core::wait(q.work);

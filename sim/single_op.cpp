@@ -41,7 +41,7 @@ SingleOpTiming simulate_single_op(const HwConfig& hw, const Op& op_in, std::uint
   simulate(system, what);
   check_invariants({&system, &program, &hw, &recorder, system.step_end_ps()[0]});
 
-  const std::string engine = op_in.kind == OpKind::Matmul ? ".ops.matmul" : ".ops.vector";
+  const OpEngine engine = op_in.kind == OpKind::Matmul ? OpEngine::Matmul : OpEngine::Vector;
   SingleOpTiming t;
   Picos mxu_busy_ps = 0, vpu_busy_ps = 0, hbm_busy_ps = 0;
   std::uint64_t hbm_channels = 0;
@@ -49,8 +49,7 @@ SingleOpTiming simulate_single_op(const HwConfig& hw, const Op& op_in, std::uint
     const UnitInfo& info = recorder.units()[u];
     const StepTotals& totals = recorder.totals(u, 0);
     // With several cores the slowest one's op is the time.
-    if (info.path.size() > engine.size() && info.path.compare(info.path.size() - engine.size(), engine.size(), engine) == 0)
-      t.op_ps = std::max(t.op_ps, totals.busy_ps);
+    if (info.engine == engine && info.stream == 0) t.op_ps = std::max(t.op_ps, totals.busy_ps);
     if (info.kind == UnitKind::Mxu) mxu_busy_ps = std::max(mxu_busy_ps, totals.busy_ps);
     if (info.kind == UnitKind::Vpu) vpu_busy_ps = std::max(vpu_busy_ps, totals.busy_ps);
     if (info.kind == UnitKind::Hbm) {

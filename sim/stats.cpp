@@ -1,7 +1,6 @@
 #include "sim/stats.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace tpusim {
 
@@ -89,12 +88,9 @@ std::vector<std::vector<std::uint32_t>> units_by_core(const Recorder& recorder, 
                                                       std::uint32_t cores_per_chip) {
   std::vector<std::vector<std::uint32_t>> groups(static_cast<std::size_t>(chips) * cores_per_chip);
   for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
-    const std::string& path = recorder.units()[u].path;
-    unsigned chip = 0, core = 0;
-    int consumed = 0;
-    if (std::sscanf(path.c_str(), "chip%u.core%u.%n", &chip, &core, &consumed) == 2 && consumed > 0 && chip < chips &&
-        core < cores_per_chip)
-      groups[static_cast<std::size_t>(chip) * cores_per_chip + core].push_back(u);
+    const UnitInfo& info = recorder.units()[u];
+    if (info.core != kNoCore && info.chip < chips && info.core < cores_per_chip)
+      groups[static_cast<std::size_t>(info.chip) * cores_per_chip + info.core].push_back(u);
   }
   return groups;
 }
@@ -110,11 +106,10 @@ Breakdown core_breakdown(const Recorder& recorder, const std::vector<std::uint32
   for (std::uint32_t u : units) {
     const UnitInfo& info = recorder.units()[u];
     int source = -1;
-    const std::string name = info.path.substr(info.path.find('.', info.path.find('.') + 1) + 1);
     if (info.kind == UnitKind::Mxu || info.kind == UnitKind::Vpu) source = kCompute;
-    else if (name.rfind("ops.matmul", 0) == 0 || name.rfind("ops.vector", 0) == 0) source = kOp;
-    else if (name.rfind("ops.collective", 0) == 0) source = kComm;
-    else if (name.rfind("ops.infeed", 0) == 0) source = kInput;
+    else if (info.engine == OpEngine::Matmul || info.engine == OpEngine::Vector) source = kOp;
+    else if (info.engine == OpEngine::Collective) source = kComm;
+    else if (info.engine == OpEngine::Infeed) source = kInput;
     if (source < 0) continue;
     std::vector<Span2>& out = covered[source];
     const auto mid = static_cast<std::ptrdiff_t>(out.size());

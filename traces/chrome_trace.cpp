@@ -68,25 +68,16 @@ std::uint32_t track_sort_index(const UnitInfo& info) {
     return group * kGroup + rank * kRank + std::min(position, kRank - 1);
   };
   if (info.chip == kHostChip) return info.kind == UnitKind::Pcie ? at(0, 1, info.first_served_chip) : at(0, 0, info.index);
-  unsigned chip = 0, core = 0;
-  int consumed = 0;
-  const bool of_core = std::sscanf(info.path.c_str(), "chip%u.core%u.%n", &chip, &core, &consumed) == 2 && consumed > 0;
-  if (!of_core) {
+  if (info.core == kNoCore) {
     const std::uint32_t rank = info.kind == UnitKind::Collective ? 0
                                : info.kind == UnitKind::IciLink ? 1
                                : info.kind == UnitKind::Dcn     ? 2
                                                                 : 3;
     return at(1024, rank, info.index);
   }
-  const std::string unit = info.path.substr(static_cast<std::size_t>(consumed));
-  static const char* const kEngines[] = {"ops.matmul", "ops.vector", "ops.collective", "ops.infeed"};
-  for (std::uint32_t e = 0; e < 4; ++e) {
-    const std::string engine = kEngines[e];
-    if (unit.compare(0, engine.size(), engine) != 0) continue;
-    // "ops.matmul" is stream 0, "ops.matmul.2" stream 2.
-    const std::uint32_t stream = unit.size() > engine.size() + 1 ? static_cast<std::uint32_t>(std::atoi(unit.c_str() + engine.size() + 1)) : 0;
-    return at(core, 1 + e, stream);
-  }
+  const std::uint32_t core = info.core;
+  // After the core's steps track (0): its op engines, matmul 1 to infeed 4, a track per stream.
+  if (info.engine != OpEngine::None) return at(core, static_cast<std::uint32_t>(info.engine), info.stream);
   switch (info.kind) {
     case UnitKind::Steps: return at(core, 0, 0);
     case UnitKind::Mxu: return at(core, 5, info.index % 16);

@@ -10,10 +10,21 @@ namespace tpusim {
 enum class UnitKind : std::uint8_t { Sequencer, Mxu, Vpu, Dma, Hbm, IciLink, Pcie, Host, Collective, Steps, Dcn };
 const char* unit_kind_name(UnitKind k);
 
+// The op engines of a TensorCore: the tracks on which its sequencer runs each kind of op, one per
+// stream (ops of one kind on another stream run beside them).
+enum class OpEngine : std::uint8_t { None, Matmul, Vector, Collective, Infeed };
+
+// A core's unit belongs to core `core` of its chip; a chip's shared units (HBM, ICI links, the
+// collective unit) and a host's have no core.
+constexpr std::uint32_t kNoCore = 0xffffffffu;
+
 struct UnitInfo {
-  std::string path;        // "chip0.core1.mxu2"; the host is "host0"
+  std::string path;        // "chip0.core1.mxu2"; the host is "host0" (for people: code reads the fields)
   UnitKind kind;
   std::uint32_t chip = 0;  // the trace process; hosts have chip == kHostChip
+  std::uint32_t core = kNoCore;
+  OpEngine engine = OpEngine::None;  // a core's op engine: which, and its stream
+  std::uint32_t stream = 0;
   std::uint32_t index = 0; // position among the units of this kind on the same chip
   double freq_mhz = 0;     // 0 for units without a clock of their own
   std::string label;       // track name in the trace, e.g. "core1.mxu2"
