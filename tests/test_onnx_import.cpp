@@ -74,7 +74,7 @@ onnx::ModelProto tiny_model(std::int64_t opset = 17) {
 
 BOOST_AUTO_TEST_CASE(the_reader_sees_what_python_onnx_saw) {
   const json summary = read_json(import_fixture("onnx_summary.json"));
-  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms", "resnet18_finetune"}) {
+  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms", "resnet18_finetune", "m5_audio"}) {
     BOOST_TEST_CONTEXT(name) {
       const json& s = summary.at(name);
       const OnnxModel m = read_onnx_file(import_fixture(s["file"].get<std::string>()));
@@ -221,7 +221,7 @@ BOOST_AUTO_TEST_CASE(a_fixed_batch_export_imports_with_its_leading_axis_as_the_b
 // product of two activations (attention) has an input gradient for each operand.
 BOOST_AUTO_TEST_CASE(training_steps_match_the_make_fx_oracle) {
   const json oracle = read_json(import_fixture("oracle.json"))["models"];
-  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms", "resnet18_finetune"}) {
+  for (const char* name : {"resnet50", "vit_b_16", "transformer_encoder", "gpt_tiny", "written_out_norms", "resnet18_finetune", "m5_audio"}) {
     BOOST_TEST_CONTEXT(name) {
       const json& o = oracle.at(name);
       TempDir dir;

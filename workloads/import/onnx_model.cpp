@@ -138,7 +138,10 @@ class OnnxImporter {
                              "with a fixed sample shape)", x.name, d, x.dims[d].symbol));
       sample.push_back(static_cast<std::uint64_t>(x.dims[d].value));
     }
-    if (sample.size() == 3) sample = {sample[1], sample[2], sample[0]};  // NCHW: tpusim's images are [h, w, c]
+    // NCHW: tpusim's images are [h, w, c]; NCL read by a 1-D convolution (torch's Conv1d): [steps, channels].
+    if (sample.size() == 3) layout_rank_ = 3;
+    if (sample.size() == 2 && read_by_conv1d(x.name)) layout_rank_ = 2;
+    if (layout_rank_) std::rotate(sample.begin(), sample.begin() + 1, sample.end());
     if (sample.empty()) fail_top(fmt::format("graph input \"{}\": expected [batch, ...] with a sample of at least one dimension", x.name));
     input_shape_ = sample;
     // TensorProto.DataType: 1 float, 2 uint8, 6 int32, 7 int64, 16 bfloat16.
@@ -176,7 +179,7 @@ class OnnxImporter {
   // who produces and who reads each tensor.
   void index_graph() {
     activations_.insert(input_name_);
-    if (input_shape_.size() == 3) image_layout_.insert(input_name_);
+    if (layout_rank_) image_layout_.insert(input_name_);
     for (std::size_t i = 0; i < m_.nodes.size(); ++i) {
       const OnnxNode& n = m_.nodes[i];
       bool reads_activation = false;
@@ -214,8 +217,8 @@ class OnnxImporter {
       const std::string& out = n.outputs[k];
       if (out.empty()) continue;
       const std::size_t rank = sample_shape(i, out).size();
-      if (rank == 3) image_layout_.insert(out);
-      if (view_op && rank > 3) image_views_.insert(out);
+      if (rank == layout_rank_) image_layout_.insert(out);
+      if (view_op && rank > layout_rank_) image_views_.insert(out);
     }
   }
 
@@ -223,21 +226,36 @@ class OnnxImporter {
   // nothing in tpusim, which holds images channels last already: to channels last gives the image
   // as a plain [h, w, c] tensor, and back makes it an image again.
   enum class LayoutChange { kNone, kToChannelsLast, kToImage };
+  // Over a sequence, NCL to NLC and back ({0, 2, 1}); back only into a 1-D convolution (a rank-2
+  // transpose is otherwise any transpose).
   LayoutChange layout_transpose(std::size_t i) const {
     const OnnxNode& n = m_.nodes[i];
-    if (n.op_type != "Transpose" || n.inputs.empty() || n.outputs.empty()) return LayoutChange::kNone;
+    if (n.op_type != "Transpose" || n.inputs.empty() || n.outputs.empty() || layout_rank_ == 0) return LayoutChange::kNone;
     const auto perm = n.ints_attribute("perm");
     const bool in_image = image_layout_.count(n.inputs[0]) > 0;
-    if (in_image && perm == std::vector<std::int64_t>{0, 2, 3, 1}) return LayoutChange::kToChannelsLast;
-    if (!in_image && perm == std::vector<std::int64_t>{0, 3, 1, 2} && sample_shape(i, n.inputs[0]).size() == 3)
+    const std::vector<std::int64_t> to_last = layout_rank_ == 3 ? std::vector<std::int64_t>{0, 2, 3, 1} : std::vector<std::int64_t>{0, 2, 1};
+    const std::vector<std::int64_t> to_first = layout_rank_ == 3 ? std::vector<std::int64_t>{0, 3, 1, 2} : std::vector<std::int64_t>{0, 2, 1};
+    if (in_image && perm == to_last) return LayoutChange::kToChannelsLast;
+    if (!in_image && perm == to_first && sample_shape(i, n.inputs[0]).size() == layout_rank_ &&
+        (layout_rank_ == 3 || read_by_conv1d(n.outputs[0])))
       return LayoutChange::kToImage;
     return LayoutChange::kNone;
+  }
+
+  // Whether a 1-D convolution (a weight of [out, in/groups, k]) reads `tensor`.
+  bool read_by_conv1d(const std::string& tensor) const {
+    for (const OnnxNode& n : m_.nodes) {
+      if (n.op_type != "Conv" || n.inputs.size() < 2 || n.inputs[0] != tensor) continue;
+      const auto w = params_.find(n.inputs[1]);
+      if (w != params_.end() && w->second.size() == 3) return true;
+    }
+    return false;
   }
 
   // `sample_shape` as tpusim holds the tensor (an image's channels last).
   std::vector<std::uint64_t> layer_shape(std::size_t node, const std::string& tensor) const {
     auto s = sample_shape(node, tensor);
-    if (image_layout_.count(tensor)) s = {s[1], s[2], s[0]};
+    if (image_layout_.count(tensor) && !s.empty()) std::rotate(s.begin(), s.begin() + 1, s.end());
     return s;
   }
   bool is_activation(const std::string& tensor) const { return activations_.count(tensor) > 0; }
@@ -319,12 +337,13 @@ class OnnxImporter {
     return a->f;
   }
 
-  // A 2D window's size as the workload takes it: one number when square, else [height, width].
-  ojson window(std::size_t node, const std::vector<std::int64_t>& v, const char* what, std::uint64_t fallback) const {
+  // A window's size as the workload takes it: one number when square (or over `axes` 1, a
+  // sequence), else [height, width].
+  ojson window(std::size_t node, const std::vector<std::int64_t>& v, const char* what, std::uint64_t fallback, std::size_t axes = 2) const {
     if (v.empty()) return fallback;
-    if (v.size() != 2 || v[0] <= 0 || v[1] <= 0 || v[0] > 1024 || v[1] > 1024)
-      fail(node, fmt::format("{} {}: expected a height and width of a 2D window", what, fmt::join(v, "x")));
-    if (v[0] == v[1]) return v[0];
+    if (v.size() != axes || std::any_of(v.begin(), v.end(), [](std::int64_t x) { return x <= 0 || x > 1024; }))
+      fail(node, fmt::format("{} {}: expected the {} of a {}D window", what, fmt::join(v, "x"), axes == 1 ? "length" : "height and width", axes));
+    if (axes == 1 || v[0] == v[1]) return v[0];
     return ojson::array({v[0], v[1]});
   }
 
@@ -346,8 +365,13 @@ class OnnxImporter {
       spec["padding"] = "valid";
       return;
     }
-    if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [](std::int64_t p) { return p < 0 || p > 1024; }))
-      fail(node, fmt::format("pads [{}]: expected 4 sizes of 0 to 1024 for a 2D window", fmt::join(pads, ", ")));
+    const bool in_range = std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p >= 0 && p <= 1024; });
+    if (pads.size() == 2 && in_range) {  // a 1D window's [begin, end]
+      spec["pads"] = {pads[0], pads[1]};
+      return;
+    }
+    if (pads.size() != 4 || !in_range)
+      fail(node, fmt::format("pads [{}]: expected 4 sizes of 0 to 1024 for a 2D window (2 for a 1D one)", fmt::join(pads, ", ")));
     spec["pads"] = {pads[0], pads[2], pads[1], pads[3]};
   }
 
@@ -396,10 +420,15 @@ class OnnxImporter {
       fail(i, fmt::format("tpusim does not import this op yet (it imports {})", fmt::join(supported_ops(), ", ")));
     if (op == "Conv") {
       const auto& w = param_dims(i, n.inputs.at(1));
-      if (w.size() != 4) fail(i, "tpusim imports 2D convolutions (a weight of [out, in/groups, kh, kw])");
-      ojson spec = {{"type", "conv2d"}, {"filters", w[0]}, {"kernel", window(i, {w[2], w[3]}, "kernel", 1)},
-                    {"strides", window(i, n.ints_attribute("strides"), "strides", 1)}};
-      const ojson dilation = window(i, n.ints_attribute("dilations"), "dilations", 1);
+      const bool one_d = w.size() == 3;
+      if (w.size() != 4 && !one_d) fail(i, "tpusim imports 1D and 2D convolutions (a weight of [out, in/groups, k] or [out, in/groups, kh, kw])");
+      if (one_d && !(layout_rank_ == 2 && image_layout_.count(n.inputs[0])))
+        fail(i, "a 1D convolution is imported over the model's [batch, channels, steps] input and what keeps that layout");
+      const std::size_t axes = one_d ? 1 : 2;
+      ojson spec = {{"type", one_d ? "conv1d" : "conv2d"}, {"filters", w[0]},
+                    {"kernel", one_d ? ojson(w[2]) : window(i, {w[2], w[3]}, "kernel", 1)},
+                    {"strides", window(i, n.ints_attribute("strides"), "strides", 1, axes)}};
+      const ojson dilation = window(i, n.ints_attribute("dilations"), "dilations", 1, axes);
       if (dilation != 1) spec["dilation"] = dilation;
       const std::int64_t groups = n.int_attribute("group", 1);
       if (groups < 1) fail(i, "group: expected a positive number");
@@ -425,10 +454,12 @@ class OnnxImporter {
         fail(i, "only ReLU6 (Clip between constants 0 and 6) is imported");
       activation(i, "relu6");  // torch's ReLU6 (MobileNet)
     } else if (op == "MaxPool" || op == "AveragePool") {
-      if (window(i, n.ints_attribute("dilations"), "dilations", 1) != 1) fail(i, "dilated pooling is not modelled");
+      const std::size_t axes = n.ints_attribute("kernel_shape").size() == 1 ? 1 : 2;
+      if (window(i, n.ints_attribute("dilations"), "dilations", 1, axes) != 1) fail(i, "dilated pooling is not modelled");
       if (n.ints_attribute("kernel_shape").empty()) fail(i, "expected kernel_shape");
-      ojson spec = {{"type", op == "MaxPool" ? "max_pool" : "avg_pool"}, {"pool", window(i, n.ints_attribute("kernel_shape"), "kernel_shape", 0)},
-                    {"strides", window(i, n.ints_attribute("strides"), "strides", 1)}};
+      ojson spec = {{"type", op == "MaxPool" ? "max_pool" : "avg_pool"},
+                    {"pool", window(i, n.ints_attribute("kernel_shape"), "kernel_shape", 0, axes)},
+                    {"strides", window(i, n.ints_attribute("strides"), "strides", 1, axes)}};
       window_padding(i, spec);
       if (n.int_attribute("ceil_mode", 0) != 0) spec["ceil_mode"] = true;
       add_layer(i, std::move(spec), {activation_input(i)});
@@ -439,7 +470,9 @@ class OnnxImporter {
       std::sort(axes.begin(), axes.end());
       const bool keepdims = m_.nodes[i].int_attribute("keepdims", 1) != 0;
       const auto rank = static_cast<std::int64_t>(shape_at(at_batch2_, i, n.inputs.at(0)).size());
-      if (image_layout_.count(n.inputs[0]) && (axes == std::vector<std::int64_t>{2, 3} || axes == std::vector<std::int64_t>{-2, -1}))
+      const bool spatial = layout_rank_ == 3 ? axes == std::vector<std::int64_t>{2, 3} || axes == std::vector<std::int64_t>{-2, -1}
+                                             : axes == std::vector<std::int64_t>{2} || axes == std::vector<std::int64_t>{-1};
+      if (image_layout_.count(n.inputs[0]) && spatial)
         add_layer(i, {{"type", "global_avg_pool"}, {"keepdims", keepdims}}, {activation_input(i)});
       else if (axes == std::vector<std::int64_t>{-1} || axes == std::vector<std::int64_t>{rank - 1})
         add_layer(i, {{"type", "reduce_mean"}, {"keepdims", keepdims}}, {activation_input(i)});
@@ -462,7 +495,7 @@ class OnnxImporter {
     } else if (op == "Reciprocal") {
       activation(i, "reciprocal");
     } else if (op == "Flatten") {
-      const bool image = sample_shape(i, n.inputs.at(0)).size() == 3;
+      const bool image = sample_shape(i, n.inputs.at(0)).size() == 3 || image_layout_.count(n.inputs.at(0)) > 0;
       if (image && m_.nodes[i].int_attribute("axis", 1) == 1)
         add_layer(i, {{"type", "flatten"}}, {activation_input(i)});
       else
@@ -746,10 +779,10 @@ class OnnxImporter {
     if (static_cast<std::int64_t>(elements(shape)) != elements_of(params_.at(param)))
       fail(i, fmt::format("\"{}\" is not applied whole", param));
     if (image_layout_.count(activations) && elements(shape) > 1) {
-      if (shape.size() != 3)
-        fail(i, fmt::format("\"{}\" of [{}] broadcasts over an image's width alone; tpusim imports learned tensors on an image "
-                            "as [channels, height, width]", param, fmt::join(shape, ", ")));
-      shape = {shape[1], shape[2], shape[0]};
+      if (shape.size() != layout_rank_)
+        fail(i, fmt::format("\"{}\" of [{}] broadcasts over the last axis alone; tpusim imports learned tensors on a channels-first "
+                            "tensor with its rank ([channels, ...])", param, fmt::join(shape, ", ")));
+      std::rotate(shape.begin(), shape.begin() + 1, shape.end());
     }
     return shape;
   }
@@ -873,6 +906,9 @@ class OnnxImporter {
   std::map<std::string, std::size_t> producer_;
   std::map<std::string, std::vector<std::size_t>> consumers_;
   std::set<std::string> image_layout_, image_views_;  // see track_image_layout
+  // Rank of one sample of the channels-first tensors tpusim holds channels last: 3 for images
+  // ([c, h, w]), 2 for a 1-D convolution's sequences ([c, steps]), 0 for a model of neither.
+  std::size_t layout_rank_ = 0;
   std::map<std::string, std::vector<std::uint64_t>> pads_for_;  // a padded image -> the pads its reader takes
   std::set<std::size_t> folded_;                   // nodes taken into a pattern's layer
   std::map<std::string, std::string> embedding_of_;  // a table parameter -> the embedding layer gathering from it

@@ -422,42 +422,44 @@ class ShapeInference {
     }
     if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
       const OnnxShape& in = shape(i, 0);
-      if (in.size() != 4) fail(i, "a 2D window over an input that is not [N, C, H, W]");
+      if (in.size() != 4 && in.size() != 3) fail(i, "a window over an input that is not [N, C, H, W] or [N, C, L]");
+      const std::size_t axes = in.size() - 2;  // 2: an image's height and width; 1: a sequence's steps
       std::vector<std::int64_t> kernel = m_.nodes[i].ints_attribute("kernel_shape");
       std::int64_t channels = in[1];
       if (op == "Conv") {
         const OnnxShape& w = shape(i, 1);
-        if (w.size() != 4) fail(i, "a weight that is not [out, in/groups, kh, kw]");
-        kernel = {w[2], w[3]};
+        if (w.size() != axes + 2) fail(i, axes == 2 ? "a weight that is not [out, in/groups, kh, kw]" : "a weight that is not [out, in/groups, k]");
+        kernel = OnnxShape(w.begin() + 2, w.end());
         channels = w[0];
       }
-      if (kernel.size() != 2) fail(i, "expected a 2D kernel");
+      if (kernel.size() != axes) fail(i, fmt::format("expected a {}D kernel", axes));
       auto strides = m_.nodes[i].ints_attribute("strides"), pads = m_.nodes[i].ints_attribute("pads"), dilations = m_.nodes[i].ints_attribute("dilations");
-      if (strides.empty()) strides = {1, 1};
-      if (pads.empty()) pads = {0, 0, 0, 0};
-      if (dilations.empty()) dilations = {1, 1};
+      if (strides.empty()) strides.assign(axes, 1);
+      if (pads.empty()) pads.assign(2 * axes, 0);
+      if (dilations.empty()) dilations.assign(axes, 1);
       // Sizes a damaged file may give otherwise; bounded so that the window arithmetic stays exact.
       auto within = [](const std::vector<std::int64_t>& v, std::int64_t lo, std::int64_t hi) {
         return std::all_of(v.begin(), v.end(), [&](std::int64_t x) { return x >= lo && x <= hi; });
       };
-      if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
-        fail(i, "expected 2 strides, 2 dilations and 4 pads for a 2D window");
+      if (strides.size() != axes || dilations.size() != axes || pads.size() != 2 * axes)
+        fail(i, fmt::format("expected {} strides, {} dilations and {} pads for a {}D window", axes, axes, 2 * axes, axes));
       if (!within(strides, 1, kMaxDim) || !within(dilations, 1, 1 << 20) || !within(pads, 0, kMaxDim) || !within(kernel, 1, kMaxDim))
         fail(i, "strides, dilations, pads or kernel out of range");
       const bool same = m_.nodes[i].attribute("auto_pad") && m_.nodes[i].attribute("auto_pad")->s.rfind("SAME", 0) == 0;
       const bool ceil_mode = m_.nodes[i].int_attribute("ceil_mode", 0) != 0;
-      OnnxShape s = {in[0], channels, 0, 0};
-      for (std::size_t d = 0; d < 2; ++d) {
-        const std::int64_t span = dilations[d] * (kernel[d] - 1) + 1, padded = in[2 + d] + pads[d] + pads[d + 2];
-        if (same) s[2 + d] = (in[2 + d] + strides[d] - 1) / strides[d];
+      OnnxShape s = {in[0], channels};
+      for (std::size_t d = 0; d < axes; ++d) {
+        const std::int64_t span = dilations[d] * (kernel[d] - 1) + 1, padded = in[2 + d] + pads[d] + pads[d + axes];
+        std::int64_t size = 0;
+        if (same) size = (in[2 + d] + strides[d] - 1) / strides[d];
         else if (padded < span) fail(i, "the window does not fit the input");
         else if (ceil_mode) {
-          std::int64_t count = (padded - span + strides[d] - 1) / strides[d] + 1;
-          if ((count - 1) * strides[d] >= in[2 + d] + pads[d]) --count;
-          s[2 + d] = count;
+          size = (padded - span + strides[d] - 1) / strides[d] + 1;
+          if ((size - 1) * strides[d] >= in[2 + d] + pads[d]) --size;
         } else {
-          s[2 + d] = (padded - span) / strides[d] + 1;
+          size = (padded - span) / strides[d] + 1;
         }
+        s.push_back(size);
       }
       output(i, 0, s);
       if (n.outputs.size() > 1) output(i, 1, s);  // MaxPool's indices

@@ -151,6 +151,27 @@ def resnet18_finetune():
     return model
 
 
+class M5(nn.Module):
+    """torchaudio's speech-command tutorial's M5 (Dai et al. 2017, "Very deep convolutional
+    networks for raw waveforms"): four Conv1d/BatchNorm1d/ReLU/MaxPool1d stages over one second
+    of 8 kHz audio, the first conv 80 samples wide at stride 16; here closed by an adaptive
+    average pool and a Linear to the 35 commands (the tutorial's avg_pool1d over the whole length
+    and log_softmax are the same pool and the loss)."""
+
+    def __init__(self, n_input=1, n_output=35, stride=16, n_channel=32):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv1d(n_input, n_channel, kernel_size=80, stride=stride), nn.BatchNorm1d(n_channel), nn.ReLU(), nn.MaxPool1d(4),
+            nn.Conv1d(n_channel, n_channel, kernel_size=3), nn.BatchNorm1d(n_channel), nn.ReLU(), nn.MaxPool1d(4),
+            nn.Conv1d(n_channel, 2 * n_channel, kernel_size=3), nn.BatchNorm1d(2 * n_channel), nn.ReLU(), nn.MaxPool1d(4),
+            nn.Conv1d(2 * n_channel, 2 * n_channel, kernel_size=3, padding=1), nn.BatchNorm1d(2 * n_channel), nn.ReLU(),
+            nn.MaxPool1d(4), nn.AdaptiveAvgPool1d(1), nn.Flatten())
+        self.fc = nn.Linear(2 * n_channel, n_output)
+
+    def forward(self, x):
+        return self.fc(self.features(x))
+
+
 # name -> (model constructor, input maker, loss target maker)
 MODELS = {
     "resnet50": (resnet50,
@@ -169,6 +190,9 @@ MODELS = {
     "written_out_norms": (WrittenOutNorms,
                           lambda b: torch.randn(b, 16, 64),
                           lambda b, out: torch.randint(0, 64, (b, 16))),
+    "m5_audio": (M5,
+                 lambda b: torch.randn(b, 1, 8000),
+                 lambda b, out: torch.randint(0, 35, (b,))),
     "gpt_tiny": (TinyGPT,
                  lambda b: torch.randint(0, GPT_VOCAB, (b, GPT_SEQ)),
                  lambda b, out: torch.randint(0, GPT_VOCAB, (b, GPT_SEQ))),
