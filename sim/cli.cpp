@@ -297,200 +297,573 @@ std::string command_line_error(const CLI::App& app, const CLI::ParseError& error
   return fmt::format("{}: error: {}; see {} --help", who, one_line(what), who);
 }
 
+// ---- the subcommands: each binds its options to its own members and runs ---------------------
+
+const char* const kAllChipsHelp =
+    "Simulate every chip. By default a symmetric slice simulates one chip per class of symmetric chips, which "
+    "gives the same outputs (see docs/model.md) in a fraction of the time";
+const char* const kMaxMemoryHelp = "Refuse to start when the estimated memory exceeds SIZE (e.g. 4G; default: this machine's memory)";
+
+// A subcommand: add() registers it on the app with its options bound to the command's members;
+// run() does its work once the command line is parsed into them.
+class Command {
+ public:
+  virtual ~Command() = default;
+  virtual void add(CLI::App& app) = 0;
+  virtual int run(int argc, char** argv) = 0;
+  bool chosen() const { return sub_ != nullptr && static_cast<bool>(*sub_); }
+
+ protected:
+  bool hw_given() const { return sub_->get_option("--hw")->count() > 0; }
+  CLI::App* sub_ = nullptr;
+};
+
+class RunCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("run", "Simulate training steps of a workload and write summary, trace and config");
+    sub_->add_option("workload", config_.workload_path, "Workload JSON file")->required();
+    add_config_options(*sub_, config_);
+    sub_->add_option("-o,--out", options_.out_dir, "Output directory (default: out/<workload name>)");
+    sub_->add_flag("--force", options_.force, "Replace the output directory if it exists");
+    sub_->add_option("--trace", trace_level_, "Trace detail: none, steps (a slice per step), ops (+ op engines, collectives, links) or tiles (+ every MXU, VPU and DMA transaction)")
+        ->check(one_of({"none", "steps", "ops", "tiles"}))
+        ->capture_default_str();
+    sub_->add_option("--trace-chips", trace_chips_,
+                     fmt::format("Only these chips' tracks, e.g. 0-3,8 or all (default: all on slices of up to {} chips, "
+                                 "chips 0-{} of larger ones)", kDefaultTracedChips, kDefaultTracedChips - 1));
+    sub_->add_option("--trace-units", trace_units_, "Only these kinds of track, comma-separated: op, collective, mxu, vpu, dma, ici, pcie, host, steps");
+    sub_->add_option("--trace-window", trace_window_, "Only slices overlapping START:END, in microseconds of simulated time");
+    sub_->add_flag("--trace-gzip", options_.trace_gzip, "Write trace.json.gz instead of trace.json");
+    sub_->add_flag("--all-chips", options_.all_chips, kAllChipsHelp);
+    sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
+  }
+
+  int run(int argc, char** argv) override {
+    config_.hw_given = hw_given();
+    options_.command_line = command_line(argc, argv);
+    const Config config = load_config(config_);
+    install_interrupt_handlers();
+    if (options_.out_dir.empty()) options_.out_dir = "out/" + config.workload.name;
+    if (!max_memory_.empty()) options_.max_memory_bytes = parse_memory_size(max_memory_, "--max-memory");
+    options_.trace.level = trace_level_ == "none"    ? TraceLevel::None
+                              : trace_level_ == "steps" ? TraceLevel::Steps
+                              : trace_level_ == "tiles" ? TraceLevel::Tiles
+                                                       : TraceLevel::Ops;
+    std::stringstream kinds(trace_units_);
+    const auto traced_kinds = {UnitKind::Sequencer, UnitKind::Mxu, UnitKind::Vpu, UnitKind::Dma, UnitKind::IciLink,
+                               UnitKind::Dcn, UnitKind::Pcie, UnitKind::Host, UnitKind::Collective, UnitKind::Steps};
+    std::vector<std::string> kind_names;
+    for (auto kind : traced_kinds) kind_names.push_back(unit_kind_name(kind));
+    for (std::string k; std::getline(kinds, k, ',');) {
+      if (k.empty()) continue;
+      bool known = false;
+      for (auto kind : traced_kinds)
+        if (k == unit_kind_name(kind)) {
+          options_.trace.kinds.push_back(kind);
+          known = true;
+        }
+      if (!known)
+        throw InputError(fmt::format("--trace-units {}: unknown kind \"{}\"{} (one of {})", trace_units_, k,
+                                     did_you_mean(k, kind_names), joined(kind_names)));
+    }
+    if (!trace_window_.empty()) {
+      double from = 0, to = 0;
+      char colon = 0;
+      std::stringstream w(trace_window_);
+      if (!(w >> from >> colon >> to) || colon != ':' || from < 0 || to <= from || !w.eof())
+        throw InputError(fmt::format("--trace-window {}: expected START:END in microseconds, START < END", trace_window_));
+      // Beyond 2^63 ps (106 days of simulated time) a bound means "no bound": converting it would overflow.
+      auto to_ps = [](double us) {
+        return us * 1e6 >= 9.2e18 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(us * 1e6);
+      };
+      options_.trace.begin_ps = to_ps(from);
+      options_.trace.end_ps = to_ps(to);
+    }
+    const std::uint32_t chip_count = static_cast<std::uint32_t>(config.hw.chip_count());
+    options_.trace.chips = trace_chips_.empty() ? default_traced_chips(chip_count) : parse_chip_list(trace_chips_, chip_count);
+    options_.trace_chips_given = !trace_chips_.empty();
+    const auto summary = run_simulation(config, options_);
+    std::cout << format_summary(summary);
+    const std::string trace_name = options_.trace_gzip ? "trace.json.gz" : "trace.json";
+    std::cout << fmt::format("  outputs        {}/ ({})\n", options_.out_dir, joined(files_written(options_.out_dir)));
+    const nlohmann::ordered_json& simulation = summary.value("simulation", nlohmann::ordered_json::object());
+    if (simulation.value("mode", "") == "representatives")
+      std::cout << fmt::format("  simulated      {} of {} chips, each standing for {} symmetric ones (--all-chips for every chip)\n",
+                               simulation["chips_simulated"].get<std::uint64_t>(), chip_count,
+                               simulation["each_stands_for"].get<std::uint64_t>());
+    else if (!options_.trace.chips.empty() && std::filesystem::exists(options_.out_dir + "/" + trace_name))
+      std::cout << fmt::format("  trace          chips {} of {} (--trace-chips all for every chip)\n",
+                               chip_list_string(options_.trace.chips), chip_count);
+    // A signal that came after the last step interrupted nothing: the outputs are complete and
+    // say "ok", and so does the exit code.
+    if (const int sig = interrupt_signal(); sig != 0 && summary.value("status", "") == "interrupted") {
+      // The simulation's threads were abandoned mid-step, their stacks never unwind: leave
+      // without the exit-time teardown (and LeakSanitizer's count) that would walk them.
+      std::cout.flush();
+      std::cerr.flush();
+      std::_Exit(128 + sig);
+    }
+    return 0;
+  }
+
+ private:
+  ConfigRequest config_;
+  RunOptions options_;
+  std::string trace_level_ = "ops", trace_units_, trace_window_, trace_chips_, max_memory_;
+};
+
+class ListParamsCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("list-params", "List every configuration key with unit, default and description");
+    sub_->add_option("--hw", hw_, hw_help(": its values are shown as the hardware defaults"))->capture_default_str();
+    sub_->add_flag("--json", json_, "Print JSON");
+  }
+  int run(int, char**) override { return list_params(hw_, json_); }
+
+ private:
+  std::string hw_ = "tpu_v2";
+  bool json_ = false;
+};
+
+class DumpConfigCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("dump-config", "Print the effective configuration (JSON) without simulating");
+    sub_->add_option("workload", config_.workload_path, "Workload JSON file (optional)");
+    add_config_options(*sub_, config_);
+  }
+  int run(int, char**) override {
+    config_.hw_given = hw_given();
+    const Config config = load_config(config_);
+    std::cout << effective_config(config).dump(2) << "\n";
+    return 0;
+  }
+
+ private:
+  ConfigRequest config_;
+};
+
+class GemmCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("gemm", "One TensorCore runs one M x K @ K x N matmul with operands in HBM");
+    const CLI::Validator whole_number = whole_number_of("elements");
+    sub_->add_option("M", request_.m, "Rows of the result (streamed through the MXU)")->required()->check(whole_number);
+    sub_->add_option("N", request_.n, "Columns of the result")->required()->check(whole_number);
+    sub_->add_option("K", request_.k, "Contracted dimension")->required()->check(whole_number);
+    sub_->add_option("--hw", config_.hw, hw_help(" (one core of it runs the matmul)"))->capture_default_str();
+    sub_->add_option("--set", config_.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+    sub_->add_option("--dtype", dtype_, "Operand type")->check(one_of({"bf16", "fp32", "int8", "fp8"}))->capture_default_str();
+    sub_->add_option("--precision", precision_, "fp32 only: bf16 passes, default 1, high 3, highest 6")
+        ->check(one_of({"default", "high", "highest"}))->capture_default_str();
+    sub_->add_option("--array", array_, "Override the MXU shape, e.g. 128x128");
+    sub_->add_option("--block", block_, "Force the vector-memory block BMxBKxBN (default: the largest that fits)");
+    sub_->add_option("--mxus", mxus_, "Override the MXUs per core")->check(CLI::Range(1, 16));
+    sub_->add_option("--cores", request_.cores, "TensorCores of the chip running the same matmul at once, sharing its HBM")->check(whole_number_of(""))
+        ->capture_default_str();
+    sub_->add_flag("--scalesim-compat", request_.scalesim_compat,
+                   "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
+    sub_->add_flag("--compute-only", request_.compute_only, "tpusim's MXU timing alone: no memory system, one block");
+    sub_->add_flag("--json", json_, "Print one JSON object");
+    sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
+  }
+
+  int run(int, char**) override {
+    if (!array_.empty()) {
+      const auto x = array_.find('x');
+      if (x == std::string::npos) throw InputError(fmt::format("--array {}: expected ROWSxCOLS, e.g. 128x128", array_));
+      config_.sets.push_back("hw.core.mxu.rows=" + array_.substr(0, x));
+      config_.sets.push_back("hw.core.mxu.cols=" + array_.substr(x + 1));
+    }
+    if (!block_.empty()) {
+      unsigned long long bm = 0, bk = 0, bn = 0;
+      char tail = 0;
+      if (std::sscanf(block_.c_str(), "%llux%llux%llu%c", &bm, &bk, &bn, &tail) != 3 || !bm || !bk || !bn)
+        throw InputError(fmt::format("--block {}: expected BMxBKxBN, e.g. 512x1024x1024", block_));
+      request_.block_m = bm;
+      request_.block_k = bk;
+      request_.block_n = bn;
+    }
+    if (mxus_ > 0) config_.sets.push_back(fmt::format("hw.core.mxu.per_core={}", mxus_));
+    const Config config = load_config(config_);
+    request_.dtype = dtype_ == "fp32" ? DType::F32 : dtype_ == "int8" ? DType::Int8 : dtype_ == "fp8" ? DType::Fp8 : DType::BF16;
+    if (precision_ != "default" && request_.dtype != DType::F32)
+      throw InputError("--precision: only fp32 matmuls take several bf16 passes");
+    request_.passes = precision_ == "default" ? 1 : precision_ == "high" ? 3 : 6;
+    if (!max_memory_.empty()) request_.max_memory_bytes = parse_memory_size(max_memory_, "--max-memory");
+    const auto result = run_gemm(config.hw, request_);
+    std::cout << (json_ ? result.dump(2) + "\n" : format_gemm(result));
+    return 0;
+  }
+
+ private:
+  ConfigRequest config_;
+  GemmRequest request_;
+  std::string dtype_ = "bf16", precision_ = "default", array_, block_, max_memory_;
+  std::uint32_t mxus_ = 0;
+  bool json_ = false;
+};
+
+class OpCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("op", "One TensorCore runs one vector op (elementwise, activation, softmax, normalization) on a tensor in HBM");
+    sub_->add_option("KIND", request_.kind, "The op")->required()->check(one_of(vector_op_kinds()));
+    sub_->add_option("--shape", shape_, "The input tensor's dimensions, e.g. 8192,4096 (each input's, for add and mul)")->required();
+    sub_->add_option("--dtype", dtype_, "Element type in HBM (the vector unit computes in fp32)")
+        ->check(one_of({"bf16", "fp32"}))->capture_default_str();
+    sub_->add_option("--hw", config_.hw, hw_help(" (one core of it runs the op)"))->capture_default_str();
+    sub_->add_option("--set", config_.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+    sub_->add_option("--cores", request_.cores, "TensorCores of the chip running the same op at once, sharing its HBM")->check(whole_number_of(""))
+        ->capture_default_str();
+    sub_->add_flag("--json", json_, "Print one JSON object");
+    sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
+  }
+
+  int run(int, char**) override {
+    request_.shape = parse_shape(shape_);
+    const Config config = load_config(config_);
+    request_.dtype = dtype_ == "fp32" ? DType::F32 : DType::BF16;
+    if (!max_memory_.empty()) request_.max_memory_bytes = parse_memory_size(max_memory_, "--max-memory");
+    const auto result = run_vector_op(config.hw, request_);
+    std::cout << (json_ ? result.dump(2) + "\n" : format_vector_op(result));
+    return 0;
+  }
+
+ private:
+  ConfigRequest config_;
+  VectorOpRequest request_;
+  std::string shape_, dtype_ = "bf16", max_memory_;
+  bool json_ = false;
+};
+
+class MembenchCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("membench", "Requesters read or write one chip's HBM; achieved bandwidth, latency, row hits");
+    sub_->add_option("--hw", config_.hw, hw_help(" (one chip's HBM is measured)"))->capture_default_str();
+    sub_->add_option("--set", config_.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+    sub_->add_option("--pattern", pattern_, "stream-read, stream-write, copy (1 read : 1 write), triad (2 reads : 1 write), random (reads) or random-write")
+        ->check(one_of({"stream-read", "stream-write", "copy", "triad", "random", "random-write"}))->capture_default_str();
+    sub_->add_option("--bytes", request_.bytes, "Bytes moved in all, reads plus writes")->transform(byte_size())->capture_default_str();
+    sub_->add_option("--request-bytes", request_.request_bytes, "Size of each request")->transform(byte_size())->capture_default_str();
+    sub_->add_option("--requesters", request_.requesters, "Independent requesters (each its own stream)")->check(whole_number_of(""))->capture_default_str();
+    sub_->add_option("--outstanding", request_.outstanding, "Requests each requester keeps in flight")->check(whole_number_of(""))->capture_default_str();
+    sub_->add_option("--footprint-bytes", request_.footprint_bytes, "random, random-write: addresses are drawn from [0, footprint)")->transform(byte_size())->capture_default_str();
+    sub_->add_option("--seed", request_.seed, "random, random-write: first requester's splitmix64 seed (the k-th uses seed + k)")->check(whole_number_of(""))->capture_default_str();
+    sub_->add_flag("--json", json_, "Print one JSON object");
+  }
+
+  int run(int, char**) override {
+    const Config config = load_config(config_);
+    request_.pattern = parse_mem_pattern(pattern_);
+    const auto result = run_membench(config.hw, request_);
+    std::cout << (json_ ? result.dump(2) + "\n" : format_membench(result));
+    return 0;
+  }
+
+ private:
+  ConfigRequest config_;
+  MembenchRequest request_;
+  std::string pattern_ = "stream-read";
+  bool json_ = false;
+};
+
+class CollectiveCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("collective", "Simulate one collective over the chips of a slice (one rank per chip)");
+    sub_->add_option("--op", op_, "Collective")->check(one_of({"all-reduce", "reduce-scatter", "all-gather", "permute", "all-to-all"}))
+        ->capture_default_str();
+    sub_->add_option("--bytes", request_.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out, each chip's in an all-to-all)")->transform(byte_size())
+        ->required();
+    sub_->add_option("--hw", config_.hw, hw_help())->capture_default_str();
+    sub_->add_option("--topology", config_.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
+    sub_->add_option("--set", config_.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+    add_slices_option(*sub_, config_.slices,
+                      "Slices the group also spans over the data-center network: a reduction's ICI stage, then an "
+                      "all-reduce with the chips' peers in the other slices (default 1)");
+    sub_->add_option("--algorithm", algorithm_, "ring, bidir_ring, torus (axis by axis) or torus_all_axes")
+        ->check(one_of(collective_algorithm_names()))->capture_default_str();
+    sub_->add_option("--group", group_, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")
+        ->capture_default_str();
+    sub_->add_option("--chunk-bytes", request_.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)")->transform(byte_size());
+    sub_->add_option("--dtype", dtype_, "Element type of the reduction")->check(one_of({"f32", "bf16"}))
+        ->capture_default_str();
+    sub_->add_option("--concurrent", request_.concurrent, "Identical collectives in flight at once, sharing the links")->check(whole_number_of(""))
+        ->capture_default_str();
+    sub_->add_flag("--links", request_.list_links, "List every used link's utilization (with --json)");
+    sub_->add_flag("--json", json_, "Print one JSON object");
+    sub_->add_flag("--all-chips", request_.all_chips, kAllChipsHelp);
+    sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
+  }
+
+  int run(int, char**) override {
+    config_.hw_given = hw_given();
+    const Config config = load_config(config_);
+    request_.spec.kind = op_ == "all-reduce"       ? CollectiveKind::AllReduce
+                         : op_ == "reduce-scatter" ? CollectiveKind::ReduceScatter
+                         : op_ == "permute"        ? CollectiveKind::Permute
+                         : op_ == "all-to-all"     ? CollectiveKind::AllToAll
+                                                   : CollectiveKind::AllGather;
+    request_.spec.algorithm = parse_collective_algorithm(algorithm_);
+    // An all-to-all has one algorithm, axis by axis (hw/collective.cpp): say so rather than echo --algorithm.
+    if (request_.spec.kind == CollectiveKind::AllToAll) request_.spec.algorithm = CollectiveAlgorithm::Torus;
+    request_.spec.group_axes = parse_group(group_);
+    request_.named_axes = group_ != "all";
+    request_.spec.dtype = dtype_ == "bf16" ? DType::BF16 : DType::F32;
+    if (!max_memory_.empty()) request_.max_memory_bytes = parse_memory_size(max_memory_, "--max-memory");
+    const auto result = run_collective(config.hw, request_);
+    std::cout << (json_ ? result.dump(2) + "\n" : format_collective(result));
+    return 0;
+  }
+
+ private:
+  ConfigRequest config_;
+  CollectiveRequest request_;
+  std::string op_ = "all-reduce", algorithm_ = "torus_all_axes", group_ = "all", dtype_ = "f32", max_memory_;
+  bool json_ = false;
+};
+
+class HloCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("hlo", "Simulate an XLA HLO module (a compiled step as JAX, TensorFlow or PyTorch/XLA print it) on every device of a slice");
+    sub_->add_option("file", request_.file, "HLO text: jax.jit(f).lower(...).compile().as_text(), or a module XLA_FLAGS=--xla_dump_to wrote")->required();
+    sub_->add_option("--hw", config_.hw, hw_help())->capture_default_str();
+    sub_->add_option("--topology", config_.topology, "Slice shape in chips, one per device of the module (default: the preset's)");
+    sub_->add_option("--set", config_.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
+    sub_->add_flag("--json", json_, "Print one JSON object");
+    sub_->add_option("-o,--out", request_.out_dir, "Output directory for summary.json and trace.json (default: print only)");
+    sub_->add_flag("--force", request_.force, "Replace an output directory an earlier tpusim command wrote");
+    sub_->add_option("--trace", trace_, "Trace detail with -o: none or ops (op engines, collectives, links)")->check(one_of({"none", "ops"}))
+        ->capture_default_str();
+    sub_->add_flag("--all-chips", request_.all_chips, kAllChipsHelp);
+    sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
+  }
+
+  int run(int argc, char** argv) override {
+    config_.hw_given = hw_given();
+    const Config config = load_config(config_);
+    if (!max_memory_.empty()) request_.max_memory_bytes = parse_memory_size(max_memory_, "--max-memory");
+    request_.trace = trace_ != "none";
+    request_.command_line = command_line(argc, argv);
+    const auto result = run_hlo(config.hw, request_);
+    std::cout << (json_ ? result.dump(2) + "\n" : format_hlo(result));
+    return 0;
+  }
+
+ private:
+  ConfigRequest config_;
+  HloRequest request_;
+  std::string trace_ = "ops", max_memory_;
+  bool json_ = false;
+};
+
+class SweepCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("sweep", "Run a workload over the product of varied keys, in parallel, into one table and report");
+    sub_->add_option("workload", request_.workload_path, "Workload JSON file")->required();
+    sub_->add_option("--vary", varies_, "KEY=V1,V2,...: a workload.* or hw.* key and its values (repeatable; the first varies slowest)");
+    sub_->add_option("--hw", hw_, hw_help("; several, comma-separated, vary it"))->capture_default_str();
+    sub_->add_option("--topology", topology_, "Slice shape; several, comma-separated, vary it");
+    sub_->add_option("--slices", slices_,
+                     "Slices joined by the data-center network (hw.slice.count); several, comma-separated, vary it");
+    sub_->add_option("--set", request_.sets, "Fixed override for every point (repeatable)");
+    sub_->add_option("-o,--out", request_.out_dir, "Output directory (default: out/sweep_<workload file name>)");
+    request_.jobs = 0;
+    sub_->add_option("-j,--jobs", request_.jobs, "Points run at once (default: the number of cores)")->check(whole_number_of(""));
+    sub_->add_flag("--resume", request_.resume, "Keep the points an interrupted sweep into the same directory finished");
+    sub_->add_flag("--force", request_.force, "Replace the output directory");
+    sub_->add_option("--max-memory", request_.max_memory, "Refuse each point whose estimated memory exceeds SIZE (e.g. 4G)");
+    sub_->add_option("--shard", shard_, "K/N: run only the K-th of N shards of the points (join them with `tpusim merge`)");
+    sub_->add_option("--trace", request_.trace, "Trace of each point: none, steps, ops or tiles")->check(one_of({"none", "steps", "ops", "tiles"}))
+        ->capture_default_str();
+  }
+
+  int run(int, char**) override {
+    request_.hw_given = hw_given();
+    // --hw and --topology lists vary like any key; a single value is fixed.
+    auto list = [](const std::string& text) {
+      std::vector<std::string> out;
+      std::stringstream ss(text);
+      for (std::string v; std::getline(ss, v, ',');)
+        if (!v.empty()) out.push_back(v);
+      return out;
+    };
+    const auto hws = list(hw_), topologies = list(topology_);
+    if (hws.size() > 1) request_.axes.push_back({"hw", hws});
+    if (topologies.size() > 1) request_.axes.push_back({"topology", topologies});
+    const auto slices = list(slices_);
+    if (slices.size() > 1) request_.axes.push_back({"hw.slice.count", slices});
+    if (slices.size() == 1) request_.sets.push_back("hw.slice.count=" + slices[0]);
+    for (const auto& v : varies_) request_.axes.push_back(parse_vary(v));
+    if (hws.size() == 1) request_.fixed_hw = hws[0];
+    if (topologies.size() == 1) request_.fixed_topology = topologies[0];
+    if (!request_.max_memory.empty()) parse_memory_size(request_.max_memory, "--max-memory");
+    if (request_.jobs == 0) request_.jobs = std::max(1u, std::thread::hardware_concurrency());
+    if (request_.out_dir.empty()) request_.out_dir = "out/sweep_" + std::filesystem::path(request_.workload_path).stem().string();
+    if (!shard_.empty()) std::tie(request_.shard_index, request_.shard_count) = parse_shard(shard_);
+    request_.self_exe = std::filesystem::read_symlink("/proc/self/exe").string();
+    install_interrupt_handlers();
+    const int failed = run_sweep(request_);
+    if (interrupt_signal() != 0) return 128 + interrupt_signal();
+    return failed == 0 ? 0 : 1;
+  }
+
+ private:
+  SweepRequest request_;
+  std::vector<std::string> varies_;
+  std::string hw_ = "tpu_v2", topology_, slices_, shard_;
+};
+
+class MergeCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("merge", "Join the output directories of the shards of one sweep into one sweep");
+    sub_->add_option("dirs", dirs_, "Output directories of `tpusim sweep --shard K/N`")->required();
+    sub_->add_option("-o,--out", out_, "Output directory of the joined sweep")->required();
+    sub_->add_flag("--force", force_, "Replace the output directory");
+  }
+  int run(int, char**) override { return merge_sweeps(dirs_, out_, force_) == 0 ? 0 : 1; }
+
+ private:
+  std::vector<std::string> dirs_;
+  std::string out_;
+  bool force_ = false;
+};
+
+// trace-check and trace-summary: a trace read whole, then checked or summarised.
+class TraceCommand : public Command {
+ public:
+  explicit TraceCommand(bool summary) : summary_(summary) {}
+  void add(CLI::App& app) override {
+    if (!summary_) {
+      sub_ = app.add_subcommand("trace-check", "Validate a trace: fields, named tracks, nesting, flows, counters");
+      sub_->add_option("trace", file_, "Trace JSON file")->required();
+      return;
+    }
+    sub_ = app.add_subcommand("trace-summary", "Print a trace's top ops and each track's busy time");
+    sub_->add_option("trace", file_, "Trace JSON file")->required();
+    sub_->add_option("--top", top_, "How many ops to list")->check(whole_number_of(""))->capture_default_str();
+  }
+
+  int run(int, char**) override {
+    check_input_file(file_, 0);
+    // The parsed trace takes about 9 times its text (a 165 MB trace of tiles peaked at 1.42 GB):
+    // a trace, or a small gzip file inflating to one, that would not fit is refused as it is read.
+    // (a pair, not a structured binding: C++17 lambdas cannot capture those, and clang refuses)
+    const std::pair<std::uint64_t, std::string> memory = memory_limit(0);
+    constexpr std::uint64_t kParsedBytesPerTextByte = 9;
+    const std::uint64_t max_text_bytes = memory.first / kParsedBytesPerTextByte;
+    TraceFileBuf buf(file_, max_text_bytes);
+    if (!buf.good()) throw InputError(fmt::format("{}: cannot read the file", file_));
+    const auto too_large = [&] {
+      return InputError(fmt::format("{}: more than {} bytes of text{}; read whole, as tpusim reads a trace, it would "
+                                    "need more than {} ({})",
+                                    file_, max_text_bytes, buf.compressed() ? " once inflated" : "",
+                                    size_text(static_cast<double>(memory.first)), memory.second));
+    };
+    std::istream in(&buf);
+    nlohmann::json trace;
+    try {
+      trace = parse_bounded(in, file_);
+    } catch (const JsonTooDeep&) {
+      if (!summary_) {
+        std::cout << fmt::format("{}: invalid: nested deeper than {} levels\n", file_, kMaxJsonDepth);
+        return 1;
+      }
+      throw;
+    } catch (const nlohmann::json::exception& e) {  // syntax, or a number beyond a double
+      if (buf.too_large()) throw too_large();
+      // A gzip stream that broke off: say that, not what the parser saw of it.
+      const std::string what = buf.error().empty() ? fmt::format("not JSON ({})", e.what())
+                                                   : fmt::format("a corrupt gzip file ({})", buf.error());
+      if (!summary_) {
+        std::cout << fmt::format("{}: invalid: {}\n", file_, what);
+        return 1;
+      }
+      throw InputError(fmt::format("{}: {}", file_, buf.error().empty() ? "malformed JSON" : what));
+    }
+    if (buf.too_large()) throw too_large();
+    if (!buf.error().empty()) {  // the JSON ended before the damage (a bad checksum at the end)
+      if (!summary_) {
+        std::cout << fmt::format("{}: invalid: a corrupt gzip file ({})\n", file_, buf.error());
+        return 1;
+      }
+      throw InputError(fmt::format("{}: a corrupt gzip file ({})", file_, buf.error()));
+    }
+    const TraceCheck r = check_trace(trace);
+    if (summary_) {
+      // Any trace is summarised, but a summary of a broken one must say so.
+      if (r.problems.size() == 1 && r.events == 0 && r.problems[0].rfind("not a trace", 0) == 0)
+        throw InputError(fmt::format("{}: {}", file_, r.problems[0]));
+      if (!r.problems.empty())
+        std::cerr << fmt::format("tpusim: warning: {}: {} problem(s), e.g. {}; events of the wrong shape are left out "
+                                 "(tpusim trace-check names them all)\n",
+                                 file_, r.problems.size() == 50 ? "50 or more" : std::to_string(r.problems.size()),
+                                 one_line(r.problems[0]));
+      std::cout << summarize_trace(trace, top_);
+      return 0;
+    }
+    if (r.problems.empty()) {
+      std::cout << fmt::format("{}: valid: {} events, {} slices on {} tracks of {} processes\n", file_, r.events,
+                               r.slices, r.tracks, r.processes);
+      return 0;
+    }
+    std::cout << fmt::format("{}: invalid: {} problem(s)\n", file_, r.problems.size());
+    for (const auto& p : r.problems) std::cout << "  " << p << "\n";
+    return 1;
+  }
+
+ private:
+  bool summary_;
+  std::string file_;
+  std::size_t top_ = 20;
+};
+
+class ImportCommand : public Command {
+ public:
+  void add(CLI::App& app) override {
+    sub_ = app.add_subcommand("import", "Write a model another tool wrote (ONNX, Keras model JSON) as a tpusim workload file");
+    sub_->add_option("file", request_.file, "The model: an .onnx file (torch.onnx.export) or Keras model JSON (model.to_json())")->required();
+    sub_->add_option("-o,--out", request_.out, "Workload file to write")->required();
+    sub_->add_option("--per-replica-batch", request_.per_replica_batch, "training.per_replica_batch of the workload")
+        ->check(whole_number_of("samples"))->capture_default_str();
+    sub_->add_flag("--force", request_.force, "Replace the output file if an earlier tpusim import wrote it");
+  }
+  int run(int, char**) override {
+    std::cout << run_import(request_);
+    return 0;
+  }
+
+ private:
+  ImportRequest request_;
+};
+
 int parse_and_run(int argc, char** argv) {
   CLI::App app{"tpusim: a cycle-approximate simulator of data-parallel training on TPU slices"};
   app.require_subcommand(1);
   app.set_version_flag("--version", kVersion);
-
-  ConfigRequest run_request;
-  RunOptions run_options;
-  std::string trace_level = "ops";
-  auto* run = app.add_subcommand("run", "Simulate training steps of a workload and write summary, trace and config");
-  run->add_option("workload", run_request.workload_path, "Workload JSON file")->required();
-  add_config_options(*run, run_request);
-  run->add_option("-o,--out", run_options.out_dir, "Output directory (default: out/<workload name>)");
-  run->add_flag("--force", run_options.force, "Replace the output directory if it exists");
-  run->add_option("--trace", trace_level, "Trace detail: none, steps (a slice per step), ops (+ op engines, collectives, links) or tiles (+ every MXU, VPU and DMA transaction)")
-      ->check(one_of({"none", "steps", "ops", "tiles"}))
-      ->capture_default_str();
-  std::string trace_units, trace_window, trace_chips;
-  run->add_option("--trace-chips", trace_chips,
-                  fmt::format("Only these chips' tracks, e.g. 0-3,8 or all (default: all on slices of up to {} chips, "
-                              "chips 0-{} of larger ones)", kDefaultTracedChips, kDefaultTracedChips - 1));
-  run->add_option("--trace-units", trace_units, "Only these kinds of track, comma-separated: op, collective, mxu, vpu, dma, ici, pcie, host, steps");
-  run->add_option("--trace-window", trace_window, "Only slices overlapping START:END, in microseconds of simulated time");
-  run->add_flag("--trace-gzip", run_options.trace_gzip, "Write trace.json.gz instead of trace.json");
-  const char* all_chips_help =
-      "Simulate every chip. By default a symmetric slice simulates one chip per class of symmetric chips, which "
-      "gives the same outputs (see docs/model.md) in a fraction of the time";
-  run->add_flag("--all-chips", run_options.all_chips, all_chips_help);
-  std::string run_max_memory, gemm_max_memory, coll_max_memory;
-  const char* max_memory_help = "Refuse to start when the estimated memory exceeds SIZE (e.g. 4G; default: this machine's memory)";
-  run->add_option("--max-memory", run_max_memory, max_memory_help);
-
-  std::string params_hw = "tpu_v2";
-  bool params_json = false;
-  auto* params = app.add_subcommand("list-params", "List every configuration key with unit, default and description");
-  params->add_option("--hw", params_hw, hw_help(": its values are shown as the hardware defaults"))->capture_default_str();
-  params->add_flag("--json", params_json, "Print JSON");
-
-  ConfigRequest dump_request;
-  auto* dump = app.add_subcommand("dump-config", "Print the effective configuration (JSON) without simulating");
-  dump->add_option("workload", dump_request.workload_path, "Workload JSON file (optional)");
-  add_config_options(*dump, dump_request);
-
-  ConfigRequest gemm_request;
-  GemmRequest gemm;
-  std::string gemm_dtype = "bf16", gemm_precision = "default", gemm_array;
-  std::uint32_t gemm_mxus = 0;
-  bool gemm_json = false;
-  auto* gemm_cmd = app.add_subcommand("gemm", "One TensorCore runs one M x K @ K x N matmul with operands in HBM");
-  const CLI::Validator whole_number = whole_number_of("elements");
-  gemm_cmd->add_option("M", gemm.m, "Rows of the result (streamed through the MXU)")->required()->check(whole_number);
-  gemm_cmd->add_option("N", gemm.n, "Columns of the result")->required()->check(whole_number);
-  gemm_cmd->add_option("K", gemm.k, "Contracted dimension")->required()->check(whole_number);
-  gemm_cmd->add_option("--hw", gemm_request.hw, hw_help(" (one core of it runs the matmul)"))->capture_default_str();
-  gemm_cmd->add_option("--set", gemm_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
-  gemm_cmd->add_option("--dtype", gemm_dtype, "Operand type")->check(one_of({"bf16", "fp32", "int8", "fp8"}))->capture_default_str();
-  gemm_cmd->add_option("--precision", gemm_precision, "fp32 only: bf16 passes, default 1, high 3, highest 6")
-      ->check(one_of({"default", "high", "highest"}))->capture_default_str();
-  gemm_cmd->add_option("--array", gemm_array, "Override the MXU shape, e.g. 128x128");
-  std::string gemm_block;
-  gemm_cmd->add_option("--block", gemm_block, "Force the vector-memory block BMxBKxBN (default: the largest that fits)");
-  gemm_cmd->add_option("--mxus", gemm_mxus, "Override the MXUs per core")->check(CLI::Range(1, 16));
-  gemm_cmd->add_option("--cores", gemm.cores, "TensorCores of the chip running the same matmul at once, sharing its HBM")->check(whole_number_of(""))
-      ->capture_default_str();
-  gemm_cmd->add_flag("--scalesim-compat", gemm.scalesim_compat,
-                     "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
-  gemm_cmd->add_flag("--compute-only", gemm.compute_only, "tpusim's MXU timing alone: no memory system, one block");
-  gemm_cmd->add_flag("--json", gemm_json, "Print one JSON object");
-  gemm_cmd->add_option("--max-memory", gemm_max_memory, max_memory_help);
-
-  ConfigRequest op_request;
-  VectorOpRequest vector_op;
-  std::string op_shape, op_dtype = "bf16", op_max_memory;
-  bool op_json = false;
-  auto* op_cmd = app.add_subcommand("op", "One TensorCore runs one vector op (elementwise, activation, softmax, normalization) on a tensor in HBM");
-  op_cmd->add_option("KIND", vector_op.kind, "The op")->required()->check(one_of(vector_op_kinds()));
-  op_cmd->add_option("--shape", op_shape, "The input tensor's dimensions, e.g. 8192,4096 (each input's, for add and mul)")->required();
-  op_cmd->add_option("--dtype", op_dtype, "Element type in HBM (the vector unit computes in fp32)")
-      ->check(one_of({"bf16", "fp32"}))->capture_default_str();
-  op_cmd->add_option("--hw", op_request.hw, hw_help(" (one core of it runs the op)"))->capture_default_str();
-  op_cmd->add_option("--set", op_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
-  op_cmd->add_option("--cores", vector_op.cores, "TensorCores of the chip running the same op at once, sharing its HBM")->check(whole_number_of(""))
-      ->capture_default_str();
-  op_cmd->add_flag("--json", op_json, "Print one JSON object");
-  op_cmd->add_option("--max-memory", op_max_memory, max_memory_help);
-
-  ConfigRequest mem_request;
-  MembenchRequest mem;
-  std::string mem_pattern = "stream-read";
-  bool mem_json = false;
-  auto* mem_cmd = app.add_subcommand("membench", "Requesters read or write one chip's HBM; achieved bandwidth, latency, row hits");
-  mem_cmd->add_option("--hw", mem_request.hw, hw_help(" (one chip's HBM is measured)"))->capture_default_str();
-  mem_cmd->add_option("--set", mem_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
-  mem_cmd->add_option("--pattern", mem_pattern, "stream-read, stream-write, copy (1 read : 1 write), triad (2 reads : 1 write), random (reads) or random-write")
-      ->check(one_of({"stream-read", "stream-write", "copy", "triad", "random", "random-write"}))->capture_default_str();
-  mem_cmd->add_option("--bytes", mem.bytes, "Bytes moved in all, reads plus writes")->transform(byte_size())->capture_default_str();
-  mem_cmd->add_option("--request-bytes", mem.request_bytes, "Size of each request")->transform(byte_size())->capture_default_str();
-  mem_cmd->add_option("--requesters", mem.requesters, "Independent requesters (each its own stream)")->check(whole_number_of(""))->capture_default_str();
-  mem_cmd->add_option("--outstanding", mem.outstanding, "Requests each requester keeps in flight")->check(whole_number_of(""))->capture_default_str();
-  mem_cmd->add_option("--footprint-bytes", mem.footprint_bytes, "random, random-write: addresses are drawn from [0, footprint)")->transform(byte_size())->capture_default_str();
-  mem_cmd->add_option("--seed", mem.seed, "random, random-write: first requester's splitmix64 seed (the k-th uses seed + k)")->check(whole_number_of(""))->capture_default_str();
-  mem_cmd->add_flag("--json", mem_json, "Print one JSON object");
-
-  ConfigRequest coll_request;
-  CollectiveRequest coll;
-  std::string coll_op = "all-reduce", coll_algorithm = "torus_all_axes", coll_group = "all", coll_dtype = "f32";
-  bool coll_json = false;
-  auto* coll_cmd = app.add_subcommand("collective", "Simulate one collective over the chips of a slice (one rank per chip)");
-  coll_cmd->add_option("--op", coll_op, "Collective")->check(one_of({"all-reduce", "reduce-scatter", "all-gather", "permute", "all-to-all"}))
-      ->capture_default_str();
-  coll_cmd->add_option("--bytes", coll.spec.bytes, "Size of the whole buffer (all-reduce in and out, reduce-scatter in, all-gather out, each chip's in an all-to-all)")->transform(byte_size())
-      ->required();
-  coll_cmd->add_option("--hw", coll_request.hw, hw_help())->capture_default_str();
-  coll_cmd->add_option("--topology", coll_request.topology, "Slice shape in chips, e.g. 4x4 (default: the preset's)");
-  coll_cmd->add_option("--set", coll_request.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
-  add_slices_option(*coll_cmd, coll_request.slices,
-                    "Slices the group also spans over the data-center network: a reduction's ICI stage, then an "
-                    "all-reduce with the chips' peers in the other slices (default 1)");
-  coll_cmd->add_option("--algorithm", coll_algorithm, "ring, bidir_ring, torus (axis by axis) or torus_all_axes")
-      ->check(one_of(collective_algorithm_names()))->capture_default_str();
-  coll_cmd->add_option("--group", coll_group, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")
-      ->capture_default_str();
-  coll_cmd->add_option("--chunk-bytes", coll.spec.chunk_bytes, "Pieces a ring step is sent in, pipelined with the reduction (0: one)")->transform(byte_size());
-  coll_cmd->add_option("--dtype", coll_dtype, "Element type of the reduction")->check(one_of({"f32", "bf16"}))
-      ->capture_default_str();
-  coll_cmd->add_option("--concurrent", coll.concurrent, "Identical collectives in flight at once, sharing the links")->check(whole_number_of(""))
-      ->capture_default_str();
-  coll_cmd->add_flag("--links", coll.list_links, "List every used link's utilization (with --json)");
-  coll_cmd->add_flag("--json", coll_json, "Print one JSON object");
-  coll_cmd->add_flag("--all-chips", coll.all_chips, all_chips_help);
-  coll_cmd->add_option("--max-memory", coll_max_memory, max_memory_help);
-
-  ConfigRequest hlo_config;
-  HloRequest hlo;
-  std::string hlo_max_memory;
-  bool hlo_json = false;
-  auto* hlo_cmd = app.add_subcommand("hlo", "Simulate an XLA HLO module (a compiled step as JAX, TensorFlow or PyTorch/XLA print it) on every device of a slice");
-  hlo_cmd->add_option("file", hlo.file, "HLO text: jax.jit(f).lower(...).compile().as_text(), or a module XLA_FLAGS=--xla_dump_to wrote")->required();
-  hlo_cmd->add_option("--hw", hlo_config.hw, hw_help())->capture_default_str();
-  hlo_cmd->add_option("--topology", hlo_config.topology, "Slice shape in chips, one per device of the module (default: the preset's)");
-  hlo_cmd->add_option("--set", hlo_config.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
-  hlo_cmd->add_flag("--json", hlo_json, "Print one JSON object");
-  hlo_cmd->add_option("-o,--out", hlo.out_dir, "Output directory for summary.json and trace.json (default: print only)");
-  hlo_cmd->add_flag("--force", hlo.force, "Replace an output directory an earlier tpusim command wrote");
-  std::string hlo_trace = "ops";
-  hlo_cmd->add_option("--trace", hlo_trace, "Trace detail with -o: none or ops (op engines, collectives, links)")->check(one_of({"none", "ops"}))
-      ->capture_default_str();
-  hlo_cmd->add_flag("--all-chips", hlo.all_chips, all_chips_help);
-  hlo_cmd->add_option("--max-memory", hlo_max_memory, max_memory_help);
-
-  SweepRequest sweep;
-  std::vector<std::string> sweep_varies;
-  std::string sweep_hw = "tpu_v2", sweep_topology;
-  auto* sweep_cmd = app.add_subcommand("sweep", "Run a workload over the product of varied keys, in parallel, into one table and report");
-  sweep_cmd->add_option("workload", sweep.workload_path, "Workload JSON file")->required();
-  sweep_cmd->add_option("--vary", sweep_varies, "KEY=V1,V2,...: a workload.* or hw.* key and its values (repeatable; the first varies slowest)");
-  sweep_cmd->add_option("--hw", sweep_hw, hw_help("; several, comma-separated, vary it"))->capture_default_str();
-  sweep_cmd->add_option("--topology", sweep_topology, "Slice shape; several, comma-separated, vary it");
-  std::string sweep_slices;
-  sweep_cmd->add_option("--slices", sweep_slices,
-                        "Slices joined by the data-center network (hw.slice.count); several, comma-separated, vary it");
-  sweep_cmd->add_option("--set", sweep.sets, "Fixed override for every point (repeatable)");
-  sweep_cmd->add_option("-o,--out", sweep.out_dir, "Output directory (default: out/sweep_<workload file name>)");
-  sweep.jobs = 0;
-  sweep_cmd->add_option("-j,--jobs", sweep.jobs, "Points run at once (default: the number of cores)")->check(whole_number_of(""));
-  sweep_cmd->add_flag("--resume", sweep.resume, "Keep the points an interrupted sweep into the same directory finished");
-  sweep_cmd->add_flag("--force", sweep.force, "Replace the output directory");
-  sweep_cmd->add_option("--max-memory", sweep.max_memory, "Refuse each point whose estimated memory exceeds SIZE (e.g. 4G)");
-  std::string sweep_shard;
-  sweep_cmd->add_option("--shard", sweep_shard, "K/N: run only the K-th of N shards of the points (join them with `tpusim merge`)");
-  std::vector<std::string> merge_dirs;
-  std::string merge_out;
-  bool merge_force = false;
-  auto* merge_cmd = app.add_subcommand("merge", "Join the output directories of the shards of one sweep into one sweep");
-  merge_cmd->add_option("dirs", merge_dirs, "Output directories of `tpusim sweep --shard K/N`")->required();
-  merge_cmd->add_option("-o,--out", merge_out, "Output directory of the joined sweep")->required();
-  merge_cmd->add_flag("--force", merge_force, "Replace the output directory");
-  sweep_cmd->add_option("--trace", sweep.trace, "Trace of each point: none, steps, ops or tiles")->check(one_of({"none", "steps", "ops", "tiles"}))
-      ->capture_default_str();
-
-  std::string trace_file;
-  std::size_t summary_top = 20;
-  auto* check_cmd = app.add_subcommand("trace-check", "Validate a trace: fields, named tracks, nesting, flows, counters");
-  check_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
-  auto* summary_cmd = app.add_subcommand("trace-summary", "Print a trace's top ops and each track's busy time");
-  summary_cmd->add_option("trace", trace_file, "Trace JSON file")->required();
-  summary_cmd->add_option("--top", summary_top, "How many ops to list")->check(whole_number_of(""))->capture_default_str();
-
-  ImportRequest import_request;
-  auto* import_cmd = app.add_subcommand("import", "Write a model another tool wrote (ONNX, Keras model JSON) as a tpusim workload file");
-  import_cmd->add_option("file", import_request.file, "The model: an .onnx file (torch.onnx.export) or Keras model JSON (model.to_json())")->required();
-  import_cmd->add_option("-o,--out", import_request.out, "Workload file to write")->required();
-  import_cmd->add_option("--per-replica-batch", import_request.per_replica_batch, "training.per_replica_batch of the workload")
-      ->check(whole_number_of("samples"))->capture_default_str();
-  import_cmd->add_flag("--force", import_request.force, "Replace the output file if an earlier tpusim import wrote it");
+  // In the order `tpusim --help` lists them.
+  RunCommand run;
+  ListParamsCommand list_params_command;
+  DumpConfigCommand dump;
+  GemmCommand gemm;
+  OpCommand op;
+  MembenchCommand membench;
+  CollectiveCommand collective;
+  HloCommand hlo;
+  SweepCommand sweep;
+  MergeCommand merge;
+  TraceCommand check(false), summary(true);
+  ImportCommand import;
+  const std::vector<Command*> commands = {&run, &list_params_command, &dump, &gemm, &op, &membench, &collective,
+                                          &hlo, &sweep, &merge, &check, &summary, &import};
+  for (Command* command : commands) command->add(app);
 
   if (argc > 1 && argv[1][0] != '-' && !find_command(app, argv[1])) {
     std::vector<std::string> known;
@@ -512,252 +885,10 @@ int parse_and_run(int argc, char** argv) {
     return 2;
   }
 
-  run_request.hw_given = run->get_option("--hw")->count() > 0;
-  dump_request.hw_given = dump->get_option("--hw")->count() > 0;
-  sweep.hw_given = sweep_cmd->get_option("--hw")->count() > 0;
-  coll_request.hw_given = coll_cmd->get_option("--hw")->count() > 0;
-  hlo_config.hw_given = hlo_cmd->get_option("--hw")->count() > 0;
-  run_options.command_line = command_line(argc, argv);
   try {
-    if (*params) return list_params(params_hw, params_json);
-    if (*check_cmd || *summary_cmd) {
-      check_input_file(trace_file, 0);
-      // The parsed trace takes about 9 times its text (a 165 MB trace of tiles peaked at 1.42 GB):
-      // a trace, or a small gzip file inflating to one, that would not fit is refused as it is read.
-      // (a pair, not a structured binding: C++17 lambdas cannot capture those, and clang refuses)
-      const std::pair<std::uint64_t, std::string> memory = memory_limit(0);
-      constexpr std::uint64_t kParsedBytesPerTextByte = 9;
-      const std::uint64_t max_text_bytes = memory.first / kParsedBytesPerTextByte;
-      TraceFileBuf buf(trace_file, max_text_bytes);
-      if (!buf.good()) throw InputError(fmt::format("{}: cannot read the file", trace_file));
-      const auto too_large = [&] {
-        return InputError(fmt::format("{}: more than {} bytes of text{}; read whole, as tpusim reads a trace, it would "
-                                      "need more than {} ({})",
-                                      trace_file, max_text_bytes, buf.compressed() ? " once inflated" : "",
-                                      size_text(static_cast<double>(memory.first)), memory.second));
-      };
-      std::istream in(&buf);
-      nlohmann::json trace;
-      try {
-        trace = parse_bounded(in, trace_file);
-      } catch (const JsonTooDeep&) {
-        if (*check_cmd) {
-          std::cout << fmt::format("{}: invalid: nested deeper than {} levels\n", trace_file, kMaxJsonDepth);
-          return 1;
-        }
-        throw;
-      } catch (const nlohmann::json::exception& e) {  // syntax, or a number beyond a double
-        if (buf.too_large()) throw too_large();
-        // A gzip stream that broke off: say that, not what the parser saw of it.
-        const std::string what = buf.error().empty() ? fmt::format("not JSON ({})", e.what())
-                                                     : fmt::format("a corrupt gzip file ({})", buf.error());
-        if (*check_cmd) {
-          std::cout << fmt::format("{}: invalid: {}\n", trace_file, what);
-          return 1;
-        }
-        throw InputError(fmt::format("{}: {}", trace_file, buf.error().empty() ? "malformed JSON" : what));
-      }
-      if (buf.too_large()) throw too_large();
-      if (!buf.error().empty()) {  // the JSON ended before the damage (a bad checksum at the end)
-        if (*check_cmd) {
-          std::cout << fmt::format("{}: invalid: a corrupt gzip file ({})\n", trace_file, buf.error());
-          return 1;
-        }
-        throw InputError(fmt::format("{}: a corrupt gzip file ({})", trace_file, buf.error()));
-      }
-      const TraceCheck r = check_trace(trace);
-      if (*summary_cmd) {
-        // Any trace is summarised, but a summary of a broken one must say so.
-        if (r.problems.size() == 1 && r.events == 0 && r.problems[0].rfind("not a trace", 0) == 0)
-          throw InputError(fmt::format("{}: {}", trace_file, r.problems[0]));
-        if (!r.problems.empty())
-          std::cerr << fmt::format("tpusim: warning: {}: {} problem(s), e.g. {}; events of the wrong shape are left out "
-                                   "(tpusim trace-check names them all)\n",
-                                   trace_file, r.problems.size() == 50 ? "50 or more" : std::to_string(r.problems.size()),
-                                   one_line(r.problems[0]));
-        std::cout << summarize_trace(trace, summary_top);
-        return 0;
-      }
-      if (r.problems.empty()) {
-        std::cout << fmt::format("{}: valid: {} events, {} slices on {} tracks of {} processes\n", trace_file, r.events,
-                                 r.slices, r.tracks, r.processes);
-        return 0;
-      }
-      std::cout << fmt::format("{}: invalid: {} problem(s)\n", trace_file, r.problems.size());
-      for (const auto& p : r.problems) std::cout << "  " << p << "\n";
-      return 1;
-    }
-    if (*sweep_cmd) {
-      // --hw and --topology lists vary like any key; a single value is fixed.
-      auto list = [](const std::string& text) {
-        std::vector<std::string> out;
-        std::stringstream ss(text);
-        for (std::string v; std::getline(ss, v, ',');)
-          if (!v.empty()) out.push_back(v);
-        return out;
-      };
-      const auto hws = list(sweep_hw), topologies = list(sweep_topology);
-      if (hws.size() > 1) sweep.axes.push_back({"hw", hws});
-      if (topologies.size() > 1) sweep.axes.push_back({"topology", topologies});
-      const auto slices = list(sweep_slices);
-      if (slices.size() > 1) sweep.axes.push_back({"hw.slice.count", slices});
-      if (slices.size() == 1) sweep.sets.push_back("hw.slice.count=" + slices[0]);
-      for (const auto& v : sweep_varies) sweep.axes.push_back(parse_vary(v));
-      if (hws.size() == 1) sweep.fixed_hw = hws[0];
-      if (topologies.size() == 1) sweep.fixed_topology = topologies[0];
-      if (!sweep.max_memory.empty()) parse_memory_size(sweep.max_memory, "--max-memory");
-      if (sweep.jobs == 0) sweep.jobs = std::max(1u, std::thread::hardware_concurrency());
-      if (sweep.out_dir.empty()) sweep.out_dir = "out/sweep_" + std::filesystem::path(sweep.workload_path).stem().string();
-      if (!sweep_shard.empty()) std::tie(sweep.shard_index, sweep.shard_count) = parse_shard(sweep_shard);
-      sweep.self_exe = std::filesystem::read_symlink("/proc/self/exe").string();
-      install_interrupt_handlers();
-      const int failed = run_sweep(sweep);
-      if (interrupt_signal() != 0) return 128 + interrupt_signal();
-      return failed == 0 ? 0 : 1;
-    }
-    if (*merge_cmd) return merge_sweeps(merge_dirs, merge_out, merge_force) == 0 ? 0 : 1;
-    if (*coll_cmd) {
-      const Config config = load_config(coll_request);
-      coll.spec.kind = coll_op == "all-reduce"       ? CollectiveKind::AllReduce
-                       : coll_op == "reduce-scatter" ? CollectiveKind::ReduceScatter
-                       : coll_op == "permute"        ? CollectiveKind::Permute
-                       : coll_op == "all-to-all"     ? CollectiveKind::AllToAll
-                                                     : CollectiveKind::AllGather;
-      coll.spec.algorithm = parse_collective_algorithm(coll_algorithm);
-      // An all-to-all has one algorithm, axis by axis (hw/collective.cpp): say so rather than echo --algorithm.
-      if (coll.spec.kind == CollectiveKind::AllToAll) coll.spec.algorithm = CollectiveAlgorithm::Torus;
-      coll.spec.group_axes = parse_group(coll_group);
-      coll.named_axes = coll_group != "all";
-      coll.spec.dtype = coll_dtype == "bf16" ? DType::BF16 : DType::F32;
-      if (!coll_max_memory.empty()) coll.max_memory_bytes = parse_memory_size(coll_max_memory, "--max-memory");
-      const auto result = run_collective(config.hw, coll);
-      std::cout << (coll_json ? result.dump(2) + "\n" : format_collective(result));
-      return 0;
-    }
-    if (*hlo_cmd) {
-      const Config config = load_config(hlo_config);
-      if (!hlo_max_memory.empty()) hlo.max_memory_bytes = parse_memory_size(hlo_max_memory, "--max-memory");
-      hlo.trace = hlo_trace != "none";
-      hlo.command_line = command_line(argc, argv);
-      const auto result = run_hlo(config.hw, hlo);
-      std::cout << (hlo_json ? result.dump(2) + "\n" : format_hlo(result));
-      return 0;
-    }
-    if (*mem_cmd) {
-      const Config config = load_config(mem_request);
-      mem.pattern = parse_mem_pattern(mem_pattern);
-      const auto result = run_membench(config.hw, mem);
-      std::cout << (mem_json ? result.dump(2) + "\n" : format_membench(result));
-      return 0;
-    }
-    if (*gemm_cmd) {
-      if (!gemm_array.empty()) {
-        const auto x = gemm_array.find('x');
-        if (x == std::string::npos) throw InputError(fmt::format("--array {}: expected ROWSxCOLS, e.g. 128x128", gemm_array));
-        gemm_request.sets.push_back("hw.core.mxu.rows=" + gemm_array.substr(0, x));
-        gemm_request.sets.push_back("hw.core.mxu.cols=" + gemm_array.substr(x + 1));
-      }
-      if (!gemm_block.empty()) {
-        unsigned long long bm = 0, bk = 0, bn = 0;
-        char tail = 0;
-        if (std::sscanf(gemm_block.c_str(), "%llux%llux%llu%c", &bm, &bk, &bn, &tail) != 3 || !bm || !bk || !bn)
-          throw InputError(fmt::format("--block {}: expected BMxBKxBN, e.g. 512x1024x1024", gemm_block));
-        gemm.block_m = bm;
-        gemm.block_k = bk;
-        gemm.block_n = bn;
-      }
-      if (gemm_mxus > 0) gemm_request.sets.push_back(fmt::format("hw.core.mxu.per_core={}", gemm_mxus));
-      const Config config = load_config(gemm_request);
-      gemm.dtype = gemm_dtype == "fp32" ? DType::F32 : gemm_dtype == "int8" ? DType::Int8 : gemm_dtype == "fp8" ? DType::Fp8 : DType::BF16;
-      if (gemm_precision != "default" && gemm.dtype != DType::F32)
-        throw InputError("--precision: only fp32 matmuls take several bf16 passes");
-      gemm.passes = gemm_precision == "default" ? 1 : gemm_precision == "high" ? 3 : 6;
-      if (!gemm_max_memory.empty()) gemm.max_memory_bytes = parse_memory_size(gemm_max_memory, "--max-memory");
-      const auto result = run_gemm(config.hw, gemm);
-      std::cout << (gemm_json ? result.dump(2) + "\n" : format_gemm(result));
-      return 0;
-    }
-    if (*op_cmd) {
-      vector_op.shape = parse_shape(op_shape);
-      const Config config = load_config(op_request);
-      vector_op.dtype = op_dtype == "fp32" ? DType::F32 : DType::BF16;
-      if (!op_max_memory.empty()) vector_op.max_memory_bytes = parse_memory_size(op_max_memory, "--max-memory");
-      const auto result = run_vector_op(config.hw, vector_op);
-      std::cout << (op_json ? result.dump(2) + "\n" : format_vector_op(result));
-      return 0;
-    }
-    if (*import_cmd) {
-      std::cout << run_import(import_request);
-      return 0;
-    }
-    if (*dump) {
-      const Config config = load_config(dump_request);
-      std::cout << effective_config(config).dump(2) << "\n";
-      return 0;
-    }
-    const Config config = load_config(run_request);
-    install_interrupt_handlers();
-    if (run_options.out_dir.empty()) run_options.out_dir = "out/" + config.workload.name;
-    if (!run_max_memory.empty()) run_options.max_memory_bytes = parse_memory_size(run_max_memory, "--max-memory");
-    run_options.trace.level = trace_level == "none"    ? TraceLevel::None
-                              : trace_level == "steps" ? TraceLevel::Steps
-                              : trace_level == "tiles" ? TraceLevel::Tiles
-                                                       : TraceLevel::Ops;
-    std::stringstream kinds(trace_units);
-    const auto traced_kinds = {UnitKind::Sequencer, UnitKind::Mxu, UnitKind::Vpu, UnitKind::Dma, UnitKind::IciLink,
-                               UnitKind::Dcn, UnitKind::Pcie, UnitKind::Host, UnitKind::Collective, UnitKind::Steps};
-    std::vector<std::string> kind_names;
-    for (auto kind : traced_kinds) kind_names.push_back(unit_kind_name(kind));
-    for (std::string k; std::getline(kinds, k, ',');) {
-      if (k.empty()) continue;
-      bool known = false;
-      for (auto kind : traced_kinds)
-        if (k == unit_kind_name(kind)) {
-          run_options.trace.kinds.push_back(kind);
-          known = true;
-        }
-      if (!known)
-        throw InputError(fmt::format("--trace-units {}: unknown kind \"{}\"{} (one of {})", trace_units, k,
-                                     did_you_mean(k, kind_names), joined(kind_names)));
-    }
-    if (!trace_window.empty()) {
-      double from = 0, to = 0;
-      char colon = 0;
-      std::stringstream w(trace_window);
-      if (!(w >> from >> colon >> to) || colon != ':' || from < 0 || to <= from || !w.eof())
-        throw InputError(fmt::format("--trace-window {}: expected START:END in microseconds, START < END", trace_window));
-      // Beyond 2^63 ps (106 days of simulated time) a bound means "no bound": converting it would overflow.
-      auto to_ps = [](double us) {
-        return us * 1e6 >= 9.2e18 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(us * 1e6);
-      };
-      run_options.trace.begin_ps = to_ps(from);
-      run_options.trace.end_ps = to_ps(to);
-    }
-    const std::uint32_t chip_count = static_cast<std::uint32_t>(config.hw.chip_count());
-    run_options.trace.chips = trace_chips.empty() ? default_traced_chips(chip_count) : parse_chip_list(trace_chips, chip_count);
-    run_options.trace_chips_given = !trace_chips.empty();
-    const auto summary = run_simulation(config, run_options);
-    std::cout << format_summary(summary);
-    const std::string trace_name = run_options.trace_gzip ? "trace.json.gz" : "trace.json";
-    std::cout << fmt::format("  outputs        {}/ ({})\n", run_options.out_dir, joined(files_written(run_options.out_dir)));
-    const nlohmann::ordered_json& simulation = summary.value("simulation", nlohmann::ordered_json::object());
-    if (simulation.value("mode", "") == "representatives")
-      std::cout << fmt::format("  simulated      {} of {} chips, each standing for {} symmetric ones (--all-chips for every chip)\n",
-                               simulation["chips_simulated"].get<std::uint64_t>(), chip_count,
-                               simulation["each_stands_for"].get<std::uint64_t>());
-    else if (!run_options.trace.chips.empty() && std::filesystem::exists(run_options.out_dir + "/" + trace_name))
-      std::cout << fmt::format("  trace          chips {} of {} (--trace-chips all for every chip)\n",
-                               chip_list_string(run_options.trace.chips), chip_count);
-    // A signal that came after the last step interrupted nothing: the outputs are complete and
-    // say "ok", and so does the exit code.
-    if (const int sig = interrupt_signal(); sig != 0 && summary.value("status", "") == "interrupted") {
-      // The simulation's threads were abandoned mid-step, their stacks never unwind: leave
-      // without the exit-time teardown (and LeakSanitizer's count) that would walk them.
-      std::cout.flush();
-      std::cerr.flush();
-      std::_Exit(128 + sig);
-    }
-    return 0;
+    for (Command* command : commands)
+      if (command->chosen()) return command->run(argc, argv);
+    return 2;  // app.require_subcommand(1) leaves none unchosen
   } catch (const InputError& e) {
     std::cerr << "tpusim: error: " << one_line(e.what()) << "\n";
     return 2;

@@ -90,7 +90,7 @@ BOOST_AUTO_TEST_CASE(bad_windows_name_the_key_and_what_a_window_is) {
   expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": [1, 2, 3]})"), "",
                      "workload.model.layers[0].kernel: expected an integer or [height, width], got [1,2,3]");
   expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": [0, 3]})"), "",
-                     "workload.model.layers[0].kernel[0]: expected integer or [height, width] between 1 and 64");
+                     "workload.model.layers[0].kernel[0]: expected integer or [height, width] between 1 and 1024");
   expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": [1, 5]})"), "",
                      "workload.model.layers[0].kernel: [1, 5] on a sequence: expected one number (the window along its steps)");
   expect_input_error(with_first_layer(R"({"type": "conv1d", "filters": 8, "kernel": 3, "pads": [1, 1, 1, 1]})"), "",
