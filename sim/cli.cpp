@@ -315,7 +315,21 @@ class Command {
 
  protected:
   bool hw_given() const { return sub_->get_option("--hw")->count() > 0; }
+  // --json and --max-memory, as the single-measurement commands take them.
+  void add_json_and_memory_options() {
+    sub_->add_flag("--json", json_, "Print one JSON object");
+    sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
+  }
+  std::uint64_t max_memory_bytes() const { return max_memory_.empty() ? 0 : parse_memory_size(max_memory_, "--max-memory"); }
+  // The result as one JSON object (--json) or as `format` words it.
+  int print(const nlohmann::ordered_json& result, std::string (*format)(const nlohmann::ordered_json&)) const {
+    std::cout << (json_ ? result.dump(2) + "\n" : format(result));
+    return 0;
+  }
+
   CLI::App* sub_ = nullptr;
+  bool json_ = false;
+  std::string max_memory_;
 };
 
 class RunCommand : public Command {
@@ -410,7 +424,7 @@ class RunCommand : public Command {
  private:
   ConfigRequest config_;
   RunOptions options_;
-  std::string trace_level_ = "ops", trace_units_, trace_window_, trace_chips_, max_memory_;
+  std::string trace_level_ = "ops", trace_units_, trace_window_, trace_chips_;
 };
 
 class ListParamsCommand : public Command {
@@ -424,7 +438,6 @@ class ListParamsCommand : public Command {
 
  private:
   std::string hw_ = "tpu_v2";
-  bool json_ = false;
 };
 
 class DumpConfigCommand : public Command {
@@ -466,8 +479,7 @@ class GemmCommand : public Command {
     sub_->add_flag("--scalesim-compat", request_.scalesim_compat,
                    "SCALE-Sim's assumptions: compute cycles only, no weight double-buffering, no fold overlap");
     sub_->add_flag("--compute-only", request_.compute_only, "tpusim's MXU timing alone: no memory system, one block");
-    sub_->add_flag("--json", json_, "Print one JSON object");
-    sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
+    add_json_and_memory_options();
   }
 
   int run(int, char**) override {
@@ -492,18 +504,15 @@ class GemmCommand : public Command {
     if (precision_ != "default" && request_.dtype != DType::F32)
       throw InputError("--precision: only fp32 matmuls take several bf16 passes");
     request_.passes = precision_ == "default" ? 1 : precision_ == "high" ? 3 : 6;
-    if (!max_memory_.empty()) request_.max_memory_bytes = parse_memory_size(max_memory_, "--max-memory");
-    const auto result = run_gemm(config.hw, request_);
-    std::cout << (json_ ? result.dump(2) + "\n" : format_gemm(result));
-    return 0;
+    request_.max_memory_bytes = max_memory_bytes();
+    return print(run_gemm(config.hw, request_), format_gemm);
   }
 
  private:
   ConfigRequest config_;
   GemmRequest request_;
-  std::string dtype_ = "bf16", precision_ = "default", array_, block_, max_memory_;
+  std::string dtype_ = "bf16", precision_ = "default", array_, block_;
   std::uint32_t mxus_ = 0;
-  bool json_ = false;
 };
 
 class OpCommand : public Command {
@@ -518,25 +527,21 @@ class OpCommand : public Command {
     sub_->add_option("--set", config_.sets, "Override a hardware key: hw.<path>=VALUE (repeatable)");
     sub_->add_option("--cores", request_.cores, "TensorCores of the chip running the same op at once, sharing its HBM")->check(whole_number_of(""))
         ->capture_default_str();
-    sub_->add_flag("--json", json_, "Print one JSON object");
-    sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
+    add_json_and_memory_options();
   }
 
   int run(int, char**) override {
     request_.shape = parse_shape(shape_);
     const Config config = load_config(config_);
     request_.dtype = dtype_ == "fp32" ? DType::F32 : DType::BF16;
-    if (!max_memory_.empty()) request_.max_memory_bytes = parse_memory_size(max_memory_, "--max-memory");
-    const auto result = run_vector_op(config.hw, request_);
-    std::cout << (json_ ? result.dump(2) + "\n" : format_vector_op(result));
-    return 0;
+    request_.max_memory_bytes = max_memory_bytes();
+    return print(run_vector_op(config.hw, request_), format_vector_op);
   }
 
  private:
   ConfigRequest config_;
   VectorOpRequest request_;
-  std::string shape_, dtype_ = "bf16", max_memory_;
-  bool json_ = false;
+  std::string shape_, dtype_ = "bf16";
 };
 
 class MembenchCommand : public Command {
@@ -559,16 +564,13 @@ class MembenchCommand : public Command {
   int run(int, char**) override {
     const Config config = load_config(config_);
     request_.pattern = parse_mem_pattern(pattern_);
-    const auto result = run_membench(config.hw, request_);
-    std::cout << (json_ ? result.dump(2) + "\n" : format_membench(result));
-    return 0;
+    return print(run_membench(config.hw, request_), format_membench);
   }
 
  private:
   ConfigRequest config_;
   MembenchRequest request_;
   std::string pattern_ = "stream-read";
-  bool json_ = false;
 };
 
 class CollectiveCommand : public Command {
@@ -614,17 +616,14 @@ class CollectiveCommand : public Command {
     request_.spec.group_axes = parse_group(group_);
     request_.named_axes = group_ != "all";
     request_.spec.dtype = dtype_ == "bf16" ? DType::BF16 : DType::F32;
-    if (!max_memory_.empty()) request_.max_memory_bytes = parse_memory_size(max_memory_, "--max-memory");
-    const auto result = run_collective(config.hw, request_);
-    std::cout << (json_ ? result.dump(2) + "\n" : format_collective(result));
-    return 0;
+    request_.max_memory_bytes = max_memory_bytes();
+    return print(run_collective(config.hw, request_), format_collective);
   }
 
  private:
   ConfigRequest config_;
   CollectiveRequest request_;
-  std::string op_ = "all-reduce", algorithm_ = "torus_all_axes", group_ = "all", dtype_ = "f32", max_memory_;
-  bool json_ = false;
+  std::string op_ = "all-reduce", algorithm_ = "torus_all_axes", group_ = "all", dtype_ = "f32";
 };
 
 class HloCommand : public Command {
@@ -647,19 +646,16 @@ class HloCommand : public Command {
   int run(int argc, char** argv) override {
     config_.hw_given = hw_given();
     const Config config = load_config(config_);
-    if (!max_memory_.empty()) request_.max_memory_bytes = parse_memory_size(max_memory_, "--max-memory");
+    request_.max_memory_bytes = max_memory_bytes();
     request_.trace = trace_ != "none";
     request_.command_line = command_line(argc, argv);
-    const auto result = run_hlo(config.hw, request_);
-    std::cout << (json_ ? result.dump(2) + "\n" : format_hlo(result));
-    return 0;
+    return print(run_hlo(config.hw, request_), format_hlo);
   }
 
  private:
   ConfigRequest config_;
   HloRequest request_;
-  std::string trace_ = "ops", max_memory_;
-  bool json_ = false;
+  std::string trace_ = "ops";
 };
 
 class SweepCommand : public Command {
