@@ -34,6 +34,7 @@
 #include "sim/params.hpp"
 #include "sim/resources.hpp"
 #include "sim/run.hpp"
+#include "sim/stale_stack.hpp"
 #include "sim/sweep.hpp"
 #include "traces/trace_check.hpp"
 #include "traces/trace_file.hpp"
@@ -304,6 +305,36 @@ const char* const kAllChipsHelp =
     "gives the same outputs (see docs/model.md) in a fraction of the time";
 const char* const kMaxMemoryHelp = "Refuse to start when the estimated memory exceeds SIZE (e.g. 4G; default: this machine's memory)";
 
+// How a failed command ends: one line on stderr and its exit code (2: bad input; 1: the
+// simulation failed, or the machine refused, as a full disk does; or an internal error).
+int input_failure(const InputError& e) {
+  std::cerr << "tpusim: error: " << one_line(e.what()) << "\n";
+  return 2;
+}
+int simulation_failure(const SimError& e) {
+  std::cerr << "tpusim: simulation error: " << one_line(e.what()) << "\n";
+  return 1;
+}
+int system_failure(const std::system_error& e) {  // not tpusim's fault
+  std::cerr << "tpusim: error: " << one_line(e.what()) << "\n";
+  return 1;
+}
+int internal_failure(const std::exception& e) {
+  std::cerr << "tpusim: internal error: " << one_line(e.what()) << "\n";
+  return 1;
+}
+
+// Each command's run() is a function-try-block ending in these handlers, so that a failure is
+// handled in the frame that holds the command's locals: an exception leaving a frame with locals
+// to destroy resumes unwinding, and under AddressSanitizer, after SystemC's coroutines have run,
+// that step trips over stale poison (sim/stale_stack.hpp), as do the handlers' own calls until
+// it is cleared.
+#define TPUSIM_COMMAND_FAILURES                                                        \
+  catch (const InputError& e) { clear_stale_stack_poison(); return input_failure(e); }     \
+  catch (const SimError& e) { clear_stale_stack_poison(); return simulation_failure(e); }  \
+  catch (const std::system_error& e) { clear_stale_stack_poison(); return system_failure(e); } \
+  catch (const std::exception& e) { clear_stale_stack_poison(); return internal_failure(e); }
+
 // A subcommand: add() registers it on the app with its options bound to the command's members;
 // run() does its work once the command line is parsed into them.
 class Command {
@@ -353,7 +384,7 @@ class RunCommand : public Command {
     sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
   }
 
-  int run(int argc, char** argv) override {
+  int run(int argc, char** argv) override try {
     config_.hw_given = hw_given();
     options_.command_line = command_line(argc, argv);
     const Config config = load_config(config_);
@@ -420,6 +451,7 @@ class RunCommand : public Command {
     }
     return 0;
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   ConfigRequest config_;
@@ -434,7 +466,10 @@ class ListParamsCommand : public Command {
     sub_->add_option("--hw", hw_, hw_help(": its values are shown as the hardware defaults"))->capture_default_str();
     sub_->add_flag("--json", json_, "Print JSON");
   }
-  int run(int, char**) override { return list_params(hw_, json_); }
+  int run(int, char**) override try {
+    return list_params(hw_, json_);
+  }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   std::string hw_ = "tpu_v2";
@@ -447,12 +482,13 @@ class DumpConfigCommand : public Command {
     sub_->add_option("workload", config_.workload_path, "Workload JSON file (optional)");
     add_config_options(*sub_, config_);
   }
-  int run(int, char**) override {
+  int run(int, char**) override try {
     config_.hw_given = hw_given();
     const Config config = load_config(config_);
     std::cout << effective_config(config).dump(2) << "\n";
     return 0;
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   ConfigRequest config_;
@@ -482,7 +518,7 @@ class GemmCommand : public Command {
     add_json_and_memory_options();
   }
 
-  int run(int, char**) override {
+  int run(int, char**) override try {
     if (!array_.empty()) {
       const auto x = array_.find('x');
       if (x == std::string::npos) throw InputError(fmt::format("--array {}: expected ROWSxCOLS, e.g. 128x128", array_));
@@ -507,6 +543,7 @@ class GemmCommand : public Command {
     request_.max_memory_bytes = max_memory_bytes();
     return print(run_gemm(config.hw, request_), format_gemm);
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   ConfigRequest config_;
@@ -530,13 +567,14 @@ class OpCommand : public Command {
     add_json_and_memory_options();
   }
 
-  int run(int, char**) override {
+  int run(int, char**) override try {
     request_.shape = parse_shape(shape_);
     const Config config = load_config(config_);
     request_.dtype = dtype_ == "fp32" ? DType::F32 : DType::BF16;
     request_.max_memory_bytes = max_memory_bytes();
     return print(run_vector_op(config.hw, request_), format_vector_op);
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   ConfigRequest config_;
@@ -561,11 +599,12 @@ class MembenchCommand : public Command {
     sub_->add_flag("--json", json_, "Print one JSON object");
   }
 
-  int run(int, char**) override {
+  int run(int, char**) override try {
     const Config config = load_config(config_);
     request_.pattern = parse_mem_pattern(pattern_);
     return print(run_membench(config.hw, request_), format_membench);
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   ConfigRequest config_;
@@ -602,7 +641,7 @@ class CollectiveCommand : public Command {
     sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
   }
 
-  int run(int, char**) override {
+  int run(int, char**) override try {
     config_.hw_given = hw_given();
     const Config config = load_config(config_);
     request_.spec.kind = op_ == "all-reduce"       ? CollectiveKind::AllReduce
@@ -619,6 +658,7 @@ class CollectiveCommand : public Command {
     request_.max_memory_bytes = max_memory_bytes();
     return print(run_collective(config.hw, request_), format_collective);
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   ConfigRequest config_;
@@ -643,7 +683,7 @@ class HloCommand : public Command {
     sub_->add_option("--max-memory", max_memory_, kMaxMemoryHelp);
   }
 
-  int run(int argc, char** argv) override {
+  int run(int argc, char** argv) override try {
     config_.hw_given = hw_given();
     const Config config = load_config(config_);
     request_.max_memory_bytes = max_memory_bytes();
@@ -651,6 +691,7 @@ class HloCommand : public Command {
     request_.command_line = command_line(argc, argv);
     return print(run_hlo(config.hw, request_), format_hlo);
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   ConfigRequest config_;
@@ -680,7 +721,7 @@ class SweepCommand : public Command {
         ->capture_default_str();
   }
 
-  int run(int, char**) override {
+  int run(int, char**) override try {
     request_.hw_given = hw_given();
     // --hw and --topology lists vary like any key; a single value is fixed.
     auto list = [](const std::string& text) {
@@ -709,6 +750,7 @@ class SweepCommand : public Command {
     if (interrupt_signal() != 0) return 128 + interrupt_signal();
     return failed == 0 ? 0 : 1;
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   SweepRequest request_;
@@ -724,7 +766,10 @@ class MergeCommand : public Command {
     sub_->add_option("-o,--out", out_, "Output directory of the joined sweep")->required();
     sub_->add_flag("--force", force_, "Replace the output directory");
   }
-  int run(int, char**) override { return merge_sweeps(dirs_, out_, force_) == 0 ? 0 : 1; }
+  int run(int, char**) override try {
+    return merge_sweeps(dirs_, out_, force_) == 0 ? 0 : 1;
+  }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   std::vector<std::string> dirs_;
@@ -747,7 +792,7 @@ class TraceCommand : public Command {
     sub_->add_option("--top", top_, "How many ops to list")->check(whole_number_of(""))->capture_default_str();
   }
 
-  int run(int, char**) override {
+  int run(int, char**) override try {
     check_input_file(file_, 0);
     // The parsed trace takes about 9 times its text (a 165 MB trace of tiles peaked at 1.42 GB):
     // a trace, or a small gzip file inflating to one, that would not fit is refused as it is read.
@@ -814,6 +859,7 @@ class TraceCommand : public Command {
     for (const auto& p : r.problems) std::cout << "  " << p << "\n";
     return 1;
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   bool summary_;
@@ -831,10 +877,11 @@ class ImportCommand : public Command {
         ->check(whole_number_of("samples"))->capture_default_str();
     sub_->add_flag("--force", request_.force, "Replace the output file if an earlier tpusim import wrote it");
   }
-  int run(int, char**) override {
+  int run(int, char**) override try {
     std::cout << run_import(request_);
     return 0;
   }
+  TPUSIM_COMMAND_FAILURES
 
  private:
   ImportRequest request_;
@@ -885,19 +932,8 @@ int parse_and_run(int argc, char** argv) {
     for (Command* command : commands)
       if (command->chosen()) return command->run(argc, argv);
     return 2;  // app.require_subcommand(1) leaves none unchosen
-  } catch (const InputError& e) {
-    std::cerr << "tpusim: error: " << one_line(e.what()) << "\n";
-    return 2;
-  } catch (const SimError& e) {
-    std::cerr << "tpusim: simulation error: " << one_line(e.what()) << "\n";
-    return 1;
-  } catch (const std::system_error& e) {  // the machine refused (a full disk): not tpusim's fault
-    std::cerr << "tpusim: error: " << one_line(e.what()) << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "tpusim: internal error: " << one_line(e.what()) << "\n";
-    return 1;
   }
+  TPUSIM_COMMAND_FAILURES
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "sim/errors.hpp"
 #include "sim/interrupt.hpp"
 #include "sim/invariants.hpp"
+#include "sim/stale_stack.hpp"
 
 namespace tpusim {
 namespace {
@@ -75,8 +76,10 @@ bool simulate(System& system, const std::string& what, const std::function<void(
       if (each_slice) each_slice();
     }
   } catch (const std::exception& e) {
+    clear_stale_stack_poison();
     throw SimError(fmt::format("{} failed: {}", what, first_line_of_report(e.what())));
   }
+  clear_stale_stack_poison();
   system.flush_reports();
   if (interrupted) return false;
   if (!system.finished())
