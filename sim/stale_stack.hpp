@@ -7,6 +7,8 @@
 // have; without ASan it does nothing.
 #pragma once
 
+// TPUSIM_ASAN: built under AddressSanitizer (gcc says so with __SANITIZE_ADDRESS__, clang with
+// __has_feature).
 #if defined(__SANITIZE_ADDRESS__)
 #define TPUSIM_ASAN 1
 #elif defined(__has_feature)

@@ -494,7 +494,7 @@ BOOST_AUTO_TEST_CASE(every_key_with_hostile_values_is_refused_in_one_line_or_run
 // Issue 41: the memory estimate was checked against the machine's memory and --max-memory, not
 // the process's address-space limit (`ulimit -v`), so such a run died in bad_alloc mid-way.
 BOOST_AUTO_TEST_CASE(the_memory_estimate_heeds_the_address_space_limit) {
-#ifdef TPUSIM_TEST_UNDER_ASAN
+#ifdef TPUSIM_ASAN
   BOOST_TEST_MESSAGE("skipped: AddressSanitizer reserves more address space than any such limit allows");
 #else
   TempDir dir;
@@ -512,7 +512,7 @@ BOOST_AUTO_TEST_CASE(the_memory_estimate_heeds_the_address_space_limit) {
 // trace-summary (6 GB peak, or bad_alloc). What is read is now bounded by the memory the parsed
 // trace would take, and a larger trace refused as it is read.
 BOOST_AUTO_TEST_CASE(a_trace_that_inflates_beyond_memory_is_refused_as_it_is_read) {
-#ifdef TPUSIM_TEST_UNDER_ASAN
+#ifdef TPUSIM_ASAN
   BOOST_TEST_MESSAGE("skipped: AddressSanitizer reserves more address space than any such limit allows");
 #else
   TempDir dir;

@@ -1,15 +1,9 @@
 // Shared by the test suites: temporary files and running the tpusim binary.
 #pragma once
 
-// Under AddressSanitizer (gcc says so with __SANITIZE_ADDRESS__, clang with __has_feature): the
-// sanitizer reserves more address space than a test's `ulimit -v` allows.
-#if defined(__SANITIZE_ADDRESS__)
-#define TPUSIM_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TPUSIM_TEST_UNDER_ASAN 1
-#endif
-#endif
+// TPUSIM_ASAN: under AddressSanitizer, whose address space reservation is more than a test's
+// `ulimit -v` allows.
+#include "sim/stale_stack.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>

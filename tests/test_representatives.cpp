@@ -237,7 +237,7 @@ BOOST_AUTO_TEST_CASE(training_steps_are_exact) {
 
 // Every zoo model on the largest slice of every preset: a step, or out of memory, never a failure.
 BOOST_AUTO_TEST_CASE(every_zoo_model_runs_on_the_largest_slice_of_every_preset) {
-#ifdef TPUSIM_TEST_UNDER_ASAN
+#ifdef TPUSIM_ASAN
   // Under a sanitizer each model runs on one preset, the presets in turn (every model and every
   // preset at least once): the whole cross product took 7 minutes there on a 2-core machine, and
   // the release build runs it.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <regex>
 #include <set>
 #include <tuple>
@@ -10,6 +11,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "hw/collective.hpp"
+#include "hw/topology.hpp"
 
 namespace tpusim {
 namespace {
@@ -112,13 +116,13 @@ DType matmul_dtype(const std::string& hlo) {
 
 class Lowering {
  public:
-  Lowering(const HloModule& m, std::string origin, std::vector<std::uint32_t> torus_dims)
-      : m_(m), origin_(std::move(origin)), torus_(std::move(torus_dims)) {}
+  // Wraparound does not matter here: only which chips a group holds.
+  Lowering(const HloModule& m, std::string origin, const std::vector<std::uint32_t>& torus_dims)
+      : m_(m), origin_(std::move(origin)), torus_(torus_dims, std::vector<bool>(torus_dims.size(), false)) {}
 
   HloStep run() {
     step_.devices = hlo_device_count(m_, origin_);
-    std::uint32_t chips = 1;
-    for (auto d : torus_) chips *= d;
+    const std::uint32_t chips = torus_.chip_count();
     if (step_.devices != chips)
       throw std::invalid_argument(fmt::format("{}: the module runs on {} devices (num_partitions x replica_count), the slice has {} "
                                               "chips; give a topology of {} chips (one device per chip)",
@@ -248,6 +252,13 @@ class Lowering {
 
   Value single(std::uint32_t op) { return Value{{op}, {}}; }
 
+  // A called computation's arguments: the operands' values from `first` on.
+  static std::vector<Value> arguments(const std::vector<const Value*>& in, std::size_t first = 0) {
+    std::vector<Value> args;
+    for (std::size_t k = first; k < in.size(); ++k) args.push_back(*in[k]);
+    return args;
+  }
+
   Value emit_instruction(const HloComputation& c, const HloInstruction& inst, const std::vector<const Value*>& in,
                          const std::vector<Value>& params, const std::string& suffix, int depth) {
     const std::string& op = inst.opcode;
@@ -281,11 +292,7 @@ class Lowering {
                         });
     if (free_opcodes().count(op) || scalar) return Value{deps_of(in), {}};
     if (op == "while") return emit_while(inst, in, suffix, depth);
-    if (op == "call") {
-      std::vector<Value> args;
-      for (const Value* v : in) args.push_back(*v);
-      return emit(called(inst, "to_apply"), args, suffix, depth + 1);
-    }
+    if (op == "call") return emit(called(inst, "to_apply"), arguments(in), suffix, depth + 1);
     if (op == "conditional") {
       // The first branch stands for all (a training step's conditionals are small: a loss scale's
       // update, a learning-rate schedule).
@@ -298,22 +305,17 @@ class Lowering {
       name0 = name0.substr(0, name0.find(','));
       const HloComputation* branch = m_.find(name0);
       if (!branch) fail(inst, "its branch names no computation");
-      std::vector<Value> args;
-      for (std::size_t k = 1; k < in.size(); ++k) args.push_back(*in[k]);
-      ++conditionals_;
-      return emit(*branch, args, suffix, depth + 1);
+      return emit(*branch, arguments(in, 1), suffix, depth + 1);
     }
     if (op == "async-start") {
       const HloComputation& wrapped = called(inst, "calls");
       const HloInstruction& root = wrapped.instructions[wrapped.root];
       if (collective_opcodes().count(root.opcode)) return emit_collective(wrapped, root, deps_of(in), name);
-      std::vector<Value> args;
-      for (const Value* v : in) args.push_back(*v);
-      return emit(wrapped, args, suffix, depth + 1);
+      return emit(wrapped, arguments(in), suffix, depth + 1);
     }
     if (collective_opcodes().count(op)) return emit_collective(c, inst, deps_of(in), name);
     if (op == "dot" || op == "convolution") return single(add_op(matmul_op(c, inst, name, 0), deps_of(in)));
-    if (op == "fusion") return single(add_op(fusion_op(c, inst, name), deps_of(in)));
+    if (op == "fusion") return single(add_op(fusion_op(c, inst, name, in), deps_of(in)));
     if (op == "custom-call") {
       ++custom_calls_;
       return single(add_op(vector_op(c, inst, name, 1, in), deps_of(in)));
@@ -339,24 +341,22 @@ class Lowering {
     }
   }
 
-  // `in`: the operands' values, when some may be fused into this pass (else their bytes are read).
+  // `in`: the operands' values (some may be fused into this pass).
   Op vector_op(const HloComputation& c, const HloInstruction& inst, const std::string& name, double vpu_ops,
-               const std::vector<const Value*>& in = {}) {
+               const std::vector<const Value*>& in) {
     Op op;
     op.kind = OpKind::Vector;
     op.phase = phase_of(inst);
     op.name = name;
     op.vector.elements = std::max<std::uint64_t>(1, inst.shape.element_count());
-    op.vector.vpu_ops_per_element = vpu_ops;
-    op.vector.hbm_read_bytes = operand_bytes(c, inst);
-    if (!in.empty()) std::tie(op.vector.hbm_read_bytes, op.vector.vpu_ops_per_element) = reads_and_ops(c, inst, in, vpu_ops);
+    std::tie(op.vector.hbm_read_bytes, op.vector.vpu_ops_per_element) = reads_and_ops(c, inst, in, vpu_ops);
     op.vector.hbm_write_bytes = inst.shape.bytes();
     return op;
   }
 
   // A fusion around a dot or convolution runs as that matmul, the rest of the fusion in its
   // epilogue; any other fusion is one vector pass doing each of its arithmetic instructions.
-  Op fusion_op(const HloComputation& c, const HloInstruction& inst, const std::string& name) {
+  Op fusion_op(const HloComputation& c, const HloInstruction& inst, const std::string& name, const std::vector<const Value*>& in) {
     const HloComputation& fused = called(inst, "calls");
     std::size_t arithmetic = 0;
     const HloInstruction* product = nullptr;
@@ -367,10 +367,7 @@ class Lowering {
       }
       if (elementwise_opcodes().count(f.opcode) || f.opcode == "reduce" || f.opcode == "reduce-window") ++arithmetic;
     }
-    if (!product) {
-      Op op = vector_op(c, inst, name, static_cast<double>(std::max<std::size_t>(1, arithmetic)));
-      return op;
-    }
+    if (!product) return vector_op(c, inst, name, static_cast<double>(std::max<std::size_t>(1, arithmetic)), in);
     Op op = matmul_op(fused, *product, name, static_cast<double>(arithmetic));
     op.phase = phase_of(inst) == Phase::Backward ? Phase::Backward : op.phase;
     return op;
@@ -539,7 +536,7 @@ class Lowering {
         axes |= varying_axes(inst, pair);
       }
       spec.group_axes = axes ? axes : 0x1;
-      return axes ? ring_size(axes) : 1;
+      return axes ? group_size(torus_, axes) : 1;
     }
     const std::string* text = inst.attribute("replica_groups");
     if (text && text->find("<=") != std::string::npos) groups = iota_groups(inst, *text);
@@ -553,35 +550,23 @@ class Lowering {
       const std::uint32_t axes = varying_axes(inst, g);
       if (&g != &groups[0] && axes != mask) fail(inst, "replica groups that span different torus axes");
       mask = axes;
-      if (g.size() != ring_size(axes) || std::set<std::int64_t>(g.begin(), g.end()).size() != g.size())
+      if (g.size() != group_size(torus_, axes) || std::set<std::int64_t>(g.begin(), g.end()).size() != g.size())
         fail(inst, fmt::format("a replica group of {} devices that is not whole axes of the {} torus (devices are numbered x "
-                               "fastest); tpusim's collectives run over whole axes", g.size(), fmt::join(torus_, "x")));
+                               "fastest); tpusim's collectives run over whole axes", g.size(), torus_.shape()));
     }
     spec.group_axes = mask ? mask : 0x1;
     return static_cast<std::uint32_t>(groups[0].size());
   }
 
-  std::uint32_t ring_size(std::uint32_t axes) const {
-    std::uint32_t n = 1;
-    for (std::size_t a = 0; a < torus_.size(); ++a)
-      if (axes >> a & 1u) n *= torus_[a];
-    return n;
-  }
-
   std::uint32_t varying_axes(const HloInstruction& inst, const std::vector<std::int64_t>& devices) const {
     std::uint32_t mask = 0;
-    std::vector<std::uint32_t> first;
+    std::optional<Coords> first;
     for (std::int64_t d : devices) {
       if (d < 0 || d >= static_cast<std::int64_t>(step_.devices)) fail(inst, fmt::format("device {} of {} devices", d, step_.devices));
-      std::vector<std::uint32_t> coords;
-      std::uint64_t rest = static_cast<std::uint64_t>(d);
-      for (auto size : torus_) {
-        coords.push_back(static_cast<std::uint32_t>(rest % size));
-        rest /= size;
-      }
-      if (first.empty()) first = coords;
+      const Coords coords = torus_.coords(static_cast<std::uint32_t>(d));
+      if (!first) first = coords;
       for (std::size_t a = 0; a < coords.size(); ++a)
-        if (coords[a] != first[a]) mask |= 1u << a;
+        if (coords[a] != (*first)[a]) mask |= 1u << a;
     }
     return mask;
   }
@@ -605,7 +590,7 @@ class Lowering {
       total *= d;
       if (total > 1'000'000) fail(inst, fmt::format("replica_groups={}: more than 1000000 devices", text));
     }
-    if (shape.size() != 2 || perm.size() != reshape.size() || shape[0] * shape[1] != total || total > 1'000'000 ||
+    if (shape.size() != 2 || perm.size() != reshape.size() || shape[0] * shape[1] != total ||
         sorted != [&] { std::vector<std::int64_t> id(perm.size()); std::iota(id.begin(), id.end(), 0); return id; }())
       fail(inst, fmt::format("replica_groups={}: sizes that do not agree", text));
     // Strides of the reshaped iota, visited in the permuted order.
@@ -629,9 +614,9 @@ class Lowering {
 
   const HloModule& m_;
   std::string origin_;
-  std::vector<std::uint32_t> torus_;
+  Torus torus_;
   HloStep step_;
-  std::uint64_t custom_calls_ = 0, conditionals_ = 0;
+  std::uint64_t custom_calls_ = 0;
 };
 
 }  // namespace
