@@ -61,9 +61,8 @@ void split_over_cores(Program& program, std::uint32_t cores) {
 
 }  // namespace
 
-ojson run_hlo(const HwConfig& hw_in, const HloRequest& request) {
+ojson run_hlo(const HwConfig& hw, const HloRequest& request) {
   const HloModule module = read_hlo_file(request.file);
-  HwConfig hw = hw_in;
   if (hw.chip.cores > 1 && !hw.chip.megacore)
     throw InputError(fmt::format("{}: {}'s {} TensorCores per chip are {} devices to XLA; tpusim maps one HLO device to one chip "
                                  "(a megacore generation: v4, v5p, or a one-core chip: v5e, v6e)",
