@@ -398,16 +398,15 @@ void draw_slow_chips(const json& draw, HwConfig& hw, const std::string& origin) 
   }
 }
 
-HwConfig build_hw(const json& d, const std::string& origin) {
-  HwConfig hw;
-  hw.name = get<std::string>(d, "name");
-  hw.chip.cores = get<std::uint32_t>(d, "chip.cores");
-  hw.chip.megacore = get<bool>(d, "chip.megacore");
-  hw.chip.hbm_per_core = get<bool>(d, "chip.hbm_per_core");
-  hw.chip.documented_peak_bf16_tflops = get<double>(d, "chip.documented_peak_bf16_tflops");
-  hw.chip.max_chips = get<std::uint32_t>(d, "chip.max_chips");
+ChipConfig bind_chip(const json& d, const std::string& origin) {
+  ChipConfig c;
+  c.cores = get<std::uint32_t>(d, "chip.cores");
+  c.megacore = get<bool>(d, "chip.megacore");
+  c.hbm_per_core = get<bool>(d, "chip.hbm_per_core");
+  c.documented_peak_bf16_tflops = get<double>(d, "chip.documented_peak_bf16_tflops");
+  c.max_chips = get<std::uint32_t>(d, "chip.max_chips");
   const json& chip = d.at("chip");
-  if (chip.contains("price_usd_per_chip_hour")) hw.chip.price_usd_per_chip_hour = chip.at("price_usd_per_chip_hour").get<double>();
+  if (chip.contains("price_usd_per_chip_hour")) c.price_usd_per_chip_hour = chip.at("price_usd_per_chip_hour").get<double>();
   // The energy model needs both ends of the chip's power range; a typical figure alone is a
   // reference, not a model.
   const json& power = chip.at("power");
@@ -426,23 +425,42 @@ HwConfig build_hw(const json& d, const std::string& origin) {
     if (p.typical_w && (*p.typical_w < p.idle_w || *p.typical_w > p.max_w))
       fail(origin, "hw.chip.power.typical_w",
            fmt::format("{} W is outside hw.chip.power.idle_w to max_w ({} to {} W)", *p.typical_w, p.idle_w, p.max_w));
-    hw.chip.power = p;
+    c.power = p;
   }
+  return c;
+}
+
+std::vector<SlowChip> bind_slow_chips(const json& d) {
+  std::vector<SlowChip> slow_chips;
   for (std::size_t i = 0; i < d.at("slow_chips").size(); ++i) {
     const json& slow = d.at("slow_chips")[i];
-    hw.slow_chips.push_back({slow.at("chip").get<std::uint32_t>(), slow.at("core_freq_scale").get<double>(),
-                             slow.at("hbm_bw_scale").get<double>()});
+    slow_chips.push_back({slow.at("chip").get<std::uint32_t>(), slow.at("core_freq_scale").get<double>(),
+                          slow.at("hbm_bw_scale").get<double>()});
   }
+  return slow_chips;
+}
+
+std::vector<InjectedFault> bind_faults(const json& d) {
+  std::vector<InjectedFault> faults;
   for (const json& fault : d.at("faults"))
-    hw.faults.push_back({fault.at("kind") == "dma_drop_chunk" ? FaultKind::DmaDropChunk : FaultKind::SkipCollective,
-                         fault.at("chip").get<std::uint32_t>()});
+    faults.push_back({fault.at("kind") == "dma_drop_chunk" ? FaultKind::DmaDropChunk : FaultKind::SkipCollective,
+                      fault.at("chip").get<std::uint32_t>()});
+  return faults;
+}
+
+std::vector<SlowLink> bind_slow_links(const json& d) {
+  std::vector<SlowLink> slow_links;
   for (std::size_t i = 0; i < d.at("slow_links").size(); ++i) {
     const json& slow = d.at("slow_links")[i];
     const std::string direction = slow.at("direction").get<std::string>();
-    hw.slow_links.push_back({slow.at("chip").get<std::uint32_t>(), static_cast<std::uint8_t>(direction[0] - 'x'),
-                             direction[1] == '+', slow.at("bw_scale").get<double>()});
+    slow_links.push_back({slow.at("chip").get<std::uint32_t>(), static_cast<std::uint8_t>(direction[0] - 'x'),
+                          direction[1] == '+', slow.at("bw_scale").get<double>()});
   }
-  CoreConfig& c = hw.core;
+  return slow_links;
+}
+
+CoreConfig bind_core(const json& d) {
+  CoreConfig c;
   c.freq_mhz = get<double>(d, "core.freq_mhz");
   c.mxu.rows = get<std::uint32_t>(d, "core.mxu.rows");
   c.mxu.cols = get<std::uint32_t>(d, "core.mxu.cols");
@@ -461,9 +479,13 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   c.dma.max_outstanding_chunks = get<std::uint32_t>(d, "core.dma.max_outstanding_chunks");
   c.dma.chunk_bytes = get<std::uint64_t>(d, "core.dma.chunk_bytes");
   c.dma.issue_latency_ns = get<double>(d, "core.dma.issue_latency_ns");
-  hw.hbm.capacity_bytes = get<std::uint64_t>(d, "hbm.capacity_bytes");
-  hw.hbm.bw_gbps = get<double>(d, "hbm.bw_gbps");
-  HbmConfig& m = hw.hbm;
+  return c;
+}
+
+HbmConfig bind_hbm(const json& d, const std::string& origin) {
+  HbmConfig m;
+  m.capacity_bytes = get<std::uint64_t>(d, "hbm.capacity_bytes");
+  m.bw_gbps = get<double>(d, "hbm.bw_gbps");
   m.channels = get<std::uint32_t>(d, "hbm.channels");
   m.channel_width_bits = get<std::uint32_t>(d, "hbm.channel_width_bits");
   m.burst_length = get<std::uint32_t>(d, "hbm.burst_length");
@@ -489,25 +511,45 @@ HwConfig build_hw(const json& d, const std::string& origin) {
     fail(origin, "hw.hbm.timing.trfc_ns",
          fmt::format("a refresh of {} ns does not fit the {} ns between refreshes (tREFI, hw.hbm.timing.trefi_ns)",
                      t.trfc_ns, t.trefi_ns));
-  hw.ici.ports_per_chip = get<std::uint32_t>(d, "ici.ports_per_chip");
-  hw.ici.link_bw_gbps = get<double>(d, "ici.link_bw_gbps");
-  hw.ici.payload_efficiency = get<double>(d, "ici.payload_efficiency");
-  hw.ici.hop_latency_ns = get<double>(d, "ici.hop_latency_ns");
-  hw.ici.collective_start_ns = get<double>(d, "ici.collective_start_ns");
-  const auto wrap = get<std::string>(d, "ici.wraparound");
-  hw.ici.wraparound = wrap == "never"    ? Wraparound::Never
-                      : wrap == "always" ? Wraparound::Always
-                      : wrap == "full_axis" ? Wraparound::FullAxis
-                                            : Wraparound::MultipleOf4;
-  hw.ici.full_axis_chips = get<std::uint32_t>(d, "ici.full_axis_chips");
-  hw.host.chips_per_host = get<std::uint32_t>(d, "host.chips_per_host");
-  hw.host.pcie_bw_gbps = get<double>(d, "host.pcie_bw_gbps");
-  hw.host.pcie_latency_ns = get<double>(d, "host.pcie_latency_ns");
-  hw.host.launch_overhead_us = get<double>(d, "host.launch_overhead_us");
-  hw.dcn.bw_gbps_per_chip = get<double>(d, "dcn.bw_gbps_per_chip");
-  hw.dcn.latency_us = get<double>(d, "dcn.latency_us");
-  hw.slices = get<std::uint32_t>(d, "slice.count");
+  return m;
+}
 
+IciConfig bind_ici(const json& d) {
+  IciConfig ici;
+  ici.ports_per_chip = get<std::uint32_t>(d, "ici.ports_per_chip");
+  ici.link_bw_gbps = get<double>(d, "ici.link_bw_gbps");
+  ici.payload_efficiency = get<double>(d, "ici.payload_efficiency");
+  ici.hop_latency_ns = get<double>(d, "ici.hop_latency_ns");
+  ici.collective_start_ns = get<double>(d, "ici.collective_start_ns");
+  const auto wrap = get<std::string>(d, "ici.wraparound");
+  ici.wraparound = wrap == "never"    ? Wraparound::Never
+                   : wrap == "always" ? Wraparound::Always
+                   : wrap == "full_axis" ? Wraparound::FullAxis
+                                         : Wraparound::MultipleOf4;
+  ici.full_axis_chips = get<std::uint32_t>(d, "ici.full_axis_chips");
+  return ici;
+}
+
+HostConfig bind_host(const json& d) {
+  HostConfig host;
+  host.chips_per_host = get<std::uint32_t>(d, "host.chips_per_host");
+  host.pcie_bw_gbps = get<double>(d, "host.pcie_bw_gbps");
+  host.pcie_latency_ns = get<double>(d, "host.pcie_latency_ns");
+  host.launch_overhead_us = get<double>(d, "host.launch_overhead_us");
+  return host;
+}
+
+DcnConfig bind_dcn(const json& d) {
+  DcnConfig dcn;
+  dcn.bw_gbps_per_chip = get<double>(d, "dcn.bw_gbps_per_chip");
+  dcn.latency_us = get<double>(d, "dcn.latency_us");
+  return dcn;
+}
+
+// Sets hw.slices and hw.slice_dims; the shape must fit the chip, which hw.chip, hw.ici and hw.name
+// already describe. Returns hw.slice.topology as written: later messages quote it as the user spelt it.
+std::string bind_slice(const json& d, const std::string& origin, HwConfig& hw) {
+  hw.slices = get<std::uint32_t>(d, "slice.count");
   const std::string topology = get<std::string>(d, "slice.topology");
   try {
     hw.slice_dims = parse_topology(topology);
@@ -542,6 +584,10 @@ HwConfig build_hw(const json& d, const std::string& origin) {
     fail(origin, "hw.slice.topology",
          fmt::format("a {} slice needs {} ICI ports per chip; {} chips have {} (hw.ici.ports_per_chip)", topology,
                      2 * long_axes, hw.name, hw.ici.ports_per_chip));
+  return topology;
+}
+
+void check_hbm_capacity_and_model(const HwConfig& hw, const std::string& origin) {
   if (hw.hbm.capacity_bytes < hw.chip.cores) fail(origin, "hw.hbm.capacity_bytes", "less than one byte per core");
   if (!memory_model_exists(hw.hbm.model)) {
     std::vector<std::string> names;
@@ -551,70 +597,83 @@ HwConfig build_hw(const json& d, const std::string& origin) {
     fail(origin, "hw.hbm.model",
          fmt::format("expected a registered memory model ({}), got \"{}\"{}", list, hw.hbm.model, did_you_mean(hw.hbm.model, names)));
   }
+}
+
+// `list`: "hw.slow_chips", "hw.faults" or "hw.slow_links", whose element `i` names `chip`.
+void check_chip_in_slice(const HwConfig& hw, const std::string& topology, const std::string& origin, const char* list,
+                         std::size_t i, std::uint32_t chip) {
+  if (chip >= hw.chip_count())
+    fail(origin, fmt::format("{}[{}].chip", list, i),
+         fmt::format("chip {} is not in the {} slice (chips 0-{})", chip, topology, hw.chip_count() - 1));
+}
+
+void check_slow_chips(const HwConfig& hw, const std::string& topology, const std::string& origin) {
   for (std::size_t i = 0; i < hw.slow_chips.size(); ++i) {
-    if (hw.slow_chips[i].chip >= hw.chip_count())
-      fail(origin, fmt::format("hw.slow_chips[{}].chip", i),
-           fmt::format("chip {} is not in the {} slice (chips 0-{})", hw.slow_chips[i].chip, topology, hw.chip_count() - 1));
+    check_chip_in_slice(hw, topology, origin, "hw.slow_chips", i, hw.slow_chips[i].chip);
     for (std::size_t j = 0; j < i; ++j)
       if (hw.slow_chips[j].chip == hw.slow_chips[i].chip)
         fail(origin, fmt::format("hw.slow_chips[{}].chip", i), fmt::format("chip {} is listed twice", hw.slow_chips[i].chip));
   }
-  draw_slow_chips(d.at("slow_chip_draw"), hw, origin);
-  for (std::size_t i = 0; i < hw.faults.size(); ++i)
-    if (hw.faults[i].chip >= hw.chip_count())
-      fail(origin, fmt::format("hw.faults[{}].chip", i),
-           fmt::format("chip {} is not in the {} slice (chips 0-{})", hw.faults[i].chip, topology, hw.chip_count() - 1));
-  if (!hw.slow_links.empty()) {
-    const Torus torus = Torus::of(hw);
-    for (std::size_t i = 0; i < hw.slow_links.size(); ++i) {
-      const SlowLink& l = hw.slow_links[i];
-      const std::string name = fmt::format("{}{}", "xyz"[l.axis], l.positive ? '+' : '-');
-      if (l.chip >= hw.chip_count())
-        fail(origin, fmt::format("hw.slow_links[{}].chip", i),
-             fmt::format("chip {} is not in the {} slice (chips 0-{})", l.chip, topology, hw.chip_count() - 1));
-      if (!torus.link_exists({l.chip, l.axis, l.positive}))
-        fail(origin, fmt::format("hw.slow_links[{}].direction", i),
-             fmt::format("chip {} of the {} slice has no link {} (links: {})", l.chip, topology, name,
-                         link_names(torus, l.chip)));
-      for (std::size_t j = 0; j < i; ++j)
-        if (hw.slow_links[j].chip == l.chip && hw.slow_links[j].axis == l.axis && hw.slow_links[j].positive == l.positive)
-          fail(origin, fmt::format("hw.slow_links[{}]", i), fmt::format("link {} of chip {} is listed twice", name, l.chip));
-      if (l.bw_scale > 0) continue;
-      // A link that is down is routed around the other way round its ring: there must be one.
-      if (!torus.wraps(l.axis))
+}
+
+void check_faults(const HwConfig& hw, const std::string& topology, const std::string& origin) {
+  for (std::size_t i = 0; i < hw.faults.size(); ++i) check_chip_in_slice(hw, topology, origin, "hw.faults", i, hw.faults[i].chip);
+}
+
+void check_slow_links(const HwConfig& hw, const std::string& topology, const std::string& origin) {
+  if (hw.slow_links.empty()) return;
+  const Torus torus = Torus::of(hw);
+  for (std::size_t i = 0; i < hw.slow_links.size(); ++i) {
+    const SlowLink& l = hw.slow_links[i];
+    const std::string name = fmt::format("{}{}", "xyz"[l.axis], l.positive ? '+' : '-');
+    check_chip_in_slice(hw, topology, origin, "hw.slow_links", i, l.chip);
+    if (!torus.link_exists({l.chip, l.axis, l.positive}))
+      fail(origin, fmt::format("hw.slow_links[{}].direction", i),
+           fmt::format("chip {} of the {} slice has no link {} (links: {})", l.chip, topology, name,
+                       link_names(torus, l.chip)));
+    for (std::size_t j = 0; j < i; ++j)
+      if (hw.slow_links[j].chip == l.chip && hw.slow_links[j].axis == l.axis && hw.slow_links[j].positive == l.positive)
+        fail(origin, fmt::format("hw.slow_links[{}]", i), fmt::format("link {} of chip {} is listed twice", name, l.chip));
+    if (l.bw_scale > 0) continue;
+    // A link that is down is routed around the other way round its ring: there must be one.
+    if (!torus.wraps(l.axis))
+      fail(origin, fmt::format("hw.slow_links[{}].bw_scale", i),
+           fmt::format("link {} of chip {} is down on an axis without wraparound, which would cut the {} slice in two "
+                       "(a link can be down only on an axis that wraps)", name, l.chip, topology));
+    const Coords at = torus.coords(l.chip);
+    for (std::size_t j = 0; j < i; ++j) {
+      const SlowLink& o = hw.slow_links[j];
+      if (o.bw_scale > 0 || o.axis != l.axis) continue;
+      const Coords other = torus.coords(o.chip);
+      bool same_ring = true;
+      for (std::size_t a = 0; a < torus.axes(); ++a) same_ring = same_ring && (a == l.axis || other[a] == at[a]);
+      if (same_ring)
         fail(origin, fmt::format("hw.slow_links[{}].bw_scale", i),
-             fmt::format("link {} of chip {} is down on an axis without wraparound, which would cut the {} slice in two "
-                         "(a link can be down only on an axis that wraps)", name, l.chip, topology));
-      const Coords at = torus.coords(l.chip);
-      for (std::size_t j = 0; j < i; ++j) {
-        const SlowLink& o = hw.slow_links[j];
-        if (o.bw_scale > 0 || o.axis != l.axis) continue;
-        const Coords other = torus.coords(o.chip);
-        bool same_ring = true;
-        for (std::size_t a = 0; a < torus.axes(); ++a) same_ring = same_ring && (a == l.axis || other[a] == at[a]);
-        if (same_ring)
-          fail(origin, fmt::format("hw.slow_links[{}].bw_scale", i),
-               fmt::format("links of chips {} and {} are both down on one {} ring, which would cut it in two (at most one "
-                           "link per ring can be down)", o.chip, l.chip, "xyz"[l.axis]));
-      }
+             fmt::format("links of chips {} and {} are both down on one {} ring, which would cut it in two (at most one "
+                         "link per ring can be down)", o.chip, l.chip, "xyz"[l.axis]));
     }
   }
-  if (hw.slices > 1) {
-    if (hw.dcn.bw_gbps_per_chip <= 0)
-      fail(origin, "hw.dcn.bw_gbps_per_chip",
-           fmt::format("{} slices need the data-center network between them, and {} has no DCN bandwidth published; "
-                       "set it (--set hw.dcn.bw_gbps_per_chip=GB/s per chip)", hw.slices, hw.name));
-    // One slice stands for all: a chip or link unlike its peers in the other slices would make
-    // them differ, which the simulation of one slice cannot show.
-    const char* asymmetric = !hw.slow_chips.empty() ? "hw.slow_chips"
-                             : !hw.slow_links.empty() ? "hw.slow_links"
-                             : !hw.faults.empty()     ? "hw.faults"
-                                                      : nullptr;
-    if (asymmetric)
-      fail(origin, "hw.slice.count",
-           fmt::format("{} slices are simulated as one, so they must be identical; {} (or hw.slow_chip_draw) makes one "
-                       "differ: not modelled with more than one slice", hw.slices, asymmetric));
-  }
+}
+
+void check_multislice(const HwConfig& hw, const std::string& origin) {
+  if (hw.slices <= 1) return;
+  if (hw.dcn.bw_gbps_per_chip <= 0)
+    fail(origin, "hw.dcn.bw_gbps_per_chip",
+         fmt::format("{} slices need the data-center network between them, and {} has no DCN bandwidth published; "
+                     "set it (--set hw.dcn.bw_gbps_per_chip=GB/s per chip)", hw.slices, hw.name));
+  // One slice stands for all: a chip or link unlike its peers in the other slices would make
+  // them differ, which the simulation of one slice cannot show.
+  const char* asymmetric = !hw.slow_chips.empty() ? "hw.slow_chips"
+                           : !hw.slow_links.empty() ? "hw.slow_links"
+                           : !hw.faults.empty()     ? "hw.faults"
+                                                    : nullptr;
+  if (asymmetric)
+    fail(origin, "hw.slice.count",
+         fmt::format("{} slices are simulated as one, so they must be identical; {} (or hw.slow_chip_draw) makes one "
+                     "differ: not modelled with more than one slice", hw.slices, asymmetric));
+}
+
+void check_hbm_geometry(const HbmConfig& m, const std::string& origin) {
   if (m.channel_width_bits % 8 != 0)
     fail(origin, "hw.hbm.channel_width_bits", fmt::format("expected a multiple of 8, got {}", m.channel_width_bits));
   if (m.row_bytes % m.burst_bytes() != 0)
@@ -626,14 +685,42 @@ HwConfig build_hw(const json& d, const std::string& origin) {
   } catch (const std::invalid_argument& e) {
     fail(origin, "hw.hbm.address_mapping", e.what());
   }
-  // The matmul engine's share (3/4) of vector memory must hold one double-buffered block of the
-  // smallest shape it tiles to (8 rows x one R x C weight tile) in f32, with its f32 results.
+}
+
+// The matmul engine's share (3/4) of vector memory must hold one double-buffered block of the
+// smallest shape it tiles to (8 rows x one R x C weight tile) in f32, with its f32 results.
+void check_vmem_holds_matmul_block(const CoreConfig& c, const std::string& origin) {
   const std::uint64_t r = c.mxu.rows, cols = c.mxu.cols;
   const std::uint64_t min_block = 2 * (8 * r * 4 + r * cols * 4 + 8 * cols * 4) + 2 * 8 * cols * 4;
   if (c.vmem_bytes / 4 * 3 < min_block)
     fail(origin, "hw.core.vmem_bytes",
          fmt::format("{} bytes cannot hold one double-buffered matmul block of the {}x{} array; expected at least {}",
                      c.vmem_bytes, r, cols, ceil_div<std::uint64_t>(min_block * 4, 3)));
+}
+
+// The order of these steps is the order errors are found in, and a document with several errors must
+// always report the same one first: so it stays as it is, even where it splits a block's checks.
+HwConfig build_hw(const json& d, const std::string& origin) {
+  HwConfig hw;
+  hw.name = get<std::string>(d, "name");
+  hw.chip = bind_chip(d, origin);
+  hw.slow_chips = bind_slow_chips(d);
+  hw.faults = bind_faults(d);
+  hw.slow_links = bind_slow_links(d);
+  hw.core = bind_core(d);
+  hw.hbm = bind_hbm(d, origin);
+  hw.ici = bind_ici(d);
+  hw.host = bind_host(d);
+  hw.dcn = bind_dcn(d);
+  const std::string topology = bind_slice(d, origin, hw);
+  check_hbm_capacity_and_model(hw, origin);
+  check_slow_chips(hw, topology, origin);
+  draw_slow_chips(d.at("slow_chip_draw"), hw, origin);
+  check_faults(hw, topology, origin);
+  check_slow_links(hw, topology, origin);
+  check_multislice(hw, origin);
+  check_hbm_geometry(hw.hbm, origin);
+  check_vmem_holds_matmul_block(hw.core, origin);
   return hw;
 }
 

@@ -27,10 +27,13 @@ ParamSpec optional(ParamSpec spec) {
   return spec;
 }
 
-std::vector<ParamSpec> build() {
-  using T = ParamType;
-  std::vector<ParamSpec> r = {
-      // ---- hardware ------------------------------------------------------------------------
+// Short: every line of the tables below names a type.
+using T = ParamType;
+
+// ---- hardware ----------------------------------------------------------------------------
+
+void add_chip_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       hw("name", T::String, "", "Name of the hardware description"),
       hw("chip.cores", T::Int, "cores", "TensorCores per chip", 1, 8),
       hw("chip.megacore", T::Bool, "", "The chip's cores act as one device (one replica per chip, its batch and optimizer update split between its cores, as JAX and XLA's megacore run v4 and v5p); false makes each core a replica with its own copy of the weights, as TensorFlow's MLPerf BERT on v4 ran (num_tpu_cores the TensorCore count)"),
@@ -44,6 +47,11 @@ std::vector<ParamSpec> build() {
       optional(hw("chip.power.typical_w", T::Float, "W", "Published mean power of one chip over its fleet's workloads (reported beside the modelled power, not used by the model)", 0, 1e5)),
       optional(hw("chip.power.max_w", T::Float, "W", "Power of one chip with its MXUs and HBM busy all the time (the measured maximum where one is published)", 0, 1e5)),
       {"hw", "chip.power.mxu_share", T::Float, "", 0.5, "Share of the span from idle_w to max_w that follows the MXUs' busy fraction; the rest follows the HBM's", 0, 1, {}, false},
+  });
+}
+
+void add_core_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       hw("core.freq_mhz", T::Float, "MHz", "TensorCore clock", 1, 10000),
       hw("core.mxu.rows", T::Int, "cells", "Systolic array rows (the K extent of a stationary weight tile)", 8, 1024),
       hw("core.mxu.cols", T::Int, "cells", "Systolic array columns (the N extent of a stationary weight tile)", 8, 1024),
@@ -64,6 +72,11 @@ std::vector<ParamSpec> build() {
       hw("core.dma.max_outstanding_chunks", T::Int, "chunks", "HBM requests one DMA keeps in flight", 1, 1024),
       hw("core.dma.chunk_bytes", T::Int, "bytes", "Size of one DMA request to HBM", 64, 1ull << 30),
       hw("core.dma.issue_latency_ns", T::Float, "ns", "From DMA descriptor issue to the first request", 0, 1e6),
+  });
+}
+
+void add_hbm_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       hw("hbm.capacity_bytes", T::Int, "bytes", "HBM capacity per chip", 1 << 20, 1e14),
       hw("hbm.bw_gbps", T::Float, "GB/s", "HBM peak bandwidth per chip (10^9 bytes/s, all channels)", 1, 1e6),
       hw("hbm.channels", T::Int, "channels", "Independent HBM channels per chip (pseudo-channels count as channels)", 1, 4096),
@@ -94,6 +107,11 @@ std::vector<ParamSpec> build() {
       hw("hbm.timing.trtp_ns", T::Float, "ns", "tRTP: read command to PRE", 0, 1e4),
       hw("hbm.timing.trfc_ns", T::Float, "ns", "tRFC: all-bank refresh", 0, 1e5),
       hw("hbm.timing.trefi_ns", T::Float, "ns", "tREFI: refresh interval", 1, 1e7),
+  });
+}
+
+void add_ici_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       hw("ici.ports_per_chip", T::Int, "ports", "ICI ports per chip (2 per torus axis)", 0, 12),
       hw("ici.link_bw_gbps", T::Float, "GB/s", "ICI bandwidth per link per direction (10^9 bytes/s)", 0.001, 1e6),
       hw("ici.payload_efficiency", T::Float, "", "Share of ici.link_bw_gbps that carries payload (the rest: headers, flow control)", 0.01, 1),
@@ -101,16 +119,36 @@ std::vector<ParamSpec> build() {
       hw("ici.collective_start_ns", T::Float, "ns", "Fixed cost of starting one collective on a chip (peers signal their buffers are free, transfers are set up) before its first byte moves", 0, 1e8),
       hw("ici.wraparound", T::String, "", "Which torus axes wrap around", -kInf, kInf, {"never", "always", "full_axis", "multiple_of_4"}),
       hw("ici.full_axis_chips", T::Int, "chips", "Axis length that has wraparound when ici.wraparound is full_axis", 1, 1024),
+  });
+}
+
+void add_host_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       hw("host.chips_per_host", T::Int, "chips", "Chips attached to one host", 1, 64),
       hw("host.pcie_bw_gbps", T::Float, "GB/s", "Host-to-chip PCIe bandwidth per chip (10^9 bytes/s)", 0.001, 1e5),
       hw("host.pcie_latency_ns", T::Float, "ns", "Host-to-chip transfer latency", 0, 1e8),
       hw("host.launch_overhead_us", T::Float, "us", "Cost of launching one compiled program as a framework's timer sees it, beyond the device time (the framework-timed figure of gemm, op and collective)", 0, 1e7),
+  });
+}
+
+void add_dcn_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       hw("dcn.bw_gbps_per_chip", T::Float, "GB/s", "Data-center network bandwidth between slices per chip per direction (10^9 bytes/s); 0: none published, and more than one slice is refused until it is set", 0, 1e5),
       hw("dcn.latency_us", T::Float, "us", "One-way latency of a transfer between slices: DMA to the host, the network, DMA into the peer's HBM", 0, 1e6),
+  });
+}
+
+void add_slice_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       {"hw", "slice.count", T::Int, "slices", 1, "Identical slices joined by the data-center network (Cloud TPU multislice; --slices sets it). They hold data-parallel replicas (MaxText's dcn_data_parallelism): gradients are reduced within each slice over ICI, all-reduced over the DCN between slices, and gathered back. One slice is simulated; its chips' peers in the others do the same at the same time", 1, 4096, {}, false},
       hw("slice.topology", T::String, "chips", "Slice shape as a torus of chips, e.g. 2x2, 4x4, 4x4x4 (--topology sets it)"),
       hw("slice.shapes", T::StringList, "", "Slice shapes the generation offers; empty: any shape within the chip and port limits"),
       hw("slice.cube_multiple", T::Int, "chips", "Also allowed: 3D shapes whose every axis is a multiple of this (optical-switch cubes); 0: none", 0, 64),
+  });
+}
+
+void add_slow_hardware_and_fault_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       {"hw", "slow_chips", T::ObjectList, "", json::array(), "Chips slower than the rest of the slice (stragglers), each {chip, core_freq_scale, hbm_bw_scale}", -kInf, kInf, {}, false},
       {"hw", "slow_chips[].chip", T::Int, "chip", nullptr, "Index of the slow chip in the slice (x fastest)", 0, 65535, {}, true},
       {"hw", "slow_chips[].core_freq_scale", T::Float, "", 1.0, "Its TensorCores' clock as a fraction of core.freq_mhz", 0.01, 1, {}, false},
@@ -126,9 +164,21 @@ std::vector<ParamSpec> build() {
       {"hw", "faults", T::ObjectList, "", json::array(), "Faults injected on purpose to test the end-of-run checks, each {kind, chip}", -kInf, kInf, {}, false},
       {"hw", "faults[].kind", T::String, "", nullptr, "What breaks: the DMA engines drop the last chunk of each transfer, or the collective unit never joins", -kInf, kInf, {"dma_drop_chunk", "skip_collective"}, true},
       {"hw", "faults[].chip", T::Int, "chip", nullptr, "Chip it breaks (x fastest)", 0, 65535, {}, true},
+  });
+}
+
+// About the hardware file rather than the hardware: neither key reaches the simulation.
+void add_hw_file_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       {"hw", "sources", T::StringMap, "", json::object(), "Where each value comes from: key path -> citation (not used by the simulation)", -kInf, kInf, {}, false},
       {"hw", "base", T::String, "", nullptr, "Preset this file inherits every key it does not set from (e.g. tpu_v4)", -kInf, kInf, {}, false},
-      // ---- workload ------------------------------------------------------------------------
+  });
+}
+
+// ---- workload ----------------------------------------------------------------------------
+
+void add_workload_model_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       wl("name", T::String, "", nullptr, "Name of the workload"),
       wl("description", T::String, "", "", "Free text"),
       wl("model.input_shape", T::IntList, "elements", nullptr, "Shape of one input sample, e.g. [28, 28]", 1, 1e9),
@@ -137,6 +187,11 @@ std::vector<ParamSpec> build() {
       optional(wl("model.onnx", T::String, "", nullptr, "An ONNX model file (what torch.onnx.export writes; relative to the workload file) whose input and layers become this model's, in place of input_shape and layers")),
       optional(wl("model.keras_json", T::String, "", nullptr, "A Keras model JSON file (what model.to_json() writes; relative to the workload file) whose input and layers become this model's, in place of input_shape and layers")),
       wl("model.imported_from", T::String, "", "", "Set by tpusim: the file the layers were imported from (a record; not read)"),
+  });
+}
+
+void add_layer_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       wl("model.layers[].type", T::String, "", nullptr, "Layer type", -kInf, kInf, layer_kind_names()),
       wl("model.layers[].name", T::String, "", "", "Layer name shown in the trace and used by inputs (default: type_index)"),
       wl("model.layers[].trainable", T::Bool, "", true, "Training updates the layer's parameters; false: frozen, as Keras's trainable (no weight gradient, all-reduce or optimizer state; the gradient still passes through to layers before it)"),
@@ -178,6 +233,12 @@ std::vector<ParamSpec> build() {
       wl("model.layers[].group_tile_rows", T::Int, "rows", 0, "moe, gather dispatch: rows of one tile of the grouped-matmul kernel the experts run in (megablox's gmm and tgmm tile their rows by tm, MaxText's tile_batch_seq, 512 by default; tokamax's ragged dot by its tuned table, 256 to 1024). The experts' rows follow each other in one sorted buffer, so each expert's first rows share a tile with the one before, which the kernel computes again for it (a masked store): local experts - 1 more tiles of every grouped matmul, its rows or, for a weight gradient, its contracted rows, executed MXU work but no model FLOPs. 0: every expert's rows a whole number of tiles", 0, 1e6),
       wl("model.layers[].dispatch", T::String, "", "gather", "moe: how the routed rows reach the experts and come back: gather (sorted rows, gathered and scattered by vector passes, as MaxText's megablox and ragged-dot paths) or einsum (matmuls by one-hot dispatch and combine masks of experts x capacity per sequence, as MaxText's dense_matmul path with a capacity factor and GShard: MXU work that is no model FLOPs; needs capacity_factor)", -kInf, kInf, {"gather", "einsum"}),
       optional(wl("model.layers[].tokens", T::Int, "tokens", nullptr, "prepend_tokens: learned rows put before the sequence (a class token: 1) (required)", 1, 1e6)),
+  });
+}
+
+// model.loss opens the training keys: it is what training minimizes, and the registry's order has it after the layers.
+void add_training_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       wl("model.loss", T::String, "", "sparse_categorical_crossentropy", "Loss on the last layer's output", -kInf, kInf, loss_names()),
       wl("training.global_batch", T::Int, "samples", 0, "Samples per step over all replicas; 0: per_replica_batch x replicas (set exactly one of the two)", 0, 1e9),
       wl("training.per_replica_batch", T::Int, "samples", 0, "Samples per replica per step; 0: global_batch / replicas (set exactly one of the two)", 0, 1e8),
@@ -192,6 +253,11 @@ std::vector<ParamSpec> build() {
       wl("training.all_reduce.dtype", T::String, "", "float32", "Type the gradients cross replicas in: bfloat16 casts each gradient to bfloat16 for its all-reduce (or reduce-scatter) and back (TF1 BERT's use_bfloat16_all_reduce), half the bytes", -kInf, kInf, {"float32", "bfloat16"}),
       wl("training.gradient_clipping", T::String, "", "none", "Clipping by the global norm (tf.clip_by_global_norm, optax.clip_by_global_norm): before_all_reduce clips each replica's own gradients before they are all-reduced, as TensorFlow's BERT does (a pass reading every gradient for the norm, then a scaling pass per bucket; no all-reduce starts before the last gradient, whatever all_reduce.overlap says); after_all_reduce clips the reduced gradients in the optimizer, as optax and MaxText do (a pass reading what each core updates for the norm: its replica's gradients, its share of them, half on a megacore chip; a scalar all-reduce of the shares' norms; the scaling inside the update; no update starts before every gradient is reduced)", -kInf, kInf, {"none", "before_all_reduce", "after_all_reduce"}),
       wl("training.weight_update_sharding", T::Bool, "", false, "Cross-replica weight-update sharding (Xu et al. 2020): each bucket's gradients are reduce-scattered, each replica updates its 1/replicas share of the weights and holds that share of the optimizer state, and the updated weights are all-gathered"),
+  });
+}
+
+void add_mesh_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       wl("training.mesh.model", T::String, "", "", "Torus axes the mesh's model axis spans (\"z\", \"yz\"); the other axes carry data. Dense and attention layers are split over it as Megatron splits them (a dense layer feeding another through elementwise layers by columns, the second by rows; attention by heads), with an all-reduce of activations after each pair forward and before it backward (see sequence_parallel); other layers are replicated. Empty or none: data parallelism over the whole slice"),
       wl("training.mesh.fsdp", T::String, "", "", "With fsdp: the data axes (torus axes, \"z\", \"yz\") the weights are sharded over; the other data axes hold data-parallel replicas of those shards (MaxText's ici_fsdp_parallelism beside ici_data_parallelism). The weights are gathered over these axes only, the gradients reduce-scattered over them and their shards then all-reduced over the others; parameters, gradients and optimizer state are held 1/(chips across these axes). Empty: every data axis outside training.mesh.expert"),
       wl("training.mesh.expert", T::String, "", "", "Torus axes (\"x\", \"yz\") of the data axes that the mesh's expert axis spans (MaxText's ici_expert_parallelism): each chip along it holds experts / (its chips) of every moe layer's experts, the tokens routed to them cross it in an all-to-all forward and back (and again backward), and those experts' gradients are summed over the other data axes only. With fsdp the weights are sharded over the data axes outside it (see fsdp). Empty: every chip holds every expert"),
@@ -200,6 +266,11 @@ std::vector<ParamSpec> build() {
       wl("training.pipeline.repeats", T::Int, "", 1, "With mesh.pipeline: chunks of layers each stage holds, visited round the stages in turn (MaxText's num_pipeline_repeats: a circular pipeline, the bubble (stages - 1) / (microbatches * repeats + stages - 1)); 1: GPipe", 1, 1e4),
       wl("training.mesh.sequence_parallel", T::Bool, "", false, "With a model axis: the replicated layers between the split ones (norms, residual adds, embedding, head) run on 1/model-axis of the tokens, and each all-reduce of activations becomes a reduce-scatter after the split layers and an all-gather before the next (Megatron-LM's sequence parallelism; MaxText shards the activations' embed axis over its tensor axis, the same volumes). Their weight gradients are added up over the model axis"),
       wl("training.mesh.collective_matmul", T::Bool, "", false, "With sequence_parallel: the collectives beside a split layer's matmuls run inside them (XLA's windowed einsum, collective matmul: --xla_jf_spmd_threshold_for_windowed_einsum_mib, set to 0 by PAX's MLPerf GPT-3 on v5e; --xla_tpu_decompose_all_gather_einsum, set by MaxText's). A gather is model-axis - 1 ring shifts of one core's share, each share multiplied as it arrives; a reduce-scatter is as many pieces of the product, each share's partial sums added to the running sum arriving from the neighbour and sent on. Each shift sends half a share each way round the ring"),
+  });
+}
+
+void add_compiled_step_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       wl("training.remat_adds_per_segment", T::Int, "adds", 1, "With remat: residual adds per recomputed segment; only every so many adds' outputs are kept. 2: one checkpoint per transformer block (its two adds), as jax.checkpoint around each decoder layer (MaxText's remat_policy full)", 1, 1e4),
       wl("training.remat_policy", T::String, "", "full", "With remat, what a segment keeps besides its input, as MaxText's remat_policy: full nothing (the whole segment runs again); minimal the outputs of every weight matmul (dense layers, attention's projections and convolutions: only the per-head products and vector work run again, and the kept outputs stay in memory); save_dot_except_mlpwi the same but an MLP's first layer, which runs again; custom what training.remat_custom says of each named result", -kInf, kInf, {"full", "minimal", "save_dot_except_mlpwi", "custom"}),
       wl("training.remat_custom", T::StringMap, "", json::object(), "With remat_policy custom, MaxText's checkpoint names and where each result goes: \"device\" kept in HBM, \"offload\" copied to host memory over the chip's PCIe link after the forward pass makes it and back before the backward pass needs it (not held in HBM between; the copies run beside the compute, the next segment's fetched while one is recomputed), \"remat\" computed again (every name not given, but decoder_layer_input, which is \"device\" unless given). Names: decoder_layer_input (each segment's input), query_proj, key_proj, value_proj, qkv_proj (attention's Q, K and V, one result: they must agree), context (attention's heads' output), out_proj, mlpwi, mlpwi_0, mlpwi_1 (an MLP's first layer or a gated MLP's gate and up projections, one result), mlpwo (an MLP's last layer)"),
@@ -210,6 +281,11 @@ std::vector<ParamSpec> build() {
       wl("training.remat", T::Bool, "", false, "Rematerialization (activation checkpointing, jax.checkpoint around each residual segment; around each transformer block with remat_adds_per_segment 2): the forward pass keeps only the outputs of the residual adds, and the backward pass runs each segment between two of them forward again (ops named .../recompute/..., no model FLOPs) before its backward; memory holds the adds' outputs and one segment's activations"),
       wl("training.fsdp", T::Bool, "", false, "Fully sharded data parallelism (ZeRO-3, FSDP over the data axis as JAX shards it): parameters, gradients and optimizer state held 1/replicas per replica; each group of consecutive layers' weights (grouped up to all_reduce.bucket_bytes, as XLA's all-gather combiner does) is all-gathered in the compute type before its forward and again before its backward, the next group's gather running under the current group's compute; gradients are reduce-scattered and each replica updates its share"),
       wl("training.fusion", T::Bool, "", true, "Fuse chains of elementwise layers (normalization, activation, residual add, dropout) into one pass over HBM, as XLA does; false: one pass per layer, to compare"),
+  });
+}
+
+void add_training_run_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       wl("training.eval.examples", T::Int, "samples", 0, "Examples of one evaluation pass between stretches of training; 0: none. The summary then gives the throughput with evaluation beside the training throughput", 0, 1e12),
       wl("training.eval.every_steps", T::Int, "steps", 0, "Training steps between evaluation passes, a whole number as the training loop runs them (MLPerf ResNet-50: 4 epochs rounded up to whole steps, e.g. 157 at a global batch of 32768)", 0, 1e12),
       wl("training.eval.host_overhead_s", T::Float, "s", 0, "Host time of one evaluation pass beyond the device's forward passes (switching programs, feeding the evaluation set, computing the metric)", 0, 1e6),
@@ -221,10 +297,36 @@ std::vector<ParamSpec> build() {
       wl("training.goodput.checkpoint_interval_s", T::Float, "s", 0, "Training time between checkpoints; 0: the interval that maximizes goodput (J. T. Daly's higher-order estimate, Future Generation Computer Systems 22(3), 2006; Young's sqrt(2 x write x MTBF) to first order)", 0, 1e9),
       wl("training.steps", T::Int, "steps", 3, "Training steps to simulate; the summary's step time is the last one's", 1, 10000),
       wl("training.steps_per_execution", T::Int, "steps", 1, "Steps per launch of the compiled program (Keras steps_per_execution, TPUEstimator iterations_per_loop). The host launches one execution per hw.host.launch_overhead_us, ahead of the device, so a launch costs a step only when the device runs an execution faster than that", 1, 1000000),
+  });
+}
+
+void add_input_pipeline_keys(std::vector<ParamSpec>& r) {
+  r.insert(r.end(), {
       wl("input_pipeline.host_samples_per_s", T::Float, "samples/s", 0, "Preprocessing rate of one host; 0: never the bottleneck", 0, 1e12),
       wl("input_pipeline.prefetch_batches", T::Int, "batches", 2, "Batches the host may prepare ahead of the TPU (tf.data prefetch)", 1, 1024),
       wl("input_pipeline.bytes_per_sample", T::Int, "bytes", 0, "Bytes of one sample on the host-to-chip link; 0: input_shape x input_dtype", 0, 1e10),
-  };
+  });
+}
+
+// The order is the registry's: list-params prints it, and a document's checks follow it (which missing key is reported first).
+std::vector<ParamSpec> build() {
+  std::vector<ParamSpec> r;
+  add_chip_keys(r);
+  add_core_keys(r);
+  add_hbm_keys(r);
+  add_ici_keys(r);
+  add_host_keys(r);
+  add_dcn_keys(r);
+  add_slice_keys(r);
+  add_slow_hardware_and_fault_keys(r);
+  add_hw_file_keys(r);
+  add_workload_model_keys(r);
+  add_layer_keys(r);
+  add_training_keys(r);
+  add_mesh_keys(r);
+  add_compiled_step_keys(r);
+  add_training_run_keys(r);
+  add_input_pipeline_keys(r);
   return r;
 }
 

@@ -240,15 +240,19 @@ void trace_chip_power(ChromeTraceWriter& trace, const Recorder& recorder, const 
 
 }  // namespace
 
-ojson run_simulation(const Config& config, const RunOptions& options) {
-  const HwConfig& hw = config.hw;
-  LoweredStep step;
+namespace {
+
+LoweredStep lowered(const Config& config) {
   try {
-    step = lower_training_step(config.workload, hw);
+    return lower_training_step(config.workload, config.hw);
   } catch (const std::invalid_argument& e) {
     throw InputError(fmt::format("{}: {}", config.origin, e.what()));
   }
-  // Failures that would keep the job from ever finishing are refused before anything runs.
+}
+
+// Failures that would keep the job from ever finishing are refused before anything runs.
+std::optional<Goodput> refuse_endless_job(const Config& config, const LoweredStep& step) {
+  const HwConfig& hw = config.hw;
   const std::optional<Goodput> failures =
       goodput(hw, config.workload, hw.total_chip_count(),
               checkpoint_bytes(step.model.params(), step.model.trainable(), config.workload.optimizer));
@@ -257,36 +261,58 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                                  "a {:.3g}-byte checkpoint written in {:.3g} s every {:.3g} s, {:.3g} s to restart",
                                  config.origin, g->mtbf_s, hw.total_chip_count(), g->checkpoint_bytes, g->write_s, g->interval_s,
                                  g->restart_s));
-  StagedOutput out(options.out_dir, options.force, config.input_files, "run",
-                   {"command.txt", "effective_config.json", "report.html", "summary.csv", "summary.json", "timeline.json",
-                    "trace.json", "trace.json.gz"});
-  // Every output but the trace, written last and moved into place together.
-  auto publish = [&](const ojson& summary, const ojson& timeline = nullptr) {
-    out.write("summary.json", summary.dump(2) + "\n");
-    out.write("summary.csv", csv_of(summary));
-    out.write("effective_config.json", effective_config(config).dump(2) + "\n");
-    if (!options.command_line.empty()) {
+  return failures;
+}
+
+// A run's output directory: every output but the trace is written last and moved into place
+// together.
+class RunOutputs {
+ public:
+  RunOutputs(const Config& config, const RunOptions& options)
+      : config_(config),
+        options_(options),
+        out_(options.out_dir, options.force, config.input_files, "run",
+             {"command.txt", "effective_config.json", "report.html", "summary.csv", "summary.json", "timeline.json", "trace.json",
+              "trace.json.gz"}) {}
+
+  std::string file(const std::string& name) { return out_.file(name); }
+
+  void publish(const ojson& summary, const ojson& timeline = nullptr) {
+    out_.write("summary.json", summary.dump(2) + "\n");
+    out_.write("summary.csv", csv_of(summary));
+    out_.write("effective_config.json", effective_config(config_).dump(2) + "\n");
+    if (!options_.command_line.empty()) {
       std::error_code ec;
       const std::string cwd = fs::current_path(ec).string();
-      out.write("command.txt", (ec ? "" : "# run in " + cwd + "\n") + options.command_line + "\n");
+      out_.write("command.txt", (ec ? "" : "# run in " + cwd + "\n") + options_.command_line + "\n");
     }
-    const ojson row = {{"point", config.workload.name}, {"status", summary["status"]}, {"reason", ""},
+    const ojson row = {{"point", config_.workload.name}, {"status", summary["status"]}, {"reason", ""},
                        {"varied", ojson::object()}, {"summary", summary}};
-    if (!timeline.is_null()) out.write("timeline.json", timeline.dump() + "\n");
-    out.write("report.html", render_sweep_report({{"workload", config.origin}, {"points", 1}, {"rows", ojson::array({row})}},
-                                                 timeline, config.workload.name));
-    out.commit();
-  };
+    if (!timeline.is_null()) out_.write("timeline.json", timeline.dump() + "\n");
+    out_.write("report.html", render_sweep_report({{"workload", config_.origin}, {"points", 1}, {"rows", ojson::array({row})}},
+                                                  timeline, config_.workload.name));
+    out_.commit();
+  }
+
   // A step that did not run (out of memory) or did not finish (interrupted) gets no step time:
   // reporting one would be a number that could not happen.
-  auto publish_without_step = [&](ojson& summary, const ojson& memory, const ojson& warnings) {
+  void publish_without_step(ojson& summary, const ojson& memory, const ojson& warnings) {
     for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu", "cost", "energy"})
       summary[key] = nullptr;
     summary["memory"] = memory;
     summary["warnings"] = warnings;
     publish(summary);
-  };
+  }
 
+ private:
+  const Config& config_;
+  const RunOptions& options_;
+  StagedOutput out_;
+};
+
+// What was simulated, on what, at which batch, and what made the result.
+ojson run_identity(const Config& config, const LoweredStep& step) {
+  const HwConfig& hw = config.hw;
   ojson summary;
   summary["tpusim_version"] = kVersion;
   summary["status"] = "ok";
@@ -325,45 +351,42 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   // What made this result: a sweep's --resume keeps the point only when these still hold.
   summary["inputs_fnv1a64"] = digest_lines(input_digests(config.files_read));
   summary["tpusim_fnv1a64"] = tpusim_fnv1a64();
+  return summary;
+}
 
-  const ojson memory = memory_json(step);
-  ojson warnings = ojson::array();
-  if (memory["oom"].get<bool>()) {
-    summary["status"] = "oom";
-    const std::uint64_t fits = largest_fitting_batch(step);
-    const std::uint64_t fixed = step.memory.parameters + step.memory.gradients + step.memory.optimizer_state;
-    // Blame what does not fit: the state alone, or one sample's activations beside it.
-    if (fixed >= step.hbm_capacity_per_core_bytes)
-      warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; the weights, gradients and optimizer "
-                                     "state alone take {}", step.memory.total(), step.hbm_capacity_per_core_bytes, fixed));
-    else if (fits == 0)
-      warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; beside the {} bytes of weights, "
-                                     "gradients and optimizer state, not even one sample's activations ({} bytes) fit",
-                                     step.memory.total(), step.hbm_capacity_per_core_bytes, fixed,
-                                     step.memory.activations / std::max<std::uint64_t>(1, step.per_core_batch)));
-    else
-      warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; the largest batch that fits is {} "
-                                     "per core", step.memory.total(), step.hbm_capacity_per_core_bytes, fits));
-    ojson with_memory = memory;
-    const auto layout = smallest_fitting_layout(config.workload, hw);
-    with_memory["fits_with"] = nullptr;
-    if (layout) {
-      std::string sets;
-      if (layout->fsdp != config.workload.fsdp) sets += " --set workload.training.fsdp=true";
-      if (layout->model_axes != config.workload.mesh_model_axes) sets += " --set workload.training.mesh.model=" + layout->model_axes;
-      with_memory["fits_with"] = {{"fsdp", layout->fsdp}, {"mesh_model", layout->model_axes}, {"model_shards", layout->model_shards}};
-      warnings.push_back(fmt::format("the step fits when sharded:{}{}", sets,
-                                     layout->model_shards > 1 ? fmt::format(" (a model axis of {} chips)", layout->model_shards) : ""));
-    }
-    publish_without_step(summary, with_memory, warnings);
-    return summary;
-  }
+// Out of HBM: blames what does not fit (the state alone, or one sample's activations beside it)
+// and names the smallest sharding that fits, in `memory` and `warnings`.
+void explain_out_of_memory(const Config& config, const LoweredStep& step, ojson& memory, ojson& warnings) {
+  const std::uint64_t fits = largest_fitting_batch(step);
+  const std::uint64_t fixed = step.memory.parameters + step.memory.gradients + step.memory.optimizer_state;
+  if (fixed >= step.hbm_capacity_per_core_bytes)
+    warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; the weights, gradients and optimizer "
+                                   "state alone take {}", step.memory.total(), step.hbm_capacity_per_core_bytes, fixed));
+  else if (fits == 0)
+    warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; beside the {} bytes of weights, "
+                                   "gradients and optimizer state, not even one sample's activations ({} bytes) fit",
+                                   step.memory.total(), step.hbm_capacity_per_core_bytes, fixed,
+                                   step.memory.activations / std::max<std::uint64_t>(1, step.per_core_batch)));
+  else
+    warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; the largest batch that fits is {} "
+                                   "per core", step.memory.total(), step.hbm_capacity_per_core_bytes, fits));
+  const auto layout = smallest_fitting_layout(config.workload, config.hw);
+  memory["fits_with"] = nullptr;
+  if (!layout) return;
+  std::string sets;
+  if (layout->fsdp != config.workload.fsdp) sets += " --set workload.training.fsdp=true";
+  if (layout->model_axes != config.workload.mesh_model_axes) sets += " --set workload.training.mesh.model=" + layout->model_axes;
+  memory["fits_with"] = {{"fsdp", layout->fsdp}, {"mesh_model", layout->model_axes}, {"model_shards", layout->model_shards}};
+  warnings.push_back(fmt::format("the step fits when sharded:{}{}", sets,
+                                 layout->model_shards > 1 ? fmt::format(" (a model axis of {} chips)", layout->model_shards) : ""));
+}
 
-  const Torus torus = Torus::of(hw);
-  SimulatedSlice simulated = plan_simulated_slice(torus, hw, step.program, !options.all_chips);
-  // A trace of a chip a representative would stand for needs that chip simulated.
+// The chips to simulate: one per class of symmetric chips unless --all-chips, or unless the
+// trace names a chip a representative would stand for (a trace of it needs it simulated).
+SimulatedSlice plan_slice(const Torus& torus, const HwConfig& hw, const Program& program, const RunOptions& options) {
+  SimulatedSlice simulated = plan_simulated_slice(torus, hw, program, !options.all_chips);
   if (simulated.folded() && options.trace_chips_given && options.trace.chips.empty()) {
-    simulated = plan_simulated_slice(torus, hw, step.program, false);
+    simulated = plan_simulated_slice(torus, hw, program, false);
     simulated.all_chips_because = "--trace-chips all names every chip";
   }
   if (simulated.folded() && options.trace_chips_given)
@@ -371,10 +394,256 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
       for (std::uint32_t c = first; c <= last && simulated.folded(); ++c)
         if (!simulated.simulates(torus, c)) {
           const std::uint32_t representative = simulated.representative(torus, c);
-          simulated = plan_simulated_slice(torus, hw, step.program, false);
+          simulated = plan_simulated_slice(torus, hw, program, false);
           simulated.all_chips_because =
               fmt::format("--trace-chips names chip {}, for which chip {} would stand", c, representative);
         }
+  return simulated;
+}
+
+// A finished simulation of the run's steps, and what its figures are read from.
+struct SimulatedRun {
+  const Config& config;
+  const LoweredStep& step;
+  const System& system;
+  const Recorder& recorder;
+  const SimulatedSlice& simulated;
+  const std::vector<Picos>& ends;  // each simulated step's end
+  Window window;                   // the steady-state step: the last
+  double step_s = 0;
+  double chips = 0;
+
+  std::size_t steps() const { return ends.size(); }
+};
+
+// Throughput and MFU of the steady-state step, with the evaluation's share when there is one.
+void add_rates(ojson& summary, const SimulatedRun& run) {
+  const Config& config = run.config;
+  const HwConfig& hw = config.hw;
+  const LoweredStep& step = run.step;
+  const double step_s = run.step_s, chips = run.chips;
+  const double peak = hw.peak_bf16_flops_per_chip() * chips;
+  summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
+  summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
+  // A language model's samples are sequences of token ids: its users count tokens (MLPerf's GPT-3
+  // logs do).
+  const Workload& w = config.workload;
+  const double tokens_per_sample = w.input_dtype == "int32" && w.input_shape.size() == 1 ? static_cast<double>(w.input_shape[0]) : 0;
+  if (tokens_per_sample > 0)
+    summary["tokens_per_s_per_chip"] = tokens_per_sample * summary["samples_per_s_per_chip"].get<double>();
+  summary["mfu"] = step.model_flops_per_step / (step_s * peak);
+  // How far to trust the figures above: the public points of this kind of run.
+  summary["validation"] = validation_band(
+      training_run_kind(hw.name, step.model, step.mesh.model_size > 1, w.fsdp, hw.slices > 1, step.pipeline.stages > 1),
+      public_validation_set_path());
+  if (w.eval_examples > 0) {
+    // The evaluation's device time: its examples' forward passes in batches of the training
+    // step's, each as long as the steady step's forward pass took (from the step's start to its
+    // last forward op on the slowest core: weight gathers, int8, flash kernels included).
+    const double batches = std::ceil(static_cast<double>(w.eval_examples) / static_cast<double>(step.global_batch));
+    const double device_s = batches * seconds(run.system.forward_span_ps(run.steps() - 1));
+    const double eval_s = device_s + w.eval_host_overhead_s;
+    const double block_s = w.eval_every_steps * step_s + eval_s;
+    const double samples = w.eval_every_steps * static_cast<double>(step.global_batch);
+    summary["eval"] = {{"examples", w.eval_examples},
+                       {"every_steps", w.eval_every_steps},
+                       {"device_time_s", device_s},
+                       {"host_overhead_s", w.eval_host_overhead_s},
+                       {"time_per_eval_s", eval_s}};
+    summary["samples_per_s_with_eval"] = samples / block_s;
+    summary["samples_per_s_per_chip_with_eval"] = samples / block_s / chips;
+    if (tokens_per_sample > 0) summary["tokens_per_s_per_chip_with_eval"] = tokens_per_sample * samples / block_s / chips;
+  }
+  summary["model_flops_per_step"] = step.model_flops_per_step;
+  summary["peak_flops_per_s"] = peak;
+  summary["documented_peak_flops_per_s"] = hw.chip.documented_peak_bf16_tflops * 1e12 * chips;
+}
+
+// Time breakdown averaged over every core of the slice in the steady-state step. Sums are of
+// integer picoseconds, exact whatever the order, so that a representative counted `stands_for`
+// times gives the same figures as every chip it stands for. Returns, per simulated core, the
+// time it waited (for others at a collective, for input, idle): the core that waits least holds
+// the others back.
+std::vector<std::pair<Picos, std::size_t>> add_breakdown(ojson& summary, const SimulatedRun& run) {
+  const HwConfig& hw = run.config.hw;
+  const std::uint64_t stands_for = run.simulated.multiplicity;
+  Picos compute_ps = 0, memory_ps = 0, comm_ps = 0, input_ps = 0, idle_ps = 0;  // summed over cores
+  std::vector<std::pair<Picos, std::size_t>> waits;
+  const auto groups = units_by_core(run.recorder, static_cast<std::uint32_t>(hw.chip_count()), hw.chip.cores);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const auto& core_units = groups[g];
+    if (core_units.empty()) continue;  // a chip a representative stands for
+    const Breakdown b = core_breakdown(run.recorder, core_units, run.window);
+    waits.emplace_back(b.exposed_communication + b.input_wait + b.idle, g);
+    compute_ps += b.compute * stands_for;
+    memory_ps += b.memory_bound * stands_for;
+    comm_ps += b.exposed_communication * stands_for;
+    input_ps += b.input_wait * stands_for;
+    idle_ps += b.idle * stands_for;
+  }
+  const double cores = static_cast<double>(hw.core_count());
+  summary["breakdown"] = {{"compute_s", seconds(compute_ps) / cores},
+                          {"memory_bound_s", seconds(memory_ps) / cores},
+                          {"exposed_communication_s", seconds(comm_ps) / cores},
+                          {"input_wait_s", seconds(input_ps) / cores},
+                          {"idle_s", seconds(idle_ps) / cores}};
+  return waits;
+}
+
+// Busy time and bytes of the last step's work per kind of unit, over the steady-state step time.
+class UnitUse {
+ public:
+  explicit UnitUse(const SimulatedRun& run) : window_ps_(run.window.length()) {
+    const std::uint64_t stands_for = run.simulated.multiplicity;
+    const auto last = static_cast<std::uint32_t>(run.steps() - 1);
+    for (std::uint32_t u = 0; u < run.recorder.units().size(); ++u) {
+      KindUse& k = use_[run.recorder.units()[u].kind];
+      k.busy += run.recorder.totals(u, last).busy_ps * stands_for;
+      k.units += stands_for;
+      k.bytes += run.recorder.totals(u, last).bytes * stands_for;
+    }
+  }
+  double fraction(UnitKind kind) const {
+    const auto k = use_.find(kind);
+    return k == use_.end() || k->second.units == 0
+               ? 0.0
+               : static_cast<double>(k->second.busy) / (static_cast<double>(k->second.units) * static_cast<double>(window_ps_));
+  }
+  std::uint64_t bytes(UnitKind kind) const {
+    const auto k = use_.find(kind);
+    return k == use_.end() ? 0 : k->second.bytes;
+  }
+
+ private:
+  struct KindUse {
+    Picos busy = 0;
+    std::uint64_t units = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::map<UnitKind, KindUse> use_;
+  Picos window_ps_;
+};
+
+// The steady-state step's time in pipeline iterations on its busiest core, and in the
+// iterations that are a bubble on it.
+ojson pipeline_json(const SimulatedRun& run) {
+  const auto [pipeline_ps, bubble_ps] = run.system.pipeline_and_bubble_ps(run.steps() - 1);
+  const PipelineSchedule& p = run.step.pipeline;
+  return {{"stages", p.stages},
+          {"microbatches", p.microbatches},
+          {"repeats", p.repeats},
+          {"iterations", p.iterations},
+          {"layers_per_chunk", p.layers_per_chunk},
+          {"ideal_bubble_fraction", p.ideal_bubble_fraction()},
+          {"time_s", seconds(pipeline_ps)},
+          {"bubble_s", seconds(bubble_ps)},
+          {"bubble_fraction", pipeline_ps > 0 ? static_cast<double>(bubble_ps) / static_cast<double>(pipeline_ps) : 0.0}};
+}
+
+// Which core ends the steady-state step last and which first: in a synchronous step everyone
+// waits for the slowest at the all-reduce, so the spread shows what holds the slice back.
+ojson step_end_spread_json(const SimulatedRun& run) {
+  std::string last_core, first_core;
+  Picos last_end = 0, first_end = ~Picos{0};
+  for (const Chip& chip : run.system.chips())
+    for (std::size_t k = 0; k < chip.cores.size(); ++k) {
+      const Picos end = chip.cores[k].step_end_ps()[run.steps() - 1];
+      if (end > last_end) std::tie(last_end, last_core) = std::make_pair(end, fmt::format("chip{}.core{}", chip.id(), k));
+      if (end < first_end) std::tie(first_end, first_core) = std::make_pair(end, fmt::format("chip{}.core{}", chip.id(), k));
+    }
+  return {{"last_core", last_core}, {"first_core", first_core}, {"spread_s", seconds(last_end - first_end)}};
+}
+
+ojson straggler_json(std::vector<std::pair<Picos, std::size_t>> waits, std::uint32_t cores_per_chip) {
+  std::sort(waits.begin(), waits.end());
+  const auto [least_wait, straggler] = waits.front();
+  return {{"core", fmt::format("chip{}.core{}", straggler / cores_per_chip, straggler % cores_per_chip)},
+          {"waits_s", seconds(least_wait)},
+          {"time_lost_s", seconds(waits[waits.size() / 2].first - least_wait)}};
+}
+
+// The figures of the steady-state step: rates, where the time went, how busy each kind of unit
+// was, cost, energy and goodput, and the warnings they call for.
+void summarize_steps(ojson& summary, ojson& warnings, const SimulatedRun& run, const ojson& memory, const ojson& checks,
+                     const std::optional<Goodput>& failures) {
+  const Config& config = run.config;
+  const HwConfig& hw = config.hw;
+  const LoweredStep& step = run.step;
+  const std::size_t n = run.steps();
+  const double step_s = run.step_s;
+  summary["step_time_s"] = step_s;
+  // With one step there is no steady state: the one step pays the first input transfer and the
+  // program's launch, which later steps overlap.
+  // With three steps or more, the last two must also agree: an input pipeline can take several
+  // steps to drain what it prefetched during the first.
+  const double previous_step_s = n >= 3 ? seconds(run.ends[n - 2] - run.ends[n - 3]) : step_s;
+  const bool settled = std::abs(step_s - previous_step_s) <= 0.01 * step_s;
+  summary["steady_state"] = n >= 2 && settled;
+  summary["first_step_time_s"] = seconds(run.ends[0]);
+  add_rates(summary, run);
+  const auto waits = add_breakdown(summary, run);
+  const UnitUse use(run);
+  summary["utilization"] = {{"mxu", use.fraction(UnitKind::Mxu)},
+                            {"vpu", use.fraction(UnitKind::Vpu)},
+                            {"hbm", use.fraction(UnitKind::Hbm)},
+                            {"ici", use.fraction(UnitKind::IciLink)},
+                            {"dcn", use.fraction(UnitKind::Dcn)}};
+  // Every slice moves what the simulated one does.
+  summary["traffic_per_step"] = {{"hbm_bytes", use.bytes(UnitKind::Hbm) * hw.slices},
+                                 {"ici_bytes", use.bytes(UnitKind::IciLink) * hw.slices},
+                                 {"pcie_bytes", use.bytes(UnitKind::Pcie) * hw.slices},
+                                 {"dcn_bytes", use.bytes(UnitKind::Dcn) * hw.slices}};
+  summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, step.mesh, run.system.torus());
+  if (step.pipeline.stages > 1) summary["pipeline"] = pipeline_json(run);
+  const StepFigures figures{step_s, seconds(run.ends[0]), hw.total_chip_count(), step.global_batch, use.fraction(UnitKind::Mxu),
+                            use.fraction(UnitKind::Hbm)};
+  summary["cost"] = cost_json(hw, config.workload, figures);
+  summary["energy"] = energy_json(hw, config.workload, figures);
+  summary["goodput"] = goodput_json(hw, config.workload, figures, failures);
+  summary["memory"] = memory;
+  const double padding = mxu_padding_efficiency(step.program, hw);
+  summary["mxu_padding_efficiency"] = padding;
+  summary["checks"] = checks;
+  summary["simulation"] = simulation_json(run.simulated);
+  summary["step_end_spread"] = step_end_spread_json(run);
+  summary["straggler"] = straggler_json(waits, hw.chip.cores);
+
+  if (padding < 0.5)
+    warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "
+                                   "multiples of the {}x{} array)", 100 * padding, hw.core.mxu.rows, hw.core.mxu.cols));
+  if (n < 2)
+    warnings.push_back("one step simulated: its figures are of the first step, which pays the first input transfer and "
+                       "launch, not of the steady state (set workload.training.steps to 2 or more)");
+  if (!settled)  // the figures are of a transient: the summary's step is the last one
+    warnings.push_back(fmt::format("not yet steady: the last two steps took {} and {}; the figures are the last step's "
+                                   "(simulate more steps: workload.training.steps)",
+                                   seconds_text(previous_step_s), seconds_text(step_s)));
+  const double input_wait_s = summary["breakdown"]["input_wait_s"].get<double>();
+  if (input_wait_s > 0.1 * step_s)
+    warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * input_wait_s / step_s));
+  summary["warnings"] = warnings;
+}
+
+}  // namespace
+
+ojson run_simulation(const Config& config, const RunOptions& options) {
+  const HwConfig& hw = config.hw;
+  const LoweredStep step = lowered(config);
+  const std::optional<Goodput> failures = refuse_endless_job(config, step);
+  RunOutputs out(config, options);
+  ojson summary = run_identity(config, step);
+  const ojson memory = memory_json(step);
+  ojson warnings = ojson::array();
+  if (memory["oom"].get<bool>()) {
+    summary["status"] = "oom";
+    ojson with_memory = memory;
+    explain_out_of_memory(config, step, with_memory, warnings);
+    out.publish_without_step(summary, with_memory, warnings);
+    return summary;
+  }
+
+  const Torus torus = Torus::of(hw);
+  const SimulatedSlice simulated = plan_slice(torus, hw, step.program, options);
   const std::uint32_t traced_chips =
       options.trace.level >= TraceLevel::Ops ? options.trace.chip_count(simulated.chip_count()) : 0;
   check_memory(estimate_memory(hw, step.program, traced_chips, simulated), options.max_memory_bytes,
@@ -406,8 +675,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   std::vector<Picos> ends = system.step_end_ps();
   nlohmann::ordered_json checks;  // a run cut short has nothing complete to check
   if (completed) {
-    checks = check_invariants({&system, &step.program, &hw, &recorder, ends.back(),
-                               step.textbook_flops_per_core});
+    checks = check_invariants({&system, &step.program, &hw, &recorder, ends.back(), step.textbook_flops_per_core});
   } else {
     // Interrupted: what the finished steps say, marked partial, every output still valid.
     ends.resize(system.steps_completed());
@@ -419,177 +687,17 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   }
   if (ends.empty()) {
     close_trace();
-    publish_without_step(summary, memory, warnings);
+    out.publish_without_step(summary, memory, warnings);
     return summary;
   }
   const std::size_t n = ends.size();
   const Window window{n >= 2 ? ends[n - 2] : 0, ends[n - 1]};
-  const double step_s = seconds(window.length());
-  const double chips = static_cast<double>(hw.total_chip_count());
-  const double peak = hw.peak_bf16_flops_per_chip() * chips;
-  const double model_flops = step.model_flops_per_step;
-
-  summary["step_time_s"] = step_s;
-  // With one step there is no steady state: the one step pays the first input transfer and the
-  // program's launch, which later steps overlap.
-  // With three steps or more, the last two must also agree: an input pipeline can take several
-  // steps to drain what it prefetched during the first.
-  const double previous_step_s = n >= 3 ? seconds(ends[n - 2] - ends[n - 3]) : step_s;
-  const bool settled = std::abs(step_s - previous_step_s) <= 0.01 * step_s;
-  summary["steady_state"] = n >= 2 && settled;
-  summary["first_step_time_s"] = seconds(ends[0]);
-  summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
-  summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
-  // A language model's samples are sequences of token ids: its users count tokens (MLPerf's GPT-3
-  // logs do).
-  const Workload& w = config.workload;
-  const double tokens_per_sample = w.input_dtype == "int32" && w.input_shape.size() == 1 ? static_cast<double>(w.input_shape[0]) : 0;
-  if (tokens_per_sample > 0)
-    summary["tokens_per_s_per_chip"] = tokens_per_sample * summary["samples_per_s_per_chip"].get<double>();
-  summary["mfu"] = model_flops / (step_s * peak);
-  // How far to trust the figures above: the public points of this kind of run.
-  summary["validation"] = validation_band(
-      training_run_kind(hw.name, step.model, step.mesh.model_size > 1, w.fsdp, hw.slices > 1, step.pipeline.stages > 1),
-      public_validation_set_path());
-  if (w.eval_examples > 0) {
-    // The evaluation's device time: its examples' forward passes in batches of the training
-    // step's, each as long as the steady step's forward pass took (from the step's start to its
-    // last forward op on the slowest core: weight gathers, int8, flash kernels included).
-    const double batches = std::ceil(static_cast<double>(w.eval_examples) / static_cast<double>(step.global_batch));
-    const double device_s = batches * seconds(system.forward_span_ps(n - 1));
-    const double eval_s = device_s + w.eval_host_overhead_s;
-    const double block_s = w.eval_every_steps * step_s + eval_s;
-    const double samples = w.eval_every_steps * static_cast<double>(step.global_batch);
-    summary["eval"] = {{"examples", w.eval_examples},
-                       {"every_steps", w.eval_every_steps},
-                       {"device_time_s", device_s},
-                       {"host_overhead_s", w.eval_host_overhead_s},
-                       {"time_per_eval_s", eval_s}};
-    summary["samples_per_s_with_eval"] = samples / block_s;
-    summary["samples_per_s_per_chip_with_eval"] = samples / block_s / chips;
-    if (tokens_per_sample > 0) summary["tokens_per_s_per_chip_with_eval"] = tokens_per_sample * samples / block_s / chips;
-  }
-  summary["model_flops_per_step"] = model_flops;
-  summary["peak_flops_per_s"] = peak;
-  summary["documented_peak_flops_per_s"] = hw.chip.documented_peak_bf16_tflops * 1e12 * chips;
-
-  // Time breakdown averaged over every core of the slice in the steady-state step. Sums are of
-  // integer picoseconds, exact whatever the order, so that a representative counted `stands_for`
-  // times gives the same figures as every chip it stands for.
-  const std::uint64_t stands_for = simulated.multiplicity;
-  Picos compute_ps = 0, memory_ps = 0, comm_ps = 0, input_ps = 0, idle_ps = 0;  // summed over cores
-  // Per simulated core, the time it waited (for others at a collective, for input, idle): the
-  // core that waits least holds the others back.
-  std::vector<std::pair<Picos, std::size_t>> waits;
-  const auto groups = units_by_core(recorder, static_cast<std::uint32_t>(hw.chip_count()), hw.chip.cores);
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    const auto& core_units = groups[g];
-    if (core_units.empty()) continue;  // a chip a representative stands for
-    const Breakdown b = core_breakdown(recorder, core_units, window);
-    waits.emplace_back(b.exposed_communication + b.input_wait + b.idle, g);
-    compute_ps += b.compute * stands_for;
-    memory_ps += b.memory_bound * stands_for;
-    comm_ps += b.exposed_communication * stands_for;
-    input_ps += b.input_wait * stands_for;
-    idle_ps += b.idle * stands_for;
-  }
-  const double cores = static_cast<double>(hw.core_count());
-  const double input_s = seconds(input_ps);
-  summary["breakdown"] = {{"compute_s", seconds(compute_ps) / cores},
-                          {"memory_bound_s", seconds(memory_ps) / cores},
-                          {"exposed_communication_s", seconds(comm_ps) / cores},
-                          {"input_wait_s", input_s / cores},
-                          {"idle_s", seconds(idle_ps) / cores}};
-
-  struct KindUse {
-    Picos busy = 0;
-    std::uint64_t units = 0;
-    std::uint64_t bytes = 0;
-  };
-  // Busy time and bytes of the last step's work, over the steady-state step time.
-  std::map<UnitKind, KindUse> use;
-  const auto last = static_cast<std::uint32_t>(n - 1);
-  for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
-    KindUse& k = use[recorder.units()[u].kind];
-    k.busy += recorder.totals(u, last).busy_ps * stands_for;
-    k.units += stands_for;
-    k.bytes += recorder.totals(u, last).bytes * stands_for;
-  }
-  auto fraction = [&](UnitKind kind) {
-    const KindUse& k = use[kind];
-    return k.units == 0 ? 0.0 : static_cast<double>(k.busy) / (static_cast<double>(k.units) * static_cast<double>(window.length()));
-  };
-  summary["utilization"] = {{"mxu", fraction(UnitKind::Mxu)},
-                            {"vpu", fraction(UnitKind::Vpu)},
-                            {"hbm", fraction(UnitKind::Hbm)},
-                            {"ici", fraction(UnitKind::IciLink)},
-                            {"dcn", fraction(UnitKind::Dcn)}};
-  // Every slice moves what the simulated one does.
-  summary["traffic_per_step"] = {{"hbm_bytes", use[UnitKind::Hbm].bytes * hw.slices},
-                                 {"ici_bytes", use[UnitKind::IciLink].bytes * hw.slices},
-                                 {"pcie_bytes", use[UnitKind::Pcie].bytes * hw.slices},
-                                 {"dcn_bytes", use[UnitKind::Dcn].bytes * hw.slices}};
-  summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, step.mesh, system.torus());
-  if (step.pipeline.stages > 1) {
-    // The steady-state step's time in pipeline iterations on its busiest core, and in the
-    // iterations that are a bubble on it.
-    const auto [pipeline_ps, bubble_ps] = system.pipeline_and_bubble_ps(n - 1);
-    const PipelineSchedule& p = step.pipeline;
-    summary["pipeline"] = {{"stages", p.stages},
-                           {"microbatches", p.microbatches},
-                           {"repeats", p.repeats},
-                           {"iterations", p.iterations},
-                           {"layers_per_chunk", p.layers_per_chunk},
-                           {"ideal_bubble_fraction", p.ideal_bubble_fraction()},
-                           {"time_s", seconds(pipeline_ps)},
-                           {"bubble_s", seconds(bubble_ps)},
-                           {"bubble_fraction", pipeline_ps > 0 ? static_cast<double>(bubble_ps) / static_cast<double>(pipeline_ps) : 0.0}};
-  }
-  const StepFigures figures{step_s, seconds(ends[0]), hw.total_chip_count(), step.global_batch, fraction(UnitKind::Mxu),
-                            fraction(UnitKind::Hbm)};
-  summary["cost"] = cost_json(hw, config.workload, figures);
-  summary["energy"] = energy_json(hw, config.workload, figures);
-  summary["goodput"] = goodput_json(hw, config.workload, figures, failures);
-  summary["memory"] = memory;
-  const double padding = mxu_padding_efficiency(step.program, hw);
-  summary["mxu_padding_efficiency"] = padding;
-  summary["checks"] = checks;
-  summary["simulation"] = simulation_json(simulated);
-  // Which core ends the steady-state step last and which first: in a synchronous step everyone
-  // waits for the slowest at the all-reduce, so the spread shows what holds the slice back.
-  std::string last_core, first_core;
-  Picos last_end = 0, first_end = ~Picos{0};
-  for (const Chip& chip : system.chips())
-    for (std::size_t k = 0; k < chip.cores.size(); ++k) {
-      const Picos end = chip.cores[k].step_end_ps()[n - 1];
-      if (end > last_end) std::tie(last_end, last_core) = std::make_pair(end, fmt::format("chip{}.core{}", chip.id(), k));
-      if (end < first_end) std::tie(first_end, first_core) = std::make_pair(end, fmt::format("chip{}.core{}", chip.id(), k));
-    }
-  summary["step_end_spread"] = {{"last_core", last_core}, {"first_core", first_core}, {"spread_s", seconds(last_end - first_end)}};
-  std::sort(waits.begin(), waits.end());
-  const auto [least_wait, straggler] = waits.front();
-  summary["straggler"] = {
-      {"core", fmt::format("chip{}.core{}", straggler / hw.chip.cores, straggler % hw.chip.cores)},
-      {"waits_s", seconds(least_wait)},
-      {"time_lost_s", seconds(waits[waits.size() / 2].first - least_wait)}};
-
-  if (padding < 0.5)
-    warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "
-                                   "multiples of the {}x{} array)", 100 * padding, hw.core.mxu.rows, hw.core.mxu.cols));
-  if (n < 2)
-    warnings.push_back("one step simulated: its figures are of the first step, which pays the first input transfer and "
-                       "launch, not of the steady state (set workload.training.steps to 2 or more)");
-  if (!settled)  // the figures are of a transient: the summary's step is the last one
-    warnings.push_back(fmt::format("not yet steady: the last two steps took {} and {}; the figures are the last step's "
-                                   "(simulate more steps: workload.training.steps)",
-                                   seconds_text(previous_step_s), seconds_text(step_s)));
-  if (input_s / cores > 0.1 * step_s)
-    warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * input_s / cores / step_s));
-  summary["warnings"] = warnings;
-
+  const SimulatedRun run{config, step, system, recorder, simulated, ends, window, seconds(window.length()),
+                         static_cast<double>(hw.total_chip_count())};
+  summarize_steps(summary, warnings, run, memory, checks, failures);
   if (trace && hw.chip.power) trace_chip_power(*trace, recorder, *hw.chip.power, ends);
   close_trace();
-  publish(summary, chip0_timeline(recorder, window));
+  out.publish(summary, chip0_timeline(recorder, window));
   return summary;
 }
 

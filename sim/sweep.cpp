@@ -425,22 +425,22 @@ void check_same_arguments(const fs::path& dir, const ojson& arguments, const std
   }
 }
 
-}  // namespace
+// The points that count against the exit code, as the closing line states them: failed (an oom
+// is a result, not a failure) and interrupted (it has a row, but it did not finish).
+struct Unfinished {
+  std::size_t failed = 0, interrupted = 0;
 
-SweepAxis parse_vary(const std::string& text) {
-  const auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
-    throw InputError(fmt::format("--vary {}: expected KEY=V1,V2,... (e.g. workload.training.global_batch=256,512)", text));
-  SweepAxis axis;
-  axis.key = text.substr(0, eq);
-  std::stringstream values(text.substr(eq + 1));
-  for (std::string v; std::getline(values, v, ',');)
-    if (!v.empty()) axis.values.push_back(v);
-  if (axis.values.empty()) throw InputError(fmt::format("--vary {}: no values", text));
-  return axis;
-}
+  void count(const std::string& status) {
+    if (status == "interrupted") ++interrupted;
+    else if (status != "ok" && status != "oom") ++failed;
+  }
+  std::size_t total() const { return failed + interrupted; }
+  // Follows "N failed" in the closing line, only when a point was interrupted.
+  std::string interrupted_note() const { return interrupted == 0 ? "" : fmt::format(", {} interrupted", interrupted); }
+};
 
-int run_sweep(const SweepRequest& r) {
+// The mistakes a request shows by itself, refused before any configuration loads.
+void check_sweep_request(const SweepRequest& r) {
   if (r.axes.empty()) throw InputError("sweep: nothing varies (give --vary KEY=V1,V2,... or --hw A,B)");
   // One axis per key: a second would label points with values that were not simulated.
   auto same_key = [](const std::string& key) { return key == "hw.slice.topology" ? std::string("topology") : key; };
@@ -458,16 +458,20 @@ int run_sweep(const SweepRequest& r) {
   if (r.jobs == 0 || r.jobs > 256) throw InputError(fmt::format("-j {}: expected 1 to 256", r.jobs));
   if (r.shard_count == 0 || r.shard_index == 0 || r.shard_index > r.shard_count)
     throw InputError(fmt::format("--shard {}/{}: expected K/N with 1 <= K <= N", r.shard_index, r.shard_count));
-  const std::vector<Point> points = expand(r);
-  if (points.size() > 10000) throw InputError(fmt::format("sweep: {} points; at most 10000", points.size()));
-  auto in_shard = [&](const Point& p) { return p.index % r.shard_count == r.shard_index - 1; };
-  const std::size_t shard_points = static_cast<std::size_t>(std::count_if(points.begin(), points.end(), in_shard));
+}
 
-  const bool hw_given = r.hw_given || std::any_of(r.axes.begin(), r.axes.end(), [](const SweepAxis& a) { return a.key == "hw"; });
-  // Every point's configuration must load before anything runs: a typo fails the sweep, not 1000 points.
-  std::vector<std::string> config_errors(points.size());
-  std::vector<std::string> inputs;  // what the points read: never inside the output directory
+bool in_shard(const SweepRequest& r, const Point& p) { return p.index % r.shard_count == r.shard_index - 1; }
+
+struct PointConfigs {
+  std::vector<std::string> errors;      // by point index: why its configuration is refused (empty: it loads)
+  std::vector<std::string> inputs;      // what the points read: never inside the output directory
   std::vector<std::string> files_read;  // what decides their results
+};
+
+// Every point's configuration must load before anything runs: a typo fails the sweep, not 1000 points.
+PointConfigs load_point_configs(const SweepRequest& r, const std::vector<Point>& points, bool hw_given) {
+  PointConfigs loaded;
+  loaded.errors.resize(points.size());
   for (const Point& p : points) {
     ConfigRequest c;
     c.workload_path = r.workload_path;
@@ -475,30 +479,33 @@ int run_sweep(const SweepRequest& r) {
     c.hw_given = hw_given;
     c.topology = p.topology;
     c.sets = p.sets;
-    for (auto& file : input_files(c)) inputs.push_back(std::move(file));
+    for (auto& file : input_files(c)) loaded.inputs.push_back(std::move(file));
     try {
       const Config config = load_config(c);
-      files_read.insert(files_read.end(), config.files_read.begin(), config.files_read.end());
+      loaded.files_read.insert(loaded.files_read.end(), config.files_read.begin(), config.files_read.end());
     } catch (const InputError& e) {
       const std::string what = e.what();
       // An unknown key is the sweep's mistake; a combination the hardware or the model refuses
       // (a v4 slice of 4x4, a batch that does not divide) is that point's result, a row with
       // its reason, so that v4 and v5e can be compared at the chip counts both have.
       if (what.find("unknown key") != std::string::npos) throw InputError(fmt::format("sweep point {}: {}", p.id, what));
-      config_errors[p.index] = what;
+      loaded.errors[p.index] = what;
     }
   }
   // When no point can run, the mistake is the sweep's (a malformed value), not a combination's.
-  if (std::all_of(config_errors.begin(), config_errors.end(), [](const std::string& e) { return !e.empty(); }))
-    throw InputError(fmt::format("sweep point {}: {}", points.front().id, config_errors.front()));
+  if (std::all_of(loaded.errors.begin(), loaded.errors.end(), [](const std::string& e) { return !e.empty(); }))
+    throw InputError(fmt::format("sweep point {}: {}", points.front().id, loaded.errors.front()));
 
-  for (auto* files : {&inputs, &files_read}) {
+  for (auto* files : {&loaded.inputs, &loaded.files_read}) {
     std::sort(files->begin(), files->end());
     files->erase(std::unique(files->begin(), files->end()), files->end());
   }
-  const fs::path dir = checked_output_path(r.out_dir, inputs);
-  std::error_code ec;
-  const bool existed = !empty_or_missing(dir);
+  return loaded;
+}
+
+// An existing output directory is continued only with --resume and only as a sweep's, and
+// replaced only with --force and only when tpusim wrote all of it.
+void check_sweep_directory(const SweepRequest& r, const fs::path& dir, bool existed) {
   if (existed && r.resume && output_kind(dir) != "sweep")
     throw InputError(fmt::format("-o {}: --resume continues a sweep, and this directory is not a sweep's output", r.out_dir));
   if (existed && !r.resume) {
@@ -506,137 +513,164 @@ int run_sweep(const SweepRequest& r) {
       throw InputError(fmt::format("-o {}: the directory exists; pass --resume to continue it or --force to replace it", r.out_dir));
     check_replaceable(dir, r.out_dir);
   }
-  fs::create_directories(dir, ec);
-  const DirectoryLock lock(dir, r.out_dir);
-  const ojson arguments = sweep_arguments(r, files_read);
-  if (existed && r.resume) check_same_arguments(dir, arguments, r.out_dir);
+}
+
+std::vector<std::string> point_ids(const std::vector<Point>& points) {
   std::vector<std::string> ids;
   for (const Point& p : points) ids.push_back(p.id);
-  ready_directory(dir, r.out_dir, "sweep", existed && !r.resume, ids);
+  return ids;
+}
 
-  std::vector<ojson> rows(points.size());
-  std::vector<bool> finished(points.size(), false);
-  std::size_t done = 0, failed = 0, interrupted = 0, simulated = 0;
-  const auto start = std::chrono::steady_clock::now();
-  auto publish = [&] {
+// This shard's points from the first result to the last: their rows, the counts and the progress
+// line. The table is published again as each point ends, so that a sweep interrupted or killed
+// leaves the table of what finished.
+class SweepRun {
+ public:
+  SweepRun(const SweepRequest& r, const std::vector<Point>& points, const fs::path& dir, const ojson& arguments,
+           bool hw_given, const DirectoryLock& lock)
+      : r_(r),
+        points_(points),
+        dir_(dir),
+        arguments_(arguments),
+        hw_given_(hw_given),
+        lock_(lock),
+        shard_points_(static_cast<std::size_t>(
+            std::count_if(points.begin(), points.end(), [&r](const Point& p) { return in_shard(r, p); }))),
+        rows_(points.size()),
+        finished_(points.size(), false),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void publish() const {
     std::vector<ojson> ready;
-    for (std::size_t i = 0; i < points.size(); ++i)
-      if (finished[i]) ready.push_back(rows[i]);
-    ojson sweep = sweep_header(r.workload_path, r.axes, points.size());
-    if (r.shard_count > 1) sweep["shard"] = fmt::format("{}/{}", r.shard_index, r.shard_count);
-    sweep["arguments"] = arguments;
-    write_sweep_outputs(dir, sweep, ready);
-  };
-  // The record of what the points run with exists before the first one starts, so that a resume
-  // can check them however this sweep ends (even killed before a point finished).
-  publish();
-  auto finish = [&](const Point& p, const std::string& status, const std::string& reason, const ojson& summary, double secs) {
-    rows[p.index] = row_of(p, status, reason, summary);
-    finished[p.index] = true;
-    ++done;
-    if (status == "interrupted") ++interrupted;
-    else if (status != "ok" && status != "oom") ++failed;
-    publish();
-    std::string what = status;
-    if (status == "ok") what = fmt::format("ok, step {:.3f} ms", summary["step_time_s"].get<double>() * 1e3);
-    else if (!reason.empty()) what += ": " + reason;
-    // The time left from the points simulated so far: resumed and refused ones took none.
-    if (secs > 0) ++simulated;
-    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string left = simulated == 0 ? "" : time_left_text(elapsed_s, simulated, simulated + (shard_points - done));
-    std::cerr << fmt::format("tpusim sweep: [{}/{}] {}: {} ({:.1f} s{})\n", done, shard_points, p.id, what, secs,
-                             left.empty() ? "" : "; " + left);
-  };
+    for (std::size_t i = 0; i < points_.size(); ++i)
+      if (finished_[i]) ready.push_back(rows_[i]);
+    ojson sweep = sweep_header(r_.workload_path, r_.axes, points_.size());
+    if (r_.shard_count > 1) sweep["shard"] = fmt::format("{}/{}", r_.shard_index, r_.shard_count);
+    sweep["arguments"] = arguments_;
+    write_sweep_outputs(dir_, sweep, ready);
+  }
 
-  // Resumed points and points whose configuration the model refuses need no process.
-  std::vector<const Point*> todo;
-  for (const Point& p : points) {
-    if (!in_shard(p)) continue;
-    const ojson resumed = r.resume ? kept_point_summary(dir / "points" / p.id, arguments) : ojson(nullptr);
-    if (!resumed.is_null()) {
-      const std::string status = resumed["status"].get<std::string>();
-      finish(p, status, status == "ok" || resumed["warnings"].empty() ? "" : resumed["warnings"][0].get<std::string>(),
-             resumed, 0);
-    } else if (!config_errors[p.index].empty()) {
-      finish(p, "input_error", config_errors[p.index], nullptr, 0);
-    } else {
-      todo.push_back(&p);
+  // Resumed points and points whose configuration the model refuses need no process; returns the
+  // shard's other points, the ones to simulate.
+  std::vector<const Point*> finish_without_process(const std::vector<std::string>& config_errors) {
+    std::vector<const Point*> todo;
+    for (const Point& p : points_) {
+      if (!in_shard(r_, p)) continue;
+      const ojson resumed = r_.resume ? kept_point_summary(dir_ / "points" / p.id, arguments_) : ojson(nullptr);
+      if (!resumed.is_null()) {
+        finish_with_summary(p, resumed, 0);
+      } else if (!config_errors[p.index].empty()) {
+        finish(p, "input_error", config_errors[p.index], nullptr, 0);
+      } else {
+        todo.push_back(&p);
+      }
+    }
+    return todo;
+  }
+
+  // Runs the points, -j of them at once, until all have ended or an interrupt has ended them.
+  void simulate(const std::vector<const Point*>& todo) {
+    struct Running {
+      const Point* point;
+      std::chrono::steady_clock::time_point start;
+    };
+    std::map<pid_t, Running> running;
+    std::size_t next = 0;
+    bool passed_on = false;  // an interrupt was passed on to the running points
+    while (next < todo.size() || !running.empty()) {
+      if (const int sig = interrupt_signal(); sig != 0 && !passed_on) {
+        // Interrupted: start nothing more, pass the signal on to the running points (each closes
+        // its outputs as partial) and collect them.
+        next = todo.size();
+        for (const auto& [child, run] : running) ::kill(child, sig);
+        passed_on = true;
+      }
+      while (next < todo.size() && running.size() < r_.jobs) {
+        const Point& p = *todo[next++];
+        const pid_t pid = start_point(p);
+        running[pid] = {&p, std::chrono::steady_clock::now()};
+      }
+      if (running.empty()) continue;
+      // Polled, so that a signal arriving between the check above and a blocking wait is not
+      // left waiting for a point that may run for hours.
+      int wait_status = 0;
+      const pid_t pid = ::waitpid(-1, &wait_status, WNOHANG);
+      if (pid == 0 || (pid < 0 && errno == EINTR)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      if (pid < 0) break;
+      const auto it = running.find(pid);
+      if (it == running.end()) continue;
+      const Point& p = *it->second.point;
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.start).count();
+      running.erase(it);
+      finish_ended_process(p, wait_status, secs, passed_on);
     }
   }
 
-  struct Running {
-    const Point* point;
-    std::chrono::steady_clock::time_point start;
-  };
-  std::map<pid_t, Running> running;
-  std::size_t next = 0;
-  bool passed_on = false;  // an interrupt was passed on to the running points
-  while (next < todo.size() || !running.empty()) {
-    if (const int sig = interrupt_signal(); sig != 0 && !passed_on) {
-      // Interrupted: start nothing more, pass the signal on to the running points (each closes
-      // its outputs as partial) and collect them.
-      next = todo.size();
-      for (const auto& [child, run] : running) ::kill(child, sig);
-      passed_on = true;
-    }
-    while (next < todo.size() && running.size() < r.jobs) {
-      const Point& p = *todo[next++];
-      const fs::path out = dir / "points" / p.id;
-      const std::string log = (dir / "points" / (p.id + ".log")).string();
-      std::vector<std::string> args = {r.self_exe, "run", r.workload_path, "-o", out.string(), "--force", "--trace", r.trace};
-      if (hw_given) args.insert(args.end(), {"--hw", p.hw});
-      if (!p.topology.empty()) args.insert(args.end(), {"--topology", p.topology});
-      if (!r.max_memory.empty()) args.insert(args.end(), {"--max-memory", r.max_memory});
-      for (const auto& s : p.sets) args.insert(args.end(), {"--set", s});
-      const pid_t sweep_pid = ::getpid();
-      const pid_t pid = ::fork();
-      if (pid < 0) throw SimError("sweep: cannot start a process");
-      if (pid == 0) {
-        // The point ends as interrupted (its outputs closed as partial) when the sweep dies,
-        // even by SIGKILL, which the sweep cannot pass on; a sweep already gone by now is seen
-        // by the parent's pid.
-        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (::getppid() != sweep_pid) ::_exit(128 + SIGTERM);
-        lock.share_with_child();
-        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-          ::dup2(fd, 1);
-          ::dup2(fd, 2);
-        }
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        ::execv(r.self_exe.c_str(), argv.data());
-        ::_exit(127);
+  // Prints the closing line; returns the number of points that did not finish ok or oom.
+  int conclude() const {
+    std::cerr << fmt::format("tpusim sweep: {} points in {:.1f} s, {} failed{}; {}/sweep.csv\n", shard_points_,
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(),
+                             unfinished_.failed, unfinished_.interrupted_note(), r_.out_dir);
+    return static_cast<int>(unfinished_.total());  // an interrupted point is not a finished one
+  }
+
+ private:
+  std::string log_path(const Point& p) const { return (dir_ / "points" / (p.id + ".log")).string(); }
+
+  std::vector<std::string> run_arguments(const Point& p) const {
+    const fs::path out = dir_ / "points" / p.id;
+    std::vector<std::string> args = {r_.self_exe, "run", r_.workload_path, "-o", out.string(), "--force", "--trace", r_.trace};
+    if (hw_given_) args.insert(args.end(), {"--hw", p.hw});
+    if (!p.topology.empty()) args.insert(args.end(), {"--topology", p.topology});
+    if (!r_.max_memory.empty()) args.insert(args.end(), {"--max-memory", r_.max_memory});
+    for (const auto& s : p.sets) args.insert(args.end(), {"--set", s});
+    return args;
+  }
+
+  // Starts the point's `tpusim run` in a process of its own, its output going to its log.
+  pid_t start_point(const Point& p) const {
+    const std::string log = log_path(p);
+    std::vector<std::string> args = run_arguments(p);
+    const pid_t sweep_pid = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw SimError("sweep: cannot start a process");
+    if (pid == 0) {
+      // The point ends as interrupted (its outputs closed as partial) when the sweep dies,
+      // even by SIGKILL, which the sweep cannot pass on; a sweep already gone by now is seen
+      // by the parent's pid.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != sweep_pid) ::_exit(128 + SIGTERM);
+      lock_.share_with_child();
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
       }
-      running[pid] = {&p, std::chrono::steady_clock::now()};
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(r_.self_exe.c_str(), argv.data());
+      ::_exit(127);
     }
-    if (running.empty()) continue;
-    // Polled, so that a signal arriving between the check above and a blocking wait is not
-    // left waiting for a point that may run for hours.
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid == 0 || (pid < 0 && errno == EINTR)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      continue;
-    }
-    if (pid < 0) break;
-    const auto it = running.find(pid);
-    if (it == running.end()) continue;
-    const Point& p = *it->second.point;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.start).count();
-    running.erase(it);
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    const fs::path summary = dir / "points" / p.id / "summary.json";
-    const std::string log = (dir / "points" / (p.id + ".log")).string();
+    return pid;
+  }
+
+  // The row of a point whose process ended: what its summary says, if it wrote one; otherwise
+  // interrupted, or failed with the last line of its log as the reason.
+  void finish_ended_process(const Point& p, int wait_status, double secs, bool passed_on) {
+    const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+    const fs::path summary = dir_ / "points" / p.id / "summary.json";
+    const std::string log = log_path(p);
     const auto interrupt = [](int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; };
     const bool stopped = interrupt(code - 128);
     if ((code == 0 || stopped) && fs::exists(summary)) {
       std::ifstream in(summary);
       const ojson s = parse_bounded<ojson>(in, summary.string());
-      const std::string status = s["status"].get<std::string>();
-      finish(p, status, status == "ok" || s["warnings"].empty() ? "" : s["warnings"][0].get<std::string>(), s, secs);
-    } else if (passed_on && (stopped || (WIFSIGNALED(status) && interrupt(WTERMSIG(status))))) {
+      finish_with_summary(p, s, secs);
+    } else if (passed_on && (stopped || (WIFSIGNALED(wait_status) && interrupt(WTERMSIG(wait_status))))) {
       // The interrupt reached the point before it could close its outputs (still starting up,
       // its handler not yet installed): interrupted like the others, not a failure, and run
       // again by --resume.
@@ -648,10 +682,193 @@ int run_sweep(const SweepRequest& r) {
       finish(p, code == 2 ? "input_error" : "sim_error", reason, nullptr, secs);
     }
   }
-  std::cerr << fmt::format("tpusim sweep: {} points in {:.1f} s, {} failed{}; {}/sweep.csv\n", shard_points,
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), failed,
-                           interrupted == 0 ? "" : fmt::format(", {} interrupted", interrupted), r.out_dir);
-  return static_cast<int>(failed + interrupted);  // an interrupted point is not a finished one
+
+  // A point's own summary gives its status; its first warning says why it is not ok.
+  void finish_with_summary(const Point& p, const ojson& summary, double secs) {
+    const std::string status = summary["status"].get<std::string>();
+    finish(p, status, status == "ok" || summary["warnings"].empty() ? "" : summary["warnings"][0].get<std::string>(),
+           summary, secs);
+  }
+
+  void finish(const Point& p, const std::string& status, const std::string& reason, const ojson& summary, double secs) {
+    rows_[p.index] = row_of(p, status, reason, summary);
+    finished_[p.index] = true;
+    ++done_;
+    unfinished_.count(status);
+    publish();
+    std::string what = status;
+    if (status == "ok") what = fmt::format("ok, step {:.3f} ms", summary["step_time_s"].get<double>() * 1e3);
+    else if (!reason.empty()) what += ": " + reason;
+    // The time left from the points simulated so far: resumed and refused ones took none.
+    if (secs > 0) ++simulated_;
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const std::string left = simulated_ == 0 ? "" : time_left_text(elapsed_s, simulated_, simulated_ + (shard_points_ - done_));
+    std::cerr << fmt::format("tpusim sweep: [{}/{}] {}: {} ({:.1f} s{})\n", done_, shard_points_, p.id, what, secs,
+                             left.empty() ? "" : "; " + left);
+  }
+
+  const SweepRequest& r_;
+  const std::vector<Point>& points_;
+  const fs::path dir_;
+  const ojson& arguments_;
+  const bool hw_given_;
+  const DirectoryLock& lock_;
+  const std::size_t shard_points_;
+  std::vector<ojson> rows_;
+  std::vector<bool> finished_;
+  std::size_t done_ = 0, simulated_ = 0;
+  Unfinished unfinished_;
+  const std::chrono::steady_clock::time_point start_;
+};
+
+using MergedRows = std::map<std::size_t, std::pair<ojson, fs::path>>;  // point index -> row, the shard it came from
+
+// A shard's sweep.json, with what merge reads of it. `shown`: the shard's directory as given.
+ojson read_shard_sweep(const fs::path& dir, const std::string& shown) {
+  std::ifstream in(dir / "sweep.json");
+  if (!in) throw InputError(fmt::format("merge: {}: no sweep.json (not the output directory of a sweep)", shown));
+  ojson sweep;
+  try {
+    sweep = parse_bounded<ojson>(in, shown + "/sweep.json");
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("merge: {}/sweep.json: not JSON: {}", shown, e.what()));
+  }
+  for (const char* key : {"workload", "axes", "points", "rows"})
+    if (!sweep.is_object() || !sweep.contains(key))
+      throw InputError(fmt::format("merge: {}/sweep.json: missing \"{}\"", shown, key));
+  if (!sweep["rows"].is_array() || !sweep["points"].is_number_unsigned() || !sweep["axes"].is_array())
+    throw InputError(fmt::format("merge: {}/sweep.json: \"rows\" and \"axes\" must be arrays, \"points\" a count", shown));
+  return sweep;
+}
+
+// The shards of one sweep differ only in which shard they are.
+void check_same_sweep(const ojson& sweep, const ojson& first, const std::string& shown, const std::string& first_shown) {
+  auto unsharded_arguments = [](ojson s) {
+    if (s.contains("arguments") && s["arguments"].is_object()) s["arguments"].erase("shard");
+    return s.value("arguments", ojson());
+  };
+  if (unsharded_arguments(sweep) != unsharded_arguments(first))
+    throw InputError(fmt::format("merge: {}/sweep.json: \"arguments\" differ from {}'s: not a shard of the same sweep", shown,
+                                 first_shown));
+  for (const char* key : {"workload", "axes", "points"})
+    if (sweep[key] != first[key])
+      throw InputError(fmt::format("merge: {}/sweep.json: \"{}\" differs from {}'s: not a shard of the same sweep", shown,
+                                   key, first_shown));
+}
+
+// A row of the shard in `dir` that merge can take: complete, naming its point as tpusim names them.
+void check_shard_row(const ojson& row, const fs::path& dir, const std::string& shown) {
+  if (!row.is_object() || !row.contains("index") || !row["index"].is_number_unsigned() || !row.contains("point") ||
+      !row["point"].is_string() || !row.contains("status") || !row["status"].is_string() || !row.contains("reason") ||
+      !row["reason"].is_string() || !row.contains("varied") || !row["varied"].is_object() || !row.contains("summary") ||
+      !(row["summary"].is_object() || row["summary"].is_null()))
+    throw InputError(fmt::format("merge: {}/sweep.json: a row without \"index\", \"point\", \"status\", \"reason\", "
+                                 "\"varied\" and \"summary\" (written by an older tpusim?)", shown));
+  const std::string id = row["point"].get<std::string>();
+  if (id.empty() || id == "." || id == ".." || safe(id) != id)
+    throw InputError(fmt::format("merge: {}/sweep.json: point \"{}\" is not a point name tpusim writes", shown, id));
+  // What merge copies must be what the shard's sweep wrote: a point directory or log that
+  // is a symbolic link, or holds a file tpusim did not write, would copy another's data.
+  std::error_code link_ec;
+  for (const fs::path& written : {dir / "points" / id, dir / "points" / (id + ".log")})
+    if (fs::is_symlink(fs::symlink_status(written, link_ec)))
+      throw InputError(fmt::format("merge: {} is a symbolic link; a shard's points are what its sweep wrote", written.string()));
+  if (fs::exists(dir / "points" / id))
+    if (const auto foreign = foreign_entry(dir / "points" / id))
+      throw InputError(fmt::format("merge: {} is not a file tpusim wrote; merge copies only a sweep's own outputs",
+                                   foreign->string()));
+}
+
+struct ShardSweeps {
+  ojson first;  // the first shard's sweep.json, which the others match
+  MergedRows rows;
+};
+
+// Reads and checks every shard before the output is touched. `out`: the merge's output directory,
+// which no shard may be nor hold.
+ShardSweeps read_shards(const std::vector<std::string>& shard_dirs, const fs::path& out, const std::string& out_dir) {
+  ShardSweeps shards;
+  for (const auto& d : shard_dirs) {
+    const fs::path dir = fs::weakly_canonical(fs::absolute(d));
+    const auto [diverge, _] = std::mismatch(dir.begin(), dir.end(), out.begin(), out.end());
+    if (diverge == dir.end()) throw InputError(fmt::format("merge: -o {} is {}, or inside it: a shard being merged", out_dir, d));
+    const ojson sweep = read_shard_sweep(dir, d);
+    if (shards.first.is_null()) shards.first = sweep;
+    check_same_sweep(sweep, shards.first, d, shard_dirs.front());
+    for (const auto& row : sweep["rows"]) {
+      check_shard_row(row, dir, d);
+      const auto index = row["index"].get<std::size_t>();
+      const auto [it, fresh] = shards.rows.emplace(index, std::make_pair(row, dir));
+      if (!fresh)
+        throw InputError(fmt::format("merge: point {} is in both {} and {}: shards must not overlap",
+                                     row["point"].get<std::string>(), it->second.second.string(), dir.string()));
+    }
+  }
+  return shards;
+}
+
+// Copies each point's directory and log from its shard into OUT/points; returns the rows in point
+// order, counted into `unfinished`.
+std::vector<ojson> copy_merged_points(const MergedRows& rows, const fs::path& out, Unfinished& unfinished) {
+  std::vector<ojson> ready;
+  for (const auto& [index, entry] : rows) {
+    const auto& [row, dir] = entry;
+    const std::string id = row["point"].get<std::string>();
+    if (fs::exists(dir / "points" / id)) fs::copy(dir / "points" / id, out / "points" / id, fs::copy_options::recursive);
+    if (fs::exists(dir / "points" / (id + ".log"))) fs::copy_file(dir / "points" / (id + ".log"), out / "points" / (id + ".log"));
+    unfinished.count(row["status"].get<std::string>());
+    ready.push_back(row);
+  }
+  return ready;
+}
+
+// Names the first ten points no shard had, so that the shards to run again can be found.
+void report_missing_points(const MergedRows& rows, std::size_t total, std::size_t missing) {
+  std::string which;
+  std::size_t listed = 0;
+  for (std::size_t i = 0; i < total && listed < 10; ++i)
+    if (!rows.count(i)) which += fmt::format("{}{}", listed++ ? ", " : "", i);
+  std::cerr << fmt::format("tpusim merge: {} point(s) missing (numbers {}{}): run or --resume their shards\n", missing,
+                           which, missing > listed ? ", ..." : "");
+}
+}  // namespace
+
+SweepAxis parse_vary(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw InputError(fmt::format("--vary {}: expected KEY=V1,V2,... (e.g. workload.training.global_batch=256,512)", text));
+  SweepAxis axis;
+  axis.key = text.substr(0, eq);
+  std::stringstream values(text.substr(eq + 1));
+  for (std::string v; std::getline(values, v, ',');)
+    if (!v.empty()) axis.values.push_back(v);
+  if (axis.values.empty()) throw InputError(fmt::format("--vary {}: no values", text));
+  return axis;
+}
+
+int run_sweep(const SweepRequest& r) {
+  check_sweep_request(r);
+  const std::vector<Point> points = expand(r);
+  if (points.size() > 10000) throw InputError(fmt::format("sweep: {} points; at most 10000", points.size()));
+  const bool hw_given = r.hw_given || std::any_of(r.axes.begin(), r.axes.end(), [](const SweepAxis& a) { return a.key == "hw"; });
+  const PointConfigs configs = load_point_configs(r, points, hw_given);
+
+  const fs::path dir = checked_output_path(r.out_dir, configs.inputs);
+  std::error_code ec;
+  const bool existed = !empty_or_missing(dir);
+  check_sweep_directory(r, dir, existed);
+  fs::create_directories(dir, ec);
+  const DirectoryLock lock(dir, r.out_dir);
+  const ojson arguments = sweep_arguments(r, configs.files_read);
+  if (existed && r.resume) check_same_arguments(dir, arguments, r.out_dir);
+  ready_directory(dir, r.out_dir, "sweep", existed && !r.resume, point_ids(points));
+
+  SweepRun run(r, points, dir, arguments, hw_given, lock);
+  // The record of what the points run with exists before the first one starts, so that a resume
+  // can check them however this sweep ends (even killed before a point finished).
+  run.publish();
+  run.simulate(run.finish_without_process(configs.errors));
+  return run.conclude();
 }
 
 int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& out_dir, bool force) {
@@ -659,64 +876,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   // Reading from a shard while replacing it would delete what is merged: no shard may hold the
   // output, nor the output a shard.
   const fs::path out = checked_output_path(out_dir, shard_dirs);
-  ojson first;
-  std::map<std::size_t, std::pair<ojson, fs::path>> rows;  // point index -> row, the shard it came from
-  for (const auto& d : shard_dirs) {
-    const fs::path dir = fs::weakly_canonical(fs::absolute(d));
-    const auto [diverge, _] = std::mismatch(dir.begin(), dir.end(), out.begin(), out.end());
-    if (diverge == dir.end()) throw InputError(fmt::format("merge: -o {} is {}, or inside it: a shard being merged", out_dir, d));
-    std::ifstream in(dir / "sweep.json");
-    if (!in) throw InputError(fmt::format("merge: {}: no sweep.json (not the output directory of a sweep)", d));
-    ojson sweep;
-    try {
-      sweep = parse_bounded<ojson>(in, d + "/sweep.json");
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("merge: {}/sweep.json: not JSON: {}", d, e.what()));
-    }
-    for (const char* key : {"workload", "axes", "points", "rows"})
-      if (!sweep.is_object() || !sweep.contains(key)) throw InputError(fmt::format("merge: {}/sweep.json: missing \"{}\"", d, key));
-    if (!sweep["rows"].is_array() || !sweep["points"].is_number_unsigned() || !sweep["axes"].is_array())
-      throw InputError(fmt::format("merge: {}/sweep.json: \"rows\" and \"axes\" must be arrays, \"points\" a count", d));
-    if (first.is_null()) first = sweep;
-    // The shards of one sweep differ only in which shard they are.
-    auto unsharded_arguments = [](ojson s) {
-      if (s.contains("arguments") && s["arguments"].is_object()) s["arguments"].erase("shard");
-      return s.value("arguments", ojson());
-    };
-    if (unsharded_arguments(sweep) != unsharded_arguments(first))
-      throw InputError(fmt::format("merge: {}/sweep.json: \"arguments\" differ from {}'s: not a shard of the same sweep", d,
-                                   shard_dirs.front()));
-    for (const char* key : {"workload", "axes", "points"})
-      if (sweep[key] != first[key])
-        throw InputError(fmt::format("merge: {}/sweep.json: \"{}\" differs from {}'s: not a shard of the same sweep", d,
-                                     key, shard_dirs.front()));
-    for (const auto& row : sweep["rows"]) {
-      if (!row.is_object() || !row.contains("index") || !row["index"].is_number_unsigned() || !row.contains("point") ||
-          !row["point"].is_string() || !row.contains("status") || !row["status"].is_string() || !row.contains("reason") ||
-          !row["reason"].is_string() || !row.contains("varied") || !row["varied"].is_object() || !row.contains("summary") ||
-          !(row["summary"].is_object() || row["summary"].is_null()))
-        throw InputError(fmt::format("merge: {}/sweep.json: a row without \"index\", \"point\", \"status\", \"reason\", "
-                                     "\"varied\" and \"summary\" (written by an older tpusim?)", d));
-      const std::string id = row["point"].get<std::string>();
-      if (id.empty() || id == "." || id == ".." || safe(id) != id)
-        throw InputError(fmt::format("merge: {}/sweep.json: point \"{}\" is not a point name tpusim writes", d, id));
-      // What merge copies must be what the shard's sweep wrote: a point directory or log that
-      // is a symbolic link, or holds a file tpusim did not write, would copy another's data.
-      std::error_code link_ec;
-      for (const fs::path& written : {dir / "points" / id, dir / "points" / (id + ".log")})
-        if (fs::is_symlink(fs::symlink_status(written, link_ec)))
-          throw InputError(fmt::format("merge: {} is a symbolic link; a shard's points are what its sweep wrote", written.string()));
-      if (fs::exists(dir / "points" / id))
-        if (const auto foreign = foreign_entry(dir / "points" / id))
-          throw InputError(fmt::format("merge: {} is not a file tpusim wrote; merge copies only a sweep's own outputs",
-                                       foreign->string()));
-      const auto index = row["index"].get<std::size_t>();
-      const auto [it, fresh] = rows.emplace(index, std::make_pair(row, dir));
-      if (!fresh)
-        throw InputError(fmt::format("merge: point {} is in both {} and {}: shards must not overlap",
-                                     row["point"].get<std::string>(), it->second.second.string(), dir.string()));
-    }
-  }
+  const ShardSweeps shards = read_shards(shard_dirs, out, out_dir);
 
   std::error_code ec;
   const bool existed = !empty_or_missing(out);
@@ -725,22 +885,12 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   fs::create_directories(out, ec);
   const DirectoryLock lock(out, out_dir);
   std::vector<std::string> ids;
-  for (const auto& [index, entry] : rows) ids.push_back(entry.first["point"].get<std::string>());
+  for (const auto& [index, entry] : shards.rows) ids.push_back(entry.first["point"].get<std::string>());
   ready_directory(out, out_dir, "merge", existed, ids);
 
-  std::vector<ojson> ready;
-  std::size_t failed = 0, interrupted = 0;
-  for (const auto& [index, entry] : rows) {
-    const auto& [row, dir] = entry;
-    const std::string id = row["point"].get<std::string>();
-    if (fs::exists(dir / "points" / id)) fs::copy(dir / "points" / id, out / "points" / id, fs::copy_options::recursive);
-    if (fs::exists(dir / "points" / (id + ".log"))) fs::copy_file(dir / "points" / (id + ".log"), out / "points" / (id + ".log"));
-    const std::string status = row["status"].get<std::string>();
-    if (status == "interrupted") ++interrupted;
-    else if (status != "ok" && status != "oom") ++failed;
-    ready.push_back(row);
-  }
-  ojson sweep = first;
+  Unfinished unfinished;
+  const std::vector<ojson> ready = copy_merged_points(shards.rows, out, unfinished);
+  ojson sweep = shards.first;
   sweep.erase("shard");
   sweep.erase("finished");
   sweep.erase("interrupted");
@@ -748,20 +898,12 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   if (sweep.contains("arguments") && sweep["arguments"].is_object()) sweep["arguments"]["shard"] = "1/1";
   write_sweep_outputs(out, sweep, ready);
 
-  const std::size_t total = first["points"].get<std::size_t>();
+  const std::size_t total = shards.first["points"].get<std::size_t>();
   const std::size_t missing = total - std::min(total, ready.size());
   std::cerr << fmt::format("tpusim merge: {} of {} points from {} shard(s), {} failed{}; {}/sweep.csv\n", ready.size(), total,
-                           shard_dirs.size(), failed, interrupted == 0 ? "" : fmt::format(", {} interrupted", interrupted),
-                           out_dir);
-  if (missing > 0) {
-    std::string which;
-    std::size_t listed = 0;
-    for (std::size_t i = 0; i < total && listed < 10; ++i)
-      if (!rows.count(i)) which += fmt::format("{}{}", listed++ ? ", " : "", i);
-    std::cerr << fmt::format("tpusim merge: {} point(s) missing (numbers {}{}): run or --resume their shards\n", missing,
-                             which, missing > listed ? ", ..." : "");
-  }
-  return static_cast<int>(missing + failed + interrupted);
+                           shard_dirs.size(), unfinished.failed, unfinished.interrupted_note(), out_dir);
+  if (missing > 0) report_missing_points(shards.rows, total, missing);
+  return static_cast<int>(missing + unfinished.total());
 }
 
 }  // namespace tpusim

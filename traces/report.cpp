@@ -692,35 +692,51 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
   return html + "</body></html>\n";
 }
 
-}  // namespace
+// ---- A sweep: the varied keys laid out as charts, a ranking by time and cost, the table of all points.
 
-std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const std::string& timeline_point) {
-  const ojson& rows = sweep["rows"];
-  if (!sweep.contains("axes") && rows.size() == 1) return render_run_report(sweep, timeline, timeline_point);
+std::string value_of(const ojson& row, const std::string& key) {
+  return row["varied"].contains(key) ? row["varied"][key].get<std::string>() : std::string();
+}
 
+// Which varied key is the charts' x axis and which make their series, and the points they show.
+struct SweepLayout {
+  const ojson& rows;
+  std::vector<std::string> differing;
+  std::string x_key;
+  bool numeric_x = false;
+  std::vector<std::string> categories;
+  std::vector<std::string> series_keys;
+  std::vector<const ojson*> charted;
+  std::vector<std::string> series_names;
+  std::string x_name;
+  bool lines = false;
+
+  explicit SweepLayout(const ojson& sweep);
+  std::string series_of(const ojson& row) const;
+  PointLabel point_label(const ojson& row) const;
+  std::string color_of_series(const std::string& name) const;
+  std::vector<Series> series(std::initializer_list<const char*> path) const;
+  std::string chart(const std::string& id, const std::string& title, Unit unit, std::initializer_list<const char*> path,
+                    double reference = NAN, const std::string& reference_name = "") const;
+};
+
+SweepLayout::SweepLayout(const ojson& sweep) : rows(sweep["rows"]) {
   // The keys whose value differs between points, in the order the sweep varies them.
-  auto value_of = [](const ojson& row, const std::string& key) {
-    return row["varied"].contains(key) ? row["varied"][key].get<std::string>() : std::string();
-  };
   std::vector<std::string> keys;
   if (sweep.contains("axes"))
     for (const auto& axis : sweep["axes"]) keys.push_back(axis["key"].get<std::string>());
   for (const auto& row : rows)
     for (const auto& [k, v] : row["varied"].items())
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-  std::vector<std::string> differing;
   for (const auto& k : keys)
     if (std::any_of(rows.begin(), rows.end(), [&](const ojson& row) { return value_of(row, k) != value_of(rows[0], k); })) differing.push_back(k);
   // The x axis: the last varied key whose values are all numbers (lines across it), else the
   // last varied key (bars over its values). Every other varied key makes the series.
-  std::string x_key;
-  bool numeric_x = false;
   for (auto it = differing.rbegin(); it != differing.rend() && !numeric_x; ++it) {
     const bool numeric = std::all_of(rows.begin(), rows.end(), [&](const ojson& row) { return is_number(value_of(row, *it)); });
     if (numeric) x_key = *it, numeric_x = true;
   }
   if (x_key.empty() && !differing.empty()) x_key = differing.back();
-  std::vector<std::string> categories;
   for (const auto& row : rows) {
     const std::string v = value_of(row, x_key);
     if (std::find(categories.begin(), categories.end(), v) == categories.end()) categories.push_back(v);
@@ -728,53 +744,60 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
   if (numeric_x)
     std::stable_sort(categories.begin(), categories.end(),
                      [](const std::string& a, const std::string& b) { return std::strtod(a.c_str(), nullptr) < std::strtod(b.c_str(), nullptr); });
-  std::vector<std::string> series_keys;
   for (const auto& k : differing)
     if (k != x_key) series_keys.push_back(k);
-  auto series_of = [&](const ojson& row) {
-    std::string name;
-    for (const auto& k : series_keys) name += (name.empty() ? "" : ", ") + part_label(k, value_of(row, k));
-    return name;
-  };
-  auto point_label = [&](const ojson& row) {
-    PointLabel label{{}, row["point"].get<std::string>()};
-    for (const auto& k : differing) label.parts.push_back(part_label(k, value_of(row, k)));
-    return label;
-  };
   // The points that ran (ok) or were found not to fit (oom): the charts' points. The others are
   // in the table with their reason.
-  std::vector<const ojson*> charted;
   for (const auto& row : rows)
     if ((row["status"] == "ok" || row["status"] == "oom") && row["summary"].is_object()) charted.push_back(&row);
-  std::vector<std::string> series_names;
   for (const ojson* row : charted)
     if (std::find(series_names.begin(), series_names.end(), series_of(*row)) == series_names.end()) series_names.push_back(series_of(*row));
-  auto color_of_series = [&](const std::string& name) {
-    const auto i = static_cast<std::size_t>(std::find(series_names.begin(), series_names.end(), name) - series_names.begin());
-    return std::string(kPalette[i % 10]);
-  };
-  // One series per combination of the other varied keys, a value per x category.
-  auto series = [&](std::initializer_list<const char*> path) {
-    std::vector<Series> out;
-    for (const auto& name : series_names) {
-      Series s{name, color_of_series(name), std::vector<double>(categories.size(), NAN), std::vector<bool>(categories.size(), false)};
-      for (const ojson* row : charted) {
-        if (series_of(*row) != name) continue;
-        const auto i = static_cast<std::size_t>(std::find(categories.begin(), categories.end(), value_of(*row, x_key)) - categories.begin());
-        s.values[i] = number_at(*row, path);
-        s.oom[i] = (*row)["status"] == "oom";
-      }
-      out.push_back(std::move(s));
-    }
-    return out;
-  };
-  const std::string x_name = x_key.empty() ? "" : short_key(x_key);
-  const bool lines = numeric_x && categories.size() > 1;
-  auto chart = [&](const std::string& id, const std::string& title, Unit unit, std::initializer_list<const char*> path, double reference = NAN,
-                   const std::string& reference_name = "") {
-    return series_chart(id, title, unit, x_name, categories, lines, series(path), reference, reference_name);
-  };
+  x_name = x_key.empty() ? "" : short_key(x_key);
+  lines = numeric_x && categories.size() > 1;
+}
 
+std::string SweepLayout::series_of(const ojson& row) const {
+  std::string name;
+  for (const auto& k : series_keys) name += (name.empty() ? "" : ", ") + part_label(k, value_of(row, k));
+  return name;
+}
+
+PointLabel SweepLayout::point_label(const ojson& row) const {
+  PointLabel label{{}, row["point"].get<std::string>()};
+  for (const auto& k : differing) label.parts.push_back(part_label(k, value_of(row, k)));
+  return label;
+}
+
+std::string SweepLayout::color_of_series(const std::string& name) const {
+  const auto i = static_cast<std::size_t>(std::find(series_names.begin(), series_names.end(), name) - series_names.begin());
+  return std::string(kPalette[i % 10]);
+}
+
+// One series per combination of the other varied keys, a value per x category.
+std::vector<Series> SweepLayout::series(std::initializer_list<const char*> path) const {
+  std::vector<Series> out;
+  for (const auto& name : series_names) {
+    Series s{name, color_of_series(name), std::vector<double>(categories.size(), NAN), std::vector<bool>(categories.size(), false)};
+    for (const ojson* row : charted) {
+      if (series_of(*row) != name) continue;
+      const auto i = static_cast<std::size_t>(std::find(categories.begin(), categories.end(), value_of(*row, x_key)) - categories.begin());
+      s.values[i] = number_at(*row, path);
+      s.oom[i] = (*row)["status"] == "oom";
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string SweepLayout::chart(const std::string& id, const std::string& title, Unit unit,
+                               std::initializer_list<const char*> path, double reference, const std::string& reference_name) const {
+  return series_chart(id, title, unit, x_name, categories, lines, series(path), reference, reference_name);
+}
+
+std::string sweep_page_head(const ojson& sweep, const SweepLayout& layout) {
+  const ojson& rows = layout.rows;
+  const std::vector<std::string>& differing = layout.differing;
+  const std::vector<const ojson*>& charted = layout.charted;
   const std::string workload = charted.empty() ? sweep["workload"].get<std::string>() : string_at(*charted[0], {"workload"});
   const std::string title = "tpusim sweep: " + workload;
   std::string html = page_head(title);
@@ -793,72 +816,94 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
         if (std::find(values.begin(), values.end(), value_of(row, differing[k])) == values.end()) values.push_back(value_of(row, differing[k]));
       html += fmt::format("{}<b>{}</b> ({})", k ? "; " : "", escape(differing[k]), escape(fmt::format("{}", fmt::join(values, ", "))));
     }
-    html += fmt::format(". Charts: x axis {}{}.", escape(x_name.empty() ? "-" : x_name),
-                        series_keys.empty() ? "" : ", one " + std::string(lines ? "line" : "bar colour") + " per " +
-                                                       escape(fmt::format("{}", fmt::join(series_keys, " and "))));
+    html += fmt::format(". Charts: x axis {}{}.", escape(layout.x_name.empty() ? "-" : layout.x_name),
+                        layout.series_keys.empty() ? "" : ", one " + std::string(layout.lines ? "line" : "bar colour") + " per " +
+                                                              escape(fmt::format("{}", fmt::join(layout.series_keys, " and "))));
   }
   html += "</p>\n";
+  return html;
+}
 
-  if (!charted.empty()) {
-    html += "<h2>Throughput and step time</h2>\n";
-    html += chart("throughput", "Throughput of the slice", Unit::samples_per_s, {"samples_per_s"});
-    html += chart("throughput_per_chip", "Throughput per chip", Unit::samples_per_s, {"samples_per_s_per_chip"});
-    html += chart("step_time", "Step time (steady state)", Unit::seconds, {"step_time_s"});
-    html += chart("mfu", "Model FLOPs utilization (MFU)", Unit::percent, {"mfu"});
+std::string throughput_cost_and_energy_charts(const SweepLayout& layout) {
+  std::string html = "<h2>Throughput and step time</h2>\n";
+  html += layout.chart("throughput", "Throughput of the slice", Unit::samples_per_s, {"samples_per_s"});
+  html += layout.chart("throughput_per_chip", "Throughput per chip", Unit::samples_per_s, {"samples_per_s_per_chip"});
+  html += layout.chart("step_time", "Step time (steady state)", Unit::seconds, {"step_time_s"});
+  html += layout.chart("mfu", "Model FLOPs utilization (MFU)", Unit::percent, {"mfu"});
 
-    html += "<h2>Cost and energy</h2>\n<p class=\"note\">On-demand price per chip-hour and a modelled chip power "
-            "(see docs/cost_energy.md: the energy figures are estimates, not measurements).</p>\n";
-    html += chart("cost", "USD per million samples", Unit::usd, {"cost", "usd_per_million_samples"});
-    html += chart("energy", "Energy per sample", Unit::joules, {"energy", "joules_per_sample"});
-    html += chart("power", "Average power per chip", Unit::watts, {"energy", "chip_power_w"});
-    const auto ok = [](const ojson* row) { return (*row)["status"] == "ok"; };
-    const bool failures_stated = std::any_of(charted.begin(), charted.end(), ok) &&
-                                 std::all_of(charted.begin(), charted.end(), [&](const ojson* row) {
-                                   return !ok(row) || !std::isnan(number_at(*row, {"goodput", "goodput"}));
-                                 });
-    if (failures_stated) {
-      html += "<h2>Goodput</h2>\n<p class=\"note\">With failures at the workload's rate per chip-hour, each restarting the job "
-              "from its last checkpoint (Young and Daly's model, docs/cost_energy.md): a larger slice fails more often, so "
-              "its goodput falls while its throughput grows.</p>\n";
-      html += chart("goodput", "Goodput (useful share of the wall time)", Unit::percent, {"goodput", "goodput"}, 1.0, "100%");
-      html += chart("goodput_throughput", "Throughput with failures", Unit::samples_per_s, {"goodput", "samples_per_s"});
-    }
+  html += "<h2>Cost and energy</h2>\n<p class=\"note\">On-demand price per chip-hour and a modelled chip power "
+          "(see docs/cost_energy.md: the energy figures are estimates, not measurements).</p>\n";
+  html += layout.chart("cost", "USD per million samples", Unit::usd, {"cost", "usd_per_million_samples"});
+  html += layout.chart("energy", "Energy per sample", Unit::joules, {"energy", "joules_per_sample"});
+  html += layout.chart("power", "Average power per chip", Unit::watts, {"energy", "chip_power_w"});
+  return html;
+}
 
-    std::vector<PointLabel> labels;
-    std::vector<bool> oom;
-    std::vector<double> capacity;
-    std::vector<std::string> capacity_hw;
-    for (const ojson* row : charted) {
-      labels.push_back(point_label(*row));
-      oom.push_back((*row)["status"] == "oom");
-      capacity.push_back(number_at(*row, {"memory", "hbm_capacity_bytes"}));
-      capacity_hw.push_back(string_at(*row, {"hw"}));
-    }
-    html += "<h2>Where the step time goes</h2>\n";
-    html += point_chart("breakdown", "Step-time breakdown per core", Unit::seconds, labels, breakdown_components(charted), true, oom);
-    html += "<h2>Utilization</h2>\n";
-    html += point_chart("utilization", "MFU and busy fractions of the units", Unit::percent, labels, utilization_components(charted), false, oom);
-    html += "<h2>Memory per core</h2>\n<p class=\"note\">Each point against its own preset's HBM capacity per core (red dashes; "
-            "written at the top when it is far above the bars).</p>\n";
-    html += point_chart("memory", "Memory per core and each point's HBM capacity per core", Unit::bytes, labels, memory_components(charted), true,
-                        oom, capacity, capacity_hw);
-    html += chart("hbm_fraction", "Memory per core as a share of its own HBM capacity", Unit::percent, {"memory", "hbm_fraction"}, 1.0,
-                  "100% of HBM");
+std::string goodput_charts(const SweepLayout& layout) {
+  const std::vector<const ojson*>& charted = layout.charted;
+  const auto ok = [](const ojson* row) { return (*row)["status"] == "ok"; };
+  const bool failures_stated = std::any_of(charted.begin(), charted.end(), ok) &&
+                               std::all_of(charted.begin(), charted.end(), [&](const ojson* row) {
+                                 return !ok(row) || !std::isnan(number_at(*row, {"goodput", "goodput"}));
+                               });
+  if (!failures_stated) return "";
+  std::string html = "<h2>Goodput</h2>\n<p class=\"note\">With failures at the workload's rate per chip-hour, each restarting the job "
+                     "from its last checkpoint (Young and Daly's model, docs/cost_energy.md): a larger slice fails more often, so "
+                     "its goodput falls while its throughput grows.</p>\n";
+  html += layout.chart("goodput", "Goodput (useful share of the wall time)", Unit::percent, {"goodput", "goodput"}, 1.0, "100%");
+  html += layout.chart("goodput_throughput", "Throughput with failures", Unit::samples_per_s, {"goodput", "samples_per_s"});
+  return html;
+}
+
+std::string breakdown_utilization_and_memory_charts(const SweepLayout& layout) {
+  const std::vector<const ojson*>& charted = layout.charted;
+  std::vector<PointLabel> labels;
+  std::vector<bool> oom;
+  std::vector<double> capacity;
+  std::vector<std::string> capacity_hw;
+  for (const ojson* row : charted) {
+    labels.push_back(layout.point_label(*row));
+    oom.push_back((*row)["status"] == "oom");
+    capacity.push_back(number_at(*row, {"memory", "hbm_capacity_bytes"}));
+    capacity_hw.push_back(string_at(*row, {"hw"}));
   }
+  std::string html = "<h2>Where the step time goes</h2>\n";
+  html += point_chart("breakdown", "Step-time breakdown per core", Unit::seconds, labels, breakdown_components(charted), true, oom);
+  html += "<h2>Utilization</h2>\n";
+  html += point_chart("utilization", "MFU and busy fractions of the units", Unit::percent, labels, utilization_components(charted), false, oom);
+  html += "<h2>Memory per core</h2>\n<p class=\"note\">Each point against its own preset's HBM capacity per core (red dashes; "
+          "written at the top when it is far above the bars).</p>\n";
+  html += point_chart("memory", "Memory per core and each point's HBM capacity per core", Unit::bytes, labels, memory_components(charted), true,
+                      oom, capacity, capacity_hw);
+  html += layout.chart("hbm_fraction", "Memory per core as a share of its own HBM capacity", Unit::percent, {"memory", "hbm_fraction"},
+                       1.0, "100% of HBM");
+  return html;
+}
 
-  // Which configuration reaches the samples first, and which for the least money: with failures
-  // when every point states them (the goodput's time and USD to train), else without.
-  std::vector<Candidate> candidates;
+// Which configuration reaches the samples first, and which for the least money: with failures
+// when every point states them (the goodput's time and USD to train), else without.
+struct RankingBasis {
   bool with_failures = true;
+  bool to_train = true;
+};
+
+RankingBasis ranking_basis(const std::vector<const ojson*>& charted) {
+  RankingBasis basis;
   for (const ojson* row : charted)
     if ((*row)["status"] == "ok" && !(number_at(*row, {"goodput", "time_to_train_s"}) >= 0 && number_at(*row, {"goodput", "usd_to_train"}) >= 0))
-      with_failures = false;
-  const char* const run_figures = with_failures ? "goodput" : "cost";
-  bool to_train = true;
+      basis.with_failures = false;
+  const char* const run_figures = basis.with_failures ? "goodput" : "cost";
   for (const ojson* row : charted)
     if ((*row)["status"] == "ok" && !(number_at(*row, {run_figures, "time_to_train_s"}) >= 0 && number_at(*row, {run_figures, "usd_to_train"}) >= 0))
-      to_train = false;
-  for (const ojson* row : charted) {
+      basis.to_train = false;
+  return basis;
+}
+
+std::vector<Candidate> ranking_candidates(const SweepLayout& layout, const RankingBasis& basis) {
+  const char* const run_figures = basis.with_failures ? "goodput" : "cost";
+  const bool to_train = basis.to_train;
+  std::vector<Candidate> candidates;
+  for (const ojson* row : layout.charted) {
     if ((*row)["status"] != "ok") continue;
     Candidate c;
     c.row = row;
@@ -866,90 +911,121 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
     c.usd = to_train ? number_at(*row, {run_figures, "usd_to_train"}) : number_at(*row, {"cost", "usd_per_million_samples"});
     c.samples_per_usd = number_at(*row, {"cost", "samples_per_usd"});
     if (!(c.time > 0) || !(c.usd >= 0) || !std::isfinite(c.time)) continue;
-    const PointLabel l = point_label(*row);
+    const PointLabel l = layout.point_label(*row);
     c.label = fmt::format("{}", fmt::join(l.parts, " "));
     if (c.label.empty()) c.label = (*row)["point"].get<std::string>();
-    c.color = color_of_series(series_of(*row));
+    c.color = layout.color_of_series(layout.series_of(*row));
     candidates.push_back(std::move(c));
   }
-  if (!candidates.empty()) {
-    for (auto& c : candidates) {
-      c.time_rank = 1 + static_cast<std::size_t>(std::count_if(candidates.begin(), candidates.end(), [&](const Candidate& o) { return o.time < c.time; }));
-      c.usd_rank = 1 + static_cast<std::size_t>(std::count_if(candidates.begin(), candidates.end(), [&](const Candidate& o) { return o.usd < c.usd; }));
-      c.front = std::none_of(candidates.begin(), candidates.end(), [&](const Candidate& o) {
-        return o.time <= c.time && o.usd <= c.usd && (o.time < c.time || o.usd < c.usd);
-      });
-    }
-    std::vector<Candidate> ordered = candidates;
-    std::stable_sort(ordered.begin(), ordered.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.time != b.time ? a.time < b.time : a.usd < b.usd; });
-    const std::string time_name = !to_train ? "time per million samples" : with_failures ? "time to train with failures" : "time to train";
-    const std::string usd_name = !to_train ? "USD per million samples" : with_failures ? "USD to train with failures" : "USD to train";
-    const auto cheapest = std::min_element(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.usd < b.usd; });
-    html += "<h2>Which configuration trains first, and which cheapest</h2>\n";
-    html += fmt::format("<p class=\"note\">{} Fastest: <b>{}</b> ({}, {}). Cheapest: <b>{}</b> ({}, {}). On the Pareto front (no other point "
-                        "is both faster and cheaper): {}.</p>\n",
-                        !to_train       ? "The workload states no dataset (training.dataset_examples), so per million samples."
-                        : with_failures ? "The training run the workload states (dataset x epochs), with its failures and checkpoints "
-                                          "(the goodput), ranked here by its time and USD to train with them."
-                                        : "The training run the workload states (dataset x epochs; the ranks are sweep.csv's).",
-                        escape(ordered[0].label), escape(format(Unit::seconds, ordered[0].time)), escape(format(Unit::usd, ordered[0].usd)),
-                        escape(cheapest->label), escape(format(Unit::seconds, cheapest->time)), escape(format(Unit::usd, cheapest->usd)),
-                        std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.front; }));
-    html += pareto_chart(candidates, time_name, usd_name);
-    html += fmt::format("<table id=\"ranking\"><tr><th>by time</th><th class=\"left\">point</th><th>{}</th><th>{}</th><th>samples/USD</th>"
-                        "<th>by cost</th><th class=\"left\">Pareto front</th></tr>\n",
-                        escape(time_name), escape(usd_name));
-    for (const auto& c : ordered)
-      html += fmt::format("<tr{}><td class=\"rank\">#{}</td><td class=\"left\" title=\"{}\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-                          "<td class=\"num\">{}</td><td class=\"rank\">#{}</td><td class=\"left\">{}</td></tr>\n",
-                          c.front ? " class=\"front\"" : "", c.time_rank, escape((*c.row)["point"].get<std::string>()), escape(c.label),
-                          escape(format(Unit::seconds, c.time)), escape(format(Unit::usd, c.usd)),
-                          escape(format(Unit::samples_per_usd, c.samples_per_usd)), c.usd_rank, c.front ? "yes" : "");
-    html += "</table>\n";
+  for (auto& c : candidates) {
+    c.time_rank = 1 + static_cast<std::size_t>(std::count_if(candidates.begin(), candidates.end(), [&](const Candidate& o) { return o.time < c.time; }));
+    c.usd_rank = 1 + static_cast<std::size_t>(std::count_if(candidates.begin(), candidates.end(), [&](const Candidate& o) { return o.usd < c.usd; }));
+    c.front = std::none_of(candidates.begin(), candidates.end(), [&](const Candidate& o) {
+      return o.time <= c.time && o.usd <= c.usd && (o.time < c.time || o.usd < c.usd);
+    });
   }
+  return candidates;
+}
 
+std::string ranking_section(const SweepLayout& layout) {
+  const RankingBasis basis = ranking_basis(layout.charted);
+  const bool with_failures = basis.with_failures, to_train = basis.to_train;
+  const std::vector<Candidate> candidates = ranking_candidates(layout, basis);
+  if (candidates.empty()) return "";
+  std::vector<Candidate> ordered = candidates;
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.time != b.time ? a.time < b.time : a.usd < b.usd; });
+  const std::string time_name = !to_train ? "time per million samples" : with_failures ? "time to train with failures" : "time to train";
+  const std::string usd_name = !to_train ? "USD per million samples" : with_failures ? "USD to train with failures" : "USD to train";
+  const auto cheapest = std::min_element(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.usd < b.usd; });
+  std::string html = "<h2>Which configuration trains first, and which cheapest</h2>\n";
+  html += fmt::format("<p class=\"note\">{} Fastest: <b>{}</b> ({}, {}). Cheapest: <b>{}</b> ({}, {}). On the Pareto front (no other point "
+                      "is both faster and cheaper): {}.</p>\n",
+                      !to_train       ? "The workload states no dataset (training.dataset_examples), so per million samples."
+                      : with_failures ? "The training run the workload states (dataset x epochs), with its failures and checkpoints "
+                                        "(the goodput), ranked here by its time and USD to train with them."
+                                      : "The training run the workload states (dataset x epochs; the ranks are sweep.csv's).",
+                      escape(ordered[0].label), escape(format(Unit::seconds, ordered[0].time)), escape(format(Unit::usd, ordered[0].usd)),
+                      escape(cheapest->label), escape(format(Unit::seconds, cheapest->time)), escape(format(Unit::usd, cheapest->usd)),
+                      std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.front; }));
+  html += pareto_chart(candidates, time_name, usd_name);
+  html += fmt::format("<table id=\"ranking\"><tr><th>by time</th><th class=\"left\">point</th><th>{}</th><th>{}</th><th>samples/USD</th>"
+                      "<th>by cost</th><th class=\"left\">Pareto front</th></tr>\n",
+                      escape(time_name), escape(usd_name));
+  for (const auto& c : ordered)
+    html += fmt::format("<tr{}><td class=\"rank\">#{}</td><td class=\"left\" title=\"{}\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                        "<td class=\"num\">{}</td><td class=\"rank\">#{}</td><td class=\"left\">{}</td></tr>\n",
+                        c.front ? " class=\"front\"" : "", c.time_rank, escape((*c.row)["point"].get<std::string>()), escape(c.label),
+                        escape(format(Unit::seconds, c.time)), escape(format(Unit::usd, c.usd)),
+                        escape(format(Unit::samples_per_usd, c.samples_per_usd)), c.usd_rank, c.front ? "yes" : "");
+  html += "</table>\n";
+  return html;
+}
+
+std::string all_points_table_head(bool train_columns) {
+  return fmt::format("<h2>All points</h2>\n<div class=\"scroll\"><table id=\"points\"><tr><th class=\"left\">point</th><th class=\"left\">status</th>"
+                     "<th>memory/core (of HBM)</th><th>step time</th><th>samples/s</th><th>per chip</th><th>MFU</th>"
+                     "<th>USD per M samples</th><th>samples/USD (rank)</th><th>J/sample</th>{}<th class=\"left\">straggler</th></tr>\n",
+                     train_columns ? "<th>time to train (rank)</th><th>USD to train</th>" : "");
+}
+
+std::string all_points_row(const SweepLayout& layout, const ojson& row, bool train_columns) {
+  const bool good = row["status"] == "ok";
+  auto cell = [&](Unit unit, std::initializer_list<const char*> path) { return escape(format(unit, number_at(row, path))); };
+  // A sweep ranks its points (1: best).
+  auto ranked = [&](Unit unit, std::initializer_list<const char*> path, const char* rank) {
+    std::string text = cell(unit, path);
+    if (!text.empty() && row.contains("rank") && row["rank"].is_object() && row["rank"].contains(rank) && row["rank"][rank].is_number())
+      text += fmt::format(" (#{})", row["rank"][rank].get<std::uint64_t>());
+    return text;
+  };
+  // The point by its number and varied values; its directory's name as the tooltip.
+  const std::string point = row["point"].get<std::string>();
+  const PointLabel label = layout.point_label(row);
+  const std::string number = point.size() > 3 && point[3] == '_' ? point.substr(0, 3) + " " : "";
+  std::string html = fmt::format("<tr{}><td class=\"left\" title=\"{}\">{}</td><td class=\"left\">{}</td><td class=\"num wrap\">{}</td>",
+                                 good ? "" : " class=\"failed\"", escape(point),
+                                 escape(label.parts.empty() ? point : number + fmt::format("{}", fmt::join(label.parts, " "))),
+                                 escape(row["status"].get<std::string>()), escape(memory_cell(row)));
+  if (!good) {  // no step: the reason in place of its figures
+    html += fmt::format("<td colspan=\"{}\" class=\"reason\">{}</td></tr>\n", train_columns ? 10 : 8, escape(row.value("reason", std::string())));
+    return html;
+  }
+  html += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                      "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>{}<td class=\"left\">{}</td></tr>\n",
+                      cell(Unit::seconds, {"step_time_s"}), cell(Unit::samples_per_s, {"samples_per_s"}),
+                      cell(Unit::samples_per_s, {"samples_per_s_per_chip"}), cell(Unit::percent, {"mfu"}),
+                      cell(Unit::usd, {"cost", "usd_per_million_samples"}), ranked(Unit::samples_per_usd, {"cost", "samples_per_usd"}, "samples_per_usd"),
+                      cell(Unit::joules, {"energy", "joules_per_sample"}),
+                      train_columns ? fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td>",
+                                                  ranked(Unit::seconds, {"cost", "time_to_train_s"}, "time_to_train_s"),
+                                                  cell(Unit::usd, {"cost", "usd_to_train"}))
+                                    : std::string(),
+                      escape(straggler_of(row)));
+  return html;
+}
+
+}  // namespace
+
+std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const std::string& timeline_point) {
+  const ojson& rows = sweep["rows"];
+  if (!sweep.contains("axes") && rows.size() == 1) return render_run_report(sweep, timeline, timeline_point);
+
+  const SweepLayout layout(sweep);
+  std::string html = sweep_page_head(sweep, layout);
+  if (!layout.charted.empty()) {
+    html += throughput_cost_and_energy_charts(layout);
+    html += goodput_charts(layout);
+    html += breakdown_utilization_and_memory_charts(layout);
+  }
+  html += ranking_section(layout);
   html += timeline_section(timeline, timeline_point);
 
   // Time and USD to train only when the workload states its dataset.
   const bool train_columns =
       std::any_of(rows.begin(), rows.end(), [](const ojson& row) { return !std::isnan(number_at(row, {"cost", "time_to_train_s"})); });
-  html += fmt::format("<h2>All points</h2>\n<div class=\"scroll\"><table id=\"points\"><tr><th class=\"left\">point</th><th class=\"left\">status</th>"
-                      "<th>memory/core (of HBM)</th><th>step time</th><th>samples/s</th><th>per chip</th><th>MFU</th>"
-                      "<th>USD per M samples</th><th>samples/USD (rank)</th><th>J/sample</th>{}<th class=\"left\">straggler</th></tr>\n",
-                      train_columns ? "<th>time to train (rank)</th><th>USD to train</th>" : "");
-  for (const auto& row : rows) {
-    const bool good = row["status"] == "ok";
-    auto cell = [&](Unit unit, std::initializer_list<const char*> path) { return escape(format(unit, number_at(row, path))); };
-    // A sweep ranks its points (1: best).
-    auto ranked = [&](Unit unit, std::initializer_list<const char*> path, const char* rank) {
-      std::string text = cell(unit, path);
-      if (!text.empty() && row.contains("rank") && row["rank"].is_object() && row["rank"].contains(rank) && row["rank"][rank].is_number())
-        text += fmt::format(" (#{})", row["rank"][rank].get<std::uint64_t>());
-      return text;
-    };
-    // The point by its number and varied values; its directory's name as the tooltip.
-    const std::string point = row["point"].get<std::string>();
-    const PointLabel label = point_label(row);
-    const std::string number = point.size() > 3 && point[3] == '_' ? point.substr(0, 3) + " " : "";
-    html += fmt::format("<tr{}><td class=\"left\" title=\"{}\">{}</td><td class=\"left\">{}</td><td class=\"num wrap\">{}</td>",
-                        good ? "" : " class=\"failed\"", escape(point),
-                        escape(label.parts.empty() ? point : number + fmt::format("{}", fmt::join(label.parts, " "))),
-                        escape(row["status"].get<std::string>()), escape(memory_cell(row)));
-    if (!good) {  // no step: the reason in place of its figures
-      html += fmt::format("<td colspan=\"{}\" class=\"reason\">{}</td></tr>\n", train_columns ? 10 : 8, escape(row.value("reason", std::string())));
-      continue;
-    }
-    html += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-                        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>{}<td class=\"left\">{}</td></tr>\n",
-                        cell(Unit::seconds, {"step_time_s"}), cell(Unit::samples_per_s, {"samples_per_s"}),
-                        cell(Unit::samples_per_s, {"samples_per_s_per_chip"}), cell(Unit::percent, {"mfu"}),
-                        cell(Unit::usd, {"cost", "usd_per_million_samples"}), ranked(Unit::samples_per_usd, {"cost", "samples_per_usd"}, "samples_per_usd"),
-                        cell(Unit::joules, {"energy", "joules_per_sample"}), train_columns ? fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td>", ranked(Unit::seconds, {"cost", "time_to_train_s"}, "time_to_train_s"),
-                                                    cell(Unit::usd, {"cost", "usd_to_train"}))
-                                      : std::string(),
-                        escape(straggler_of(row)));
-  }
+  html += all_points_table_head(train_columns);
+  for (const auto& row : rows) html += all_points_row(layout, row, train_columns);
   html += "</table></div>\n</body></html>\n";
   return html;
 }
