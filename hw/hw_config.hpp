@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hw/config_keys.hpp"
 #include "hw/program.hpp"
 
 namespace tpusim {
@@ -28,6 +30,20 @@ struct MxuConfig {
     if (lhs == DType::Fp8) return bf16_macs_per_cell_per_cycle * fp8_speedup;
     return bf16_macs_per_cell_per_cycle;
   }
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("rows", rows, {"cells", "Systolic array rows (the K extent of a stationary weight tile)", 8, 1024});
+    k.key("cols", cols, {"cells", "Systolic array columns (the N extent of a stationary weight tile)", 8, 1024});
+    k.key("per_core", per_core, {"MXUs", "Matrix units per TensorCore", 1, 16});
+    k.key("bf16_macs_per_cell_per_cycle", bf16_macs_per_cell_per_cycle,
+          {"MAC/cycle",
+           "bf16 multiply-accumulates per array cell per cycle (calibrates generations whose published peak needs more "
+           "than 1)", 0.125, 16});
+    k.key("int8_speedup", int8_speedup, {"x", "int8 matmul rate relative to bf16; 0 when the MXU has no int8 path", 0, 16});
+    k.key("fp8_speedup", fp8_speedup, {"x", "fp8 matmul rate relative to bf16; 0 when the MXU has no fp8 path", 0, 16});
+    k.key("weight_double_buffered", weight_double_buffered, {"", "The next weight tile loads while the current one streams"});
+  }
 };
 
 struct VpuConfig {
@@ -38,6 +54,18 @@ struct VpuConfig {
   // costs, as XLA runs it on this generation (a softmax's max and sum, a layer norm's
   // statistics); 0: the reduction rides in the op's own pass.
   double lane_reduction_extra_passes = 0;
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("lanes", lanes, {"lanes", "Vector unit lanes", 1, 4096});
+    k.key("sublanes", sublanes, {"sublanes", "Vector unit sublanes", 1, 1024});
+    k.key("alus_per_element", alus_per_element, {"ALUs", "fp32 ALUs per (lane, sublane)", 1, 16});
+    k.key("lane_reduction_extra_passes", lane_reduction_extra_passes,
+          {"passes",
+           "Extra reads of its input, in passes, that each reduction along the last (lane) axis costs a vector op (a softmax's "
+           "max and sum, a layer norm's statistics), as XLA runs it on this generation; 0: the reduction rides in the op's own "
+           "pass", 0, 100, 0.0});
+  }
 };
 
 struct DmaConfig {
@@ -45,6 +73,14 @@ struct DmaConfig {
   std::uint32_t max_outstanding_chunks = 4;
   std::uint64_t chunk_bytes = 512 * 1024;  // one HBM transaction of a DMA
   double issue_latency_ns = 100;           // descriptor issue to first byte
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("engines", engines, {"engines", "DMA engines per TensorCore (transfers in parallel)", 1, 64});
+    k.key("max_outstanding_chunks", max_outstanding_chunks, {"chunks", "HBM requests one DMA keeps in flight", 1, 1024});
+    k.key("chunk_bytes", chunk_bytes, {"bytes", "Size of one DMA request to HBM", 64, 1ull << 30});
+    k.key("issue_latency_ns", issue_latency_ns, {"ns", "From DMA descriptor issue to the first request", 0, 1e6});
+  }
 };
 
 struct CoreConfig {
@@ -54,6 +90,16 @@ struct CoreConfig {
   std::uint64_t vmem_bytes = 16ull << 20;
   DmaConfig dma;
   std::uint32_t op_overhead_cycles = 0;  // fixed issue cost of every op on the core
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("freq_mhz", freq_mhz, {"MHz", "TensorCore clock", 1, 10000});
+    k.block("mxu", mxu);
+    k.block("vpu", vpu);
+    k.key("vmem_bytes", vmem_bytes, {"bytes", "Vector memory (VMEM) per TensorCore", 65536, 1e12});
+    k.key("op_overhead_cycles", op_overhead_cycles, {"cycles", "Fixed issue cost of every op", 0, 1e9});
+    k.block("dma", dma);
+  }
 };
 
 // JEDEC timing parameters of one HBM (pseudo-)channel, in nanoseconds (the preset converts the
@@ -75,6 +121,26 @@ struct HbmTimingConfig {
   double trtp_ns = 5;     // read command to PRE
   double trfc_ns = 350;   // all-bank refresh
   double trefi_ns = 3900; // refresh interval
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("trcd_ns", trcd_ns, {"ns", "tRCD: ACT to column command", 0, 1e4});
+    k.key("trp_ns", trp_ns, {"ns", "tRP: PRE to ACT", 0, 1e4});
+    k.key("tras_ns", tras_ns, {"ns", "tRAS: ACT to PRE", 0, 1e4});
+    k.key("tcl_ns", tcl_ns, {"ns", "tCL: read command to data", 0, 1e4});
+    k.key("tcwl_ns", tcwl_ns, {"ns", "tCWL: write command to data", 0, 1e4});
+    k.key("tccd_l_ns", tccd_l_ns, {"ns", "tCCD_L: column to column in one bank group (tCCD_S is the burst time)", 0, 1e4});
+    k.key("trrd_s_ns", trrd_s_ns, {"ns", "tRRD_S: ACT to ACT in different bank groups", 0, 1e4});
+    k.key("trrd_l_ns", trrd_l_ns, {"ns", "tRRD_L: ACT to ACT in one bank group", 0, 1e4});
+    k.key("tfaw_ns", tfaw_ns, {"ns", "tFAW: window holding at most four ACTs", 0, 1e4});
+    k.key("twtr_s_ns", twtr_s_ns, {"ns", "tWTR_S: end of write data to a read, different bank groups", 0, 1e4});
+    k.key("twtr_l_ns", twtr_l_ns, {"ns", "tWTR_L: end of write data to a read, same bank group", 0, 1e4});
+    k.key("trtw_ns", trtw_ns, {"ns", "Bus turnaround from the end of read data to write data", 0, 1e4});
+    k.key("twr_ns", twr_ns, {"ns", "tWR: end of write data to PRE", 0, 1e4});
+    k.key("trtp_ns", trtp_ns, {"ns", "tRTP: read command to PRE", 0, 1e4});
+    k.key("trfc_ns", trfc_ns, {"ns", "tRFC: all-bank refresh", 0, 1e5});
+    k.key("trefi_ns", trefi_ns, {"ns", "tREFI: refresh interval", 1, 1e7});
+  }
 };
 
 struct HbmConfig {
@@ -93,11 +159,53 @@ struct HbmConfig {
   double latency_ns = 100;                     // on-chip path to the controllers and back
   HbmTimingConfig timing;
   std::string model = "calibrated";  // the registered memory model a chip's memory is built by (hw/memory.hpp)
+  std::map<std::string, double> model_keys;  // the values of that model's own knobs, by name
 
   std::uint32_t burst_bytes() const { return channel_width_bits / 8 * burst_length; }
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("capacity_bytes", capacity_bytes, {"bytes", "HBM capacity per chip", 1 << 20, 1e14});
+    k.key("bw_gbps", bw_gbps, {"GB/s", "HBM peak bandwidth per chip (10^9 bytes/s, all channels)", 1, 1e6});
+    k.key("channels", channels, {"channels", "Independent HBM channels per chip (pseudo-channels count as channels)", 1, 4096});
+    k.key("channel_width_bits", channel_width_bits, {"bits", "Data width of one channel", 8, 1024});
+    k.key("burst_length", burst_length, {"beats", "Beats per burst (a burst moves width/8 x length bytes)", 1, 64});
+    k.key("bank_groups", bank_groups, {"groups", "Bank groups per channel", 1, 64});
+    k.key("banks_per_group", banks_per_group, {"banks", "Banks per bank group", 1, 64});
+    k.key("row_bytes", row_bytes, {"bytes", "Row buffer (page) of one bank", 32, 1 << 20});
+    k.key("address_mapping", address_mapping,
+          {"",
+           "Address fields from most to least significant, DRAMsim3 notation: ro row, ba bank, bg bank group, ch channel, co "
+           "column, ra rank"});
+    k.key("queue_depth", queue_depth,
+          {"bursts",
+           "Transaction queue of a channel's controller, in one-burst requests; a requester waits while it is full", 1, 1 << 20});
+    k.key("bank_queue_depth", bank_queue_depth,
+          {"bursts",
+           "Per-bank command queue a transaction moves into when its bank has room; the scheduler picks among these (row hits "
+           "first, then the oldest)", 1, 1 << 20});
+    k.key("posted_writes", posted_writes,
+          {"",
+           "A write is acknowledged when its channel's queue takes it (a write buffer), not when its data is in the DRAM"});
+    k.key("model", model,
+          {"",
+           "The memory model a chip's memory is built by: calibrated (the rates the burst-group DRAM model achieves), "
+           "burst_group (every request through that model; slow), datasheet (hbm.bw_gbps for every access) or one a program "
+           "registered before reading the configuration (hw/memory.hpp)"});
+    k.key("latency_ns", latency_ns,
+          {"ns",
+           "On-chip path from a requester to the memory controllers and back (the DRAM timing comes on top)", 0, 1e6});
+    k.block("timing", timing);
+  }
 };
 
 enum class Wraparound { Never, Always, FullAxis, MultipleOf4 };
+inline constexpr NameTable<Wraparound> kWraparoundNames[] = {
+    {Wraparound::Never, "never"},
+    {Wraparound::Always, "always"},
+    {Wraparound::FullAxis, "full_axis"},
+    {Wraparound::MultipleOf4, "multiple_of_4"},
+};
 
 struct IciConfig {
   std::uint32_t ports_per_chip = 4;
@@ -114,6 +222,24 @@ struct IciConfig {
   Wraparound wraparound = Wraparound::FullAxis;
   std::uint32_t full_axis_chips = 16;
   std::uint64_t chunk_bytes = 1 << 20;
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("ports_per_chip", ports_per_chip, {"ports", "ICI ports per chip (2 per torus axis)", 0, 12});
+    k.key("link_bw_gbps", link_bw_gbps, {"GB/s", "ICI bandwidth per link per direction (10^9 bytes/s)", 0.001, 1e6});
+    k.key("payload_efficiency", payload_efficiency,
+          {"",
+           "Share of ici.link_bw_gbps that carries payload (the rest: headers, flow control)", 0.01, 1});
+    k.key("hop_latency_ns", hop_latency_ns, {"ns", "Latency per ICI hop", 0, 1e8});
+    k.key("collective_start_ns", collective_start_ns,
+          {"ns",
+           "Fixed cost of starting one collective on a chip (peers signal their buffers are free, transfers are set up) before "
+           "its first byte moves", 0, 1e8});
+    k.choice("wraparound", wraparound, kWraparoundNames, {"", "Which torus axes wrap around"});
+    k.key("full_axis_chips", full_axis_chips,
+          {"chips",
+           "Axis length that has wraparound when ici.wraparound is full_axis", 1, 1024});
+  }
 };
 
 struct HostConfig {
@@ -123,6 +249,17 @@ struct HostConfig {
   // A framework's call of one compiled program, as its timer sees it: dispatch from the host, the
   // program's start on the device and the completion's return, beyond the device's own time.
   double launch_overhead_us = 0;
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("chips_per_host", chips_per_host, {"chips", "Chips attached to one host", 1, 64});
+    k.key("pcie_bw_gbps", pcie_bw_gbps, {"GB/s", "Host-to-chip PCIe bandwidth per chip (10^9 bytes/s)", 0.001, 1e5});
+    k.key("pcie_latency_ns", pcie_latency_ns, {"ns", "Host-to-chip transfer latency", 0, 1e8});
+    k.key("launch_overhead_us", launch_overhead_us,
+          {"us",
+           "Cost of launching one compiled program as a framework's timer sees it, beyond the device time (the framework-timed "
+           "figure of gemm, op and collective)", 0, 1e7});
+  }
 };
 
 // The data-center network between slices (Cloud TPU multislice): a chip's traffic to its peer in
@@ -130,6 +267,17 @@ struct HostConfig {
 struct DcnConfig {
   double bw_gbps_per_chip = 0;  // per direction; 0: none published, so no multislice
   double latency_us = 10;
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("bw_gbps_per_chip", bw_gbps_per_chip,
+          {"GB/s",
+           "Data-center network bandwidth between slices per chip per direction (10^9 bytes/s); 0: none published, and more "
+           "than one slice is refused until it is set", 0, 1e5});
+    k.key("latency_us", latency_us,
+          {"us",
+           "One-way latency of a transfer between slices: DMA to the host, the network, DMA into the peer's HBM", 0, 1e6});
+  }
 };
 
 // Power of one chip as the summary's energy model takes it (sim/cost_energy.hpp).
@@ -138,6 +286,21 @@ struct ChipPower {
   double max_w = 0;
   std::optional<double> typical_w;  // the published fleet mean, for comparison only
   double mxu_share = 0.5;           // of (max_w - idle_w), the part that follows the MXUs' busy fraction
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("idle_w", idle_w, {"W", "Power of one chip with no unit busy (the measured minimum where one is published)", 0, 1e5});
+    k.optional("typical_w", typical_w,
+               {"W",
+                "Published mean power of one chip over its fleet's workloads (reported beside the modelled power, not used by "
+                "the model)", 0, 1e5});
+    k.key("max_w", max_w,
+          {"W",
+           "Power of one chip with its MXUs and HBM busy all the time (the measured maximum where one is published)", 0, 1e5});
+    k.key("mxu_share", mxu_share,
+          {"",
+           "Share of the span from idle_w to max_w that follows the MXUs' busy fraction; the rest follows the HBM's", 0, 1, 0.5});
+  }
 };
 
 struct ChipConfig {
@@ -151,6 +314,29 @@ struct ChipConfig {
   // Not used by the simulation: the summary turns step time into money and joules with them.
   std::optional<double> price_usd_per_chip_hour;  // absent: the chip has no price
   std::optional<ChipPower> power;                 // absent: no power figures for the chip
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("cores", cores, {"cores", "TensorCores per chip", 1, 8});
+    k.key("megacore", megacore,
+          {"",
+           "The chip's cores act as one device (one replica per chip, its batch and optimizer update split between its cores, "
+           "as JAX and XLA's megacore run v4 and v5p); false makes each core a replica with its own copy of the weights, as "
+           "TensorFlow's MLPerf BERT on v4 ran (num_tpu_cores the TensorCore count)"});
+    k.key("hbm_per_core", hbm_per_core,
+          {"",
+           "Each core has its own share of the HBM (capacity, channels and bandwidth divided by chip.cores); false: the cores "
+           "share all of it"});
+    k.key("documented_peak_bf16_tflops", documented_peak_bf16_tflops,
+          {"TFLOP/s",
+           "Published dense bf16 peak per chip (reported beside the modelled peak)", 0, 1e6});
+    k.key("max_chips", max_chips, {"chips", "Largest slice the generation can form", 1, 65536});
+    k.optional("price_usd_per_chip_hour", price_usd_per_chip_hour,
+               {"USD/chip-hour",
+                "On-demand price of one chip for one hour (the summary's cost figures); absent: no cost is reported",
+                0.0001, 1e6});
+    k.optional_block("power", power);
+  }
 };
 
 // A chip slower than the rest of its slice (a straggler): a synchronous step waits for it.
@@ -239,6 +425,18 @@ struct HwConfig {
   double peak_bf16_flops_per_chip() const {
     return 2.0 * chip.cores * core.mxu.per_core * core.mxu.rows * core.mxu.cols *
            core.mxu.bf16_macs_per_cell_per_cycle * core.freq_mhz * 1e6;
+  }
+
+  // The keys of the blocks above; the slice, slow parts and faults are lists and objects that sim/config reads itself.
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("name", name, {"", "Name of the hardware description"});
+    k.block("chip", chip);
+    k.block("core", core);
+    k.block("hbm", hbm);
+    k.block("ici", ici);
+    k.block("host", host);
+    k.block("dcn", dcn);
   }
 };
 

@@ -363,12 +363,53 @@ void apply_set(json& hw_doc, json& workload_doc, const std::string& assignment) 
 
 // ---- typed structs ------------------------------------------------------------------------------
 
-template <typename T>
-T get(const json& doc, const std::string& path) {
+std::string pointer_to(const std::string& path) {
   std::string pointer = "/" + path;
   std::replace(pointer.begin(), pointer.end(), '.', '/');
-  return doc.at(json::json_pointer(pointer)).get<T>();
+  return pointer;
 }
+
+template <typename T>
+T get(const json& doc, const std::string& path) {
+  return doc.at(json::json_pointer(pointer_to(path))).get<T>();
+}
+
+// Reads a document's values into the fields the hardware blocks declare (hw/hw_config.hpp). The
+// document is complete and valid by now (every key set, by the preset or a default, and checked
+// against its declaration), so no read fails.
+class HwKeyReader {
+ public:
+  explicit HwKeyReader(const json& doc) : doc_(doc) {}
+
+  template <typename T>
+  void key(const char* name, T& field, const KeyInfo&) {
+    field = get<T>(doc_, prefix_ + name);
+  }
+  void optional(const char* name, std::optional<double>& field, const KeyInfo&) {
+    const json::json_pointer pointer(pointer_to(prefix_ + name));
+    if (doc_.contains(pointer)) field = doc_.at(pointer).get<double>();
+  }
+  template <typename Enum, std::size_t N>
+  void choice(const char* name, Enum& field, const NameTable<Enum> (&names)[N], const KeyInfo&) {
+    const std::string spelt = get<std::string>(doc_, prefix_ + name);
+    for (const auto& [value, spelling] : names)
+      if (spelt == spelling) field = value;
+  }
+  template <typename Block>
+  void block(const char* name, Block& block) {
+    const std::string outer = prefix_;
+    prefix_ += std::string(name) + ".";
+    block.declare_keys(*this);
+    prefix_ = outer;
+  }
+  // Read by its owner's binder: an optional block's keys come in pairs (bind_chip_power).
+  template <typename Block>
+  void optional_block(const char*, std::optional<Block>&) {}
+
+ private:
+  const json& doc_;
+  std::string prefix_;
+};
 
 // hw.slow_chip_draw: a seeded fraction of the slice's chips, other than those hw.slow_chips names,
 // made slow with a clock drawn uniformly between min and max. mt19937_64's sequence is fixed by
@@ -398,18 +439,10 @@ void draw_slow_chips(const json& draw, HwConfig& hw, const std::string& origin) 
   }
 }
 
-ChipConfig bind_chip(const json& d, const std::string& origin) {
-  ChipConfig c;
-  c.cores = get<std::uint32_t>(d, "chip.cores");
-  c.megacore = get<bool>(d, "chip.megacore");
-  c.hbm_per_core = get<bool>(d, "chip.hbm_per_core");
-  c.documented_peak_bf16_tflops = get<double>(d, "chip.documented_peak_bf16_tflops");
-  c.max_chips = get<std::uint32_t>(d, "chip.max_chips");
-  const json& chip = d.at("chip");
-  if (chip.contains("price_usd_per_chip_hour")) c.price_usd_per_chip_hour = chip.at("price_usd_per_chip_hour").get<double>();
-  // The energy model needs both ends of the chip's power range; a typical figure alone is a
-  // reference, not a model.
-  const json& power = chip.at("power");
+// The energy model needs both ends of the chip's power range; a typical figure alone is a
+// reference, not a model.
+void bind_chip_power(const json& d, const std::string& origin, ChipConfig& c) {
+  const json& power = d.at("chip").at("power");
   const bool has_idle = power.contains("idle_w"), has_max = power.contains("max_w");
   if (has_idle != has_max)
     fail(origin, has_idle ? "hw.chip.power.max_w" : "hw.chip.power.idle_w",
@@ -427,7 +460,6 @@ ChipConfig bind_chip(const json& d, const std::string& origin) {
            fmt::format("{} W is outside hw.chip.power.idle_w to max_w ({} to {} W)", *p.typical_w, p.idle_w, p.max_w));
     c.power = p;
   }
-  return c;
 }
 
 std::vector<SlowChip> bind_slow_chips(const json& d) {
@@ -459,91 +491,12 @@ std::vector<SlowLink> bind_slow_links(const json& d) {
   return slow_links;
 }
 
-CoreConfig bind_core(const json& d) {
-  CoreConfig c;
-  c.freq_mhz = get<double>(d, "core.freq_mhz");
-  c.mxu.rows = get<std::uint32_t>(d, "core.mxu.rows");
-  c.mxu.cols = get<std::uint32_t>(d, "core.mxu.cols");
-  c.mxu.per_core = get<std::uint32_t>(d, "core.mxu.per_core");
-  c.mxu.bf16_macs_per_cell_per_cycle = get<double>(d, "core.mxu.bf16_macs_per_cell_per_cycle");
-  c.mxu.int8_speedup = get<double>(d, "core.mxu.int8_speedup");
-  c.mxu.fp8_speedup = get<double>(d, "core.mxu.fp8_speedup");
-  c.mxu.weight_double_buffered = get<bool>(d, "core.mxu.weight_double_buffered");
-  c.vpu.lanes = get<std::uint32_t>(d, "core.vpu.lanes");
-  c.vpu.sublanes = get<std::uint32_t>(d, "core.vpu.sublanes");
-  c.vpu.alus_per_element = get<std::uint32_t>(d, "core.vpu.alus_per_element");
-  c.vpu.lane_reduction_extra_passes = get<double>(d, "core.vpu.lane_reduction_extra_passes");
-  c.vmem_bytes = get<std::uint64_t>(d, "core.vmem_bytes");
-  c.op_overhead_cycles = get<std::uint32_t>(d, "core.op_overhead_cycles");
-  c.dma.engines = get<std::uint32_t>(d, "core.dma.engines");
-  c.dma.max_outstanding_chunks = get<std::uint32_t>(d, "core.dma.max_outstanding_chunks");
-  c.dma.chunk_bytes = get<std::uint64_t>(d, "core.dma.chunk_bytes");
-  c.dma.issue_latency_ns = get<double>(d, "core.dma.issue_latency_ns");
-  return c;
-}
-
-HbmConfig bind_hbm(const json& d, const std::string& origin) {
-  HbmConfig m;
-  m.capacity_bytes = get<std::uint64_t>(d, "hbm.capacity_bytes");
-  m.bw_gbps = get<double>(d, "hbm.bw_gbps");
-  m.channels = get<std::uint32_t>(d, "hbm.channels");
-  m.channel_width_bits = get<std::uint32_t>(d, "hbm.channel_width_bits");
-  m.burst_length = get<std::uint32_t>(d, "hbm.burst_length");
-  m.bank_groups = get<std::uint32_t>(d, "hbm.bank_groups");
-  m.banks_per_group = get<std::uint32_t>(d, "hbm.banks_per_group");
-  m.row_bytes = get<std::uint64_t>(d, "hbm.row_bytes");
-  m.address_mapping = get<std::string>(d, "hbm.address_mapping");
-  m.queue_depth = get<std::uint32_t>(d, "hbm.queue_depth");
-  m.bank_queue_depth = get<std::uint32_t>(d, "hbm.bank_queue_depth");
-  m.posted_writes = get<bool>(d, "hbm.posted_writes");
-  m.latency_ns = get<double>(d, "hbm.latency_ns");
-  m.model = get<std::string>(d, "hbm.model");
-  HbmTimingConfig& t = m.timing;
-  for (auto [key, field] : {std::pair{"trcd_ns", &t.trcd_ns}, {"trp_ns", &t.trp_ns}, {"tras_ns", &t.tras_ns},
-                            {"tcl_ns", &t.tcl_ns}, {"tcwl_ns", &t.tcwl_ns}, {"tccd_l_ns", &t.tccd_l_ns},
-                            {"trrd_s_ns", &t.trrd_s_ns}, {"trrd_l_ns", &t.trrd_l_ns}, {"tfaw_ns", &t.tfaw_ns},
-                            {"twtr_s_ns", &t.twtr_s_ns}, {"twtr_l_ns", &t.twtr_l_ns}, {"trtw_ns", &t.trtw_ns},
-                            {"twr_ns", &t.twr_ns}, {"trtp_ns", &t.trtp_ns}, {"trfc_ns", &t.trfc_ns},
-                            {"trefi_ns", &t.trefi_ns}})
-    *field = get<double>(d, std::string("hbm.timing.") + key);
+void check_hbm_timing(const HbmTimingConfig& t, const std::string& origin) {
   // Refreshing longer than the interval between refreshes would leave the banks no time at all.
   if (t.trfc_ns >= t.trefi_ns)
     fail(origin, "hw.hbm.timing.trfc_ns",
          fmt::format("a refresh of {} ns does not fit the {} ns between refreshes (tREFI, hw.hbm.timing.trefi_ns)",
                      t.trfc_ns, t.trefi_ns));
-  return m;
-}
-
-IciConfig bind_ici(const json& d) {
-  IciConfig ici;
-  ici.ports_per_chip = get<std::uint32_t>(d, "ici.ports_per_chip");
-  ici.link_bw_gbps = get<double>(d, "ici.link_bw_gbps");
-  ici.payload_efficiency = get<double>(d, "ici.payload_efficiency");
-  ici.hop_latency_ns = get<double>(d, "ici.hop_latency_ns");
-  ici.collective_start_ns = get<double>(d, "ici.collective_start_ns");
-  const auto wrap = get<std::string>(d, "ici.wraparound");
-  ici.wraparound = wrap == "never"    ? Wraparound::Never
-                   : wrap == "always" ? Wraparound::Always
-                   : wrap == "full_axis" ? Wraparound::FullAxis
-                                         : Wraparound::MultipleOf4;
-  ici.full_axis_chips = get<std::uint32_t>(d, "ici.full_axis_chips");
-  return ici;
-}
-
-HostConfig bind_host(const json& d) {
-  HostConfig host;
-  host.chips_per_host = get<std::uint32_t>(d, "host.chips_per_host");
-  host.pcie_bw_gbps = get<double>(d, "host.pcie_bw_gbps");
-  host.pcie_latency_ns = get<double>(d, "host.pcie_latency_ns");
-  host.launch_overhead_us = get<double>(d, "host.launch_overhead_us");
-  return host;
-}
-
-DcnConfig bind_dcn(const json& d) {
-  DcnConfig dcn;
-  dcn.bw_gbps_per_chip = get<double>(d, "dcn.bw_gbps_per_chip");
-  dcn.latency_us = get<double>(d, "dcn.latency_us");
-  return dcn;
 }
 
 // Sets hw.slices and hw.slice_dims; the shape must fit the chip, which hw.chip, hw.ici and hw.name
@@ -597,6 +550,12 @@ void check_hbm_capacity_and_model(const HwConfig& hw, const std::string& origin)
     fail(origin, "hw.hbm.model",
          fmt::format("expected a registered memory model ({}), got \"{}\"{}", list, hw.hbm.model, did_you_mean(hw.hbm.model, names)));
   }
+}
+
+// The knobs the chip's memory model declared, at the values the document gives them.
+void bind_memory_model_keys(const json& d, HbmConfig& hbm) {
+  for (const MemoryModelKey& key : memory_model_keys(hbm.model))
+    hbm.model_keys[key.name] = get<double>(d, "hbm." + hbm.model + "." + key.name);
 }
 
 // `list`: "hw.slow_chips", "hw.faults" or "hw.slow_links", whose element `i` names `chip`.
@@ -702,18 +661,16 @@ void check_vmem_holds_matmul_block(const CoreConfig& c, const std::string& origi
 // always report the same one first: so it stays as it is, even where it splits a block's checks.
 HwConfig build_hw(const json& d, const std::string& origin) {
   HwConfig hw;
-  hw.name = get<std::string>(d, "name");
-  hw.chip = bind_chip(d, origin);
+  HwKeyReader reader(d);
+  hw.declare_keys(reader);
+  bind_chip_power(d, origin, hw.chip);
   hw.slow_chips = bind_slow_chips(d);
   hw.faults = bind_faults(d);
   hw.slow_links = bind_slow_links(d);
-  hw.core = bind_core(d);
-  hw.hbm = bind_hbm(d, origin);
-  hw.ici = bind_ici(d);
-  hw.host = bind_host(d);
-  hw.dcn = bind_dcn(d);
+  check_hbm_timing(hw.hbm.timing, origin);
   const std::string topology = bind_slice(d, origin, hw);
   check_hbm_capacity_and_model(hw, origin);
+  bind_memory_model_keys(d, hw.hbm);
   check_slow_chips(hw, topology, origin);
   draw_slow_chips(d.at("slow_chip_draw"), hw, origin);
   check_faults(hw, topology, origin);

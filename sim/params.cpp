@@ -1,5 +1,9 @@
 #include "sim/params.hpp"
 
+#include <fmt/format.h>
+
+#include "hw/hw_config.hpp"
+#include "hw/memory.hpp"
 #include "workloads/layer_kind.hpp"
 
 namespace tpusim {
@@ -32,110 +36,58 @@ using T = ParamType;
 
 // ---- hardware ----------------------------------------------------------------------------
 
-void add_chip_keys(std::vector<ParamSpec>& r) {
-  r.insert(r.end(), {
-      hw("name", T::String, "", "Name of the hardware description"),
-      hw("chip.cores", T::Int, "cores", "TensorCores per chip", 1, 8),
-      hw("chip.megacore", T::Bool, "", "The chip's cores act as one device (one replica per chip, its batch and optimizer update split between its cores, as JAX and XLA's megacore run v4 and v5p); false makes each core a replica with its own copy of the weights, as TensorFlow's MLPerf BERT on v4 ran (num_tpu_cores the TensorCore count)"),
-      hw("chip.hbm_per_core", T::Bool, "", "Each core has its own share of the HBM (capacity, channels and bandwidth divided by chip.cores); false: the cores share all of it"),
-      hw("chip.documented_peak_bf16_tflops", T::Float, "TFLOP/s", "Published dense bf16 peak per chip (reported beside the modelled peak)", 0, 1e6),
-      hw("chip.max_chips", T::Int, "chips", "Largest slice the generation can form", 1, 65536),
-      // Cost and power are optional: a hardware file of an unpriced chip still simulates, and the
-      // summary says what is missing instead of reporting a cost of 0.
-      optional(hw("chip.price_usd_per_chip_hour", T::Float, "USD/chip-hour", "On-demand price of one chip for one hour (the summary's cost figures); absent: no cost is reported", 0.0001, 1e6)),
-      optional(hw("chip.power.idle_w", T::Float, "W", "Power of one chip with no unit busy (the measured minimum where one is published)", 0, 1e5)),
-      optional(hw("chip.power.typical_w", T::Float, "W", "Published mean power of one chip over its fleet's workloads (reported beside the modelled power, not used by the model)", 0, 1e5)),
-      optional(hw("chip.power.max_w", T::Float, "W", "Power of one chip with its MXUs and HBM busy all the time (the measured maximum where one is published)", 0, 1e5)),
-      {"hw", "chip.power.mxu_share", T::Float, "", 0.5, "Share of the span from idle_w to max_w that follows the MXUs' busy fraction; the rest follows the HBM's", 0, 1, {}, false},
-  });
-}
+// The keys the hardware blocks declare beside their fields (hw/hw_config.hpp), as registry
+// entries: a key inside an optional block may be left out, as may one with a default.
+class HwKeyDeclarations {
+ public:
+  explicit HwKeyDeclarations(std::vector<ParamSpec>& out) : out_(out) {}
 
-void add_core_keys(std::vector<ParamSpec>& r) {
-  r.insert(r.end(), {
-      hw("core.freq_mhz", T::Float, "MHz", "TensorCore clock", 1, 10000),
-      hw("core.mxu.rows", T::Int, "cells", "Systolic array rows (the K extent of a stationary weight tile)", 8, 1024),
-      hw("core.mxu.cols", T::Int, "cells", "Systolic array columns (the N extent of a stationary weight tile)", 8, 1024),
-      hw("core.mxu.per_core", T::Int, "MXUs", "Matrix units per TensorCore", 1, 16),
-      hw("core.mxu.bf16_macs_per_cell_per_cycle", T::Float, "MAC/cycle", "bf16 multiply-accumulates per array cell per cycle (calibrates generations whose published peak needs more than 1)", 0.125, 16),
-      hw("core.mxu.int8_speedup", T::Float, "x", "int8 matmul rate relative to bf16; 0 when the MXU has no int8 path", 0, 16),
-      hw("core.mxu.fp8_speedup", T::Float, "x", "fp8 matmul rate relative to bf16; 0 when the MXU has no fp8 path", 0, 16),
-      hw("core.mxu.weight_double_buffered", T::Bool, "", "The next weight tile loads while the current one streams"),
-      hw("core.vpu.lanes", T::Int, "lanes", "Vector unit lanes", 1, 4096),
-      hw("core.vpu.sublanes", T::Int, "sublanes", "Vector unit sublanes", 1, 1024),
-      hw("core.vpu.alus_per_element", T::Int, "ALUs", "fp32 ALUs per (lane, sublane)", 1, 16),
-      {"hw", "core.vpu.lane_reduction_extra_passes", T::Float, "passes", 0.0,
-       "Extra reads of its input, in passes, that each reduction along the last (lane) axis costs a vector op (a softmax's max and sum, a layer norm's statistics), as XLA runs it on this generation; 0: the reduction rides in the op's own pass",
-       0, 100, {}, false},
-      hw("core.vmem_bytes", T::Int, "bytes", "Vector memory (VMEM) per TensorCore", 65536, 1e12),
-      hw("core.op_overhead_cycles", T::Int, "cycles", "Fixed issue cost of every op", 0, 1e9),
-      hw("core.dma.engines", T::Int, "engines", "DMA engines per TensorCore (transfers in parallel)", 1, 64),
-      hw("core.dma.max_outstanding_chunks", T::Int, "chunks", "HBM requests one DMA keeps in flight", 1, 1024),
-      hw("core.dma.chunk_bytes", T::Int, "bytes", "Size of one DMA request to HBM", 64, 1ull << 30),
-      hw("core.dma.issue_latency_ns", T::Float, "ns", "From DMA descriptor issue to the first request", 0, 1e6),
-  });
-}
+  void key(const char* name, const std::string&, const KeyInfo& info) { add(name, T::String, info); }
+  void key(const char* name, const bool&, const KeyInfo& info) { add(name, T::Bool, info); }
+  void key(const char* name, const double&, const KeyInfo& info) { add(name, T::Float, info); }
+  void key(const char* name, const std::uint32_t&, const KeyInfo& info) { add(name, T::Int, info); }
+  void key(const char* name, const std::uint64_t&, const KeyInfo& info) { add(name, T::Int, info); }
+  void optional(const char* name, const std::optional<double>&, const KeyInfo& info) { add(name, T::Float, info, false); }
+  template <typename Enum, std::size_t N>
+  void choice(const char* name, const Enum&, const NameTable<Enum> (&names)[N], const KeyInfo& info) {
+    std::vector<std::string> spellings;
+    for (const auto& [value, spelt] : names) spellings.push_back(spelt);
+    add(name, T::String, info, true, std::move(spellings));
+  }
+  template <typename Block>
+  void block(const char* name, Block& block) {
+    const std::string outer = prefix_;
+    prefix_ += std::string(name) + ".";
+    block.declare_keys(*this);
+    prefix_ = outer;
+  }
+  template <typename Block>
+  void optional_block(const char* name, std::optional<Block>&) {
+    Block keys;
+    const bool outer = in_optional_block_;
+    in_optional_block_ = true;
+    block(name, keys);
+    in_optional_block_ = outer;
+  }
 
-void add_hbm_keys(std::vector<ParamSpec>& r) {
-  r.insert(r.end(), {
-      hw("hbm.capacity_bytes", T::Int, "bytes", "HBM capacity per chip", 1 << 20, 1e14),
-      hw("hbm.bw_gbps", T::Float, "GB/s", "HBM peak bandwidth per chip (10^9 bytes/s, all channels)", 1, 1e6),
-      hw("hbm.channels", T::Int, "channels", "Independent HBM channels per chip (pseudo-channels count as channels)", 1, 4096),
-      hw("hbm.channel_width_bits", T::Int, "bits", "Data width of one channel", 8, 1024),
-      hw("hbm.burst_length", T::Int, "beats", "Beats per burst (a burst moves width/8 x length bytes)", 1, 64),
-      hw("hbm.bank_groups", T::Int, "groups", "Bank groups per channel", 1, 64),
-      hw("hbm.banks_per_group", T::Int, "banks", "Banks per bank group", 1, 64),
-      hw("hbm.row_bytes", T::Int, "bytes", "Row buffer (page) of one bank", 32, 1 << 20),
-      hw("hbm.address_mapping", T::String, "", "Address fields from most to least significant, DRAMsim3 notation: ro row, ba bank, bg bank group, ch channel, co column, ra rank"),
-      hw("hbm.queue_depth", T::Int, "bursts", "Transaction queue of a channel's controller, in one-burst requests; a requester waits while it is full", 1, 1 << 20),
-      hw("hbm.bank_queue_depth", T::Int, "bursts", "Per-bank command queue a transaction moves into when its bank has room; the scheduler picks among these (row hits first, then the oldest)", 1, 1 << 20),
-      hw("hbm.posted_writes", T::Bool, "", "A write is acknowledged when its channel's queue takes it (a write buffer), not when its data is in the DRAM"),
-      hw("hbm.model", T::String, "", "The memory model a chip's memory is built by: calibrated (the rates the burst-group DRAM model achieves), burst_group (every request through that model; slow), datasheet (hbm.bw_gbps for every access) or one a program registered before reading the configuration (hw/memory.hpp)"),
-      hw("hbm.latency_ns", T::Float, "ns", "On-chip path from a requester to the memory controllers and back (the DRAM timing comes on top)", 0, 1e6),
-      hw("hbm.timing.trcd_ns", T::Float, "ns", "tRCD: ACT to column command", 0, 1e4),
-      hw("hbm.timing.trp_ns", T::Float, "ns", "tRP: PRE to ACT", 0, 1e4),
-      hw("hbm.timing.tras_ns", T::Float, "ns", "tRAS: ACT to PRE", 0, 1e4),
-      hw("hbm.timing.tcl_ns", T::Float, "ns", "tCL: read command to data", 0, 1e4),
-      hw("hbm.timing.tcwl_ns", T::Float, "ns", "tCWL: write command to data", 0, 1e4),
-      hw("hbm.timing.tccd_l_ns", T::Float, "ns", "tCCD_L: column to column in one bank group (tCCD_S is the burst time)", 0, 1e4),
-      hw("hbm.timing.trrd_s_ns", T::Float, "ns", "tRRD_S: ACT to ACT in different bank groups", 0, 1e4),
-      hw("hbm.timing.trrd_l_ns", T::Float, "ns", "tRRD_L: ACT to ACT in one bank group", 0, 1e4),
-      hw("hbm.timing.tfaw_ns", T::Float, "ns", "tFAW: window holding at most four ACTs", 0, 1e4),
-      hw("hbm.timing.twtr_s_ns", T::Float, "ns", "tWTR_S: end of write data to a read, different bank groups", 0, 1e4),
-      hw("hbm.timing.twtr_l_ns", T::Float, "ns", "tWTR_L: end of write data to a read, same bank group", 0, 1e4),
-      hw("hbm.timing.trtw_ns", T::Float, "ns", "Bus turnaround from the end of read data to write data", 0, 1e4),
-      hw("hbm.timing.twr_ns", T::Float, "ns", "tWR: end of write data to PRE", 0, 1e4),
-      hw("hbm.timing.trtp_ns", T::Float, "ns", "tRTP: read command to PRE", 0, 1e4),
-      hw("hbm.timing.trfc_ns", T::Float, "ns", "tRFC: all-bank refresh", 0, 1e5),
-      hw("hbm.timing.trefi_ns", T::Float, "ns", "tREFI: refresh interval", 1, 1e7),
-  });
-}
+ private:
+  void add(const char* name, ParamType type, const KeyInfo& info, bool required = true, std::vector<std::string> choices = {}) {
+    const json default_value = info.default_value ? json(*info.default_value) : json(nullptr);
+    out_.push_back({"hw", prefix_ + name, type, info.unit, default_value, info.description, info.min, info.max, std::move(choices),
+                    required && !in_optional_block_ && !info.default_value});
+  }
 
-void add_ici_keys(std::vector<ParamSpec>& r) {
-  r.insert(r.end(), {
-      hw("ici.ports_per_chip", T::Int, "ports", "ICI ports per chip (2 per torus axis)", 0, 12),
-      hw("ici.link_bw_gbps", T::Float, "GB/s", "ICI bandwidth per link per direction (10^9 bytes/s)", 0.001, 1e6),
-      hw("ici.payload_efficiency", T::Float, "", "Share of ici.link_bw_gbps that carries payload (the rest: headers, flow control)", 0.01, 1),
-      hw("ici.hop_latency_ns", T::Float, "ns", "Latency per ICI hop", 0, 1e8),
-      hw("ici.collective_start_ns", T::Float, "ns", "Fixed cost of starting one collective on a chip (peers signal their buffers are free, transfers are set up) before its first byte moves", 0, 1e8),
-      hw("ici.wraparound", T::String, "", "Which torus axes wrap around", -kInf, kInf, {"never", "always", "full_axis", "multiple_of_4"}),
-      hw("ici.full_axis_chips", T::Int, "chips", "Axis length that has wraparound when ici.wraparound is full_axis", 1, 1024),
-  });
-}
+  std::vector<ParamSpec>& out_;
+  std::string prefix_;
+  bool in_optional_block_ = false;
+};
 
-void add_host_keys(std::vector<ParamSpec>& r) {
-  r.insert(r.end(), {
-      hw("host.chips_per_host", T::Int, "chips", "Chips attached to one host", 1, 64),
-      hw("host.pcie_bw_gbps", T::Float, "GB/s", "Host-to-chip PCIe bandwidth per chip (10^9 bytes/s)", 0.001, 1e5),
-      hw("host.pcie_latency_ns", T::Float, "ns", "Host-to-chip transfer latency", 0, 1e8),
-      hw("host.launch_overhead_us", T::Float, "us", "Cost of launching one compiled program as a framework's timer sees it, beyond the device time (the framework-timed figure of gemm, op and collective)", 0, 1e7),
-  });
-}
-
-void add_dcn_keys(std::vector<ParamSpec>& r) {
-  r.insert(r.end(), {
-      hw("dcn.bw_gbps_per_chip", T::Float, "GB/s", "Data-center network bandwidth between slices per chip per direction (10^9 bytes/s); 0: none published, and more than one slice is refused until it is set", 0, 1e5),
-      hw("dcn.latency_us", T::Float, "us", "One-way latency of a transfer between slices: DMA to the host, the network, DMA into the peer's HBM", 0, 1e6),
-  });
+// The knobs the registered memory models declared (hw/memory.hpp), under hw.hbm.<model>.
+void add_memory_model_keys(std::vector<ParamSpec>& r) {
+  for (const auto& [model, description] : memory_models())
+    for (const MemoryModelKey& key : memory_model_keys(model))
+      r.push_back({"hw", "hbm." + model + "." + key.name, T::Float, key.unit, key.default_value,
+                   fmt::format("{} (memory model {})", key.description, model), key.min, key.max, {}, false});
 }
 
 void add_slice_keys(std::vector<ParamSpec>& r) {
@@ -311,12 +263,9 @@ void add_input_pipeline_keys(std::vector<ParamSpec>& r) {
 // The order is the registry's: list-params prints it, and a document's checks follow it (which missing key is reported first).
 std::vector<ParamSpec> build() {
   std::vector<ParamSpec> r;
-  add_chip_keys(r);
-  add_core_keys(r);
-  add_hbm_keys(r);
-  add_ici_keys(r);
-  add_host_keys(r);
-  add_dcn_keys(r);
+  HwKeyDeclarations declarations(r);
+  HwConfig().declare_keys(declarations);
+  add_memory_model_keys(r);
   add_slice_keys(r);
   add_slow_hardware_and_fault_keys(r);
   add_hw_file_keys(r);
