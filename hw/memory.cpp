@@ -1,5 +1,6 @@
 #include "hw/memory.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -54,6 +55,22 @@ namespace {
 struct Entry {
   std::string description;
   MemoryFactory factory;
+  std::vector<MemoryModelKey> keys;
+};
+
+// Collects the names of hw.hbm's own keys and blocks.
+struct HbmKeyNames {
+  std::vector<std::string> names;
+  template <typename T>
+  void key(const char* name, T&, const KeyInfo&) { names.push_back(name); }
+  template <typename T>
+  void optional(const char* name, T&, const KeyInfo&) { names.push_back(name); }
+  template <typename T, typename Names>
+  void choice(const char* name, T&, const Names&, const KeyInfo&) { names.push_back(name); }
+  template <typename Block>
+  void block(const char* name, Block&) { names.push_back(name); }
+  template <typename Block>
+  void optional_block(const char* name, Block&) { names.push_back(name); }
 };
 
 // The built-in models are registered on first use, so a user's registration (before the
@@ -65,18 +82,21 @@ std::map<std::string, Entry>& registry() {
                        "the rate of their piece length, plus its first-access time",
                        [](const char* n, const MemorySite& s) -> std::unique_ptr<ChipMemory> {
                          return std::make_unique<Hbm>(n, s, HbmRates::Calibrated);
-                       }};
+                       },
+                       {}};
     m["datasheet"] = {"HBM at the datasheet bandwidth (hbm.bw_gbps) for every access, with only the on-chip path's "
                       "latency: what the step would be if memory reached its peak",
                       [](const char* n, const MemorySite& s) -> std::unique_ptr<ChipMemory> {
                         return std::make_unique<Hbm>(n, s, HbmRates::Datasheet);
-                      }};
+                      },
+                      {}};
     m["burst_group"] = {"every request through the burst-group DRAM model (what membench runs): the step's own row hits, "
                         "bank conflicts, refresh and turnarounds, one request after another; slow, for single ops and "
                         "small steps",
                         [](const char* n, const MemorySite& s) -> std::unique_ptr<ChipMemory> {
                           return std::make_unique<BurstGroupHbm>(n, s);
-                        }};
+                        },
+                        {}};
     return m;
   }();
   return models;
@@ -84,8 +104,28 @@ std::map<std::string, Entry>& registry() {
 
 }  // namespace
 
-void register_memory_model(const std::string& name, const std::string& description, MemoryFactory factory) {
-  registry()[name] = Entry{description, std::move(factory)};
+void register_memory_model(const std::string& name, const std::string& description, MemoryFactory factory,
+                           std::vector<MemoryModelKey> keys) {
+  HbmKeyNames taken;
+  HbmConfig().declare_keys(taken);
+  if (!keys.empty() && std::find(taken.names.begin(), taken.names.end(), name) != taken.names.end())
+    throw std::invalid_argument(fmt::format("memory model \"{}\": its knobs would be hw.hbm.{}.*, and hw.hbm.{} is a key already",
+                                            name, name, name));
+  registry()[name] = Entry{description, std::move(factory), std::move(keys)};
+}
+
+const std::vector<MemoryModelKey>& memory_model_keys(const std::string& name) {
+  static const std::vector<MemoryModelKey> none;
+  const auto it = registry().find(name);
+  return it == registry().end() ? none : it->second.keys;
+}
+
+double MemorySite::key(const std::string& name) const {
+  const auto& keys = hw.hbm.model_keys;
+  const auto it = keys.find(name);
+  if (it == keys.end())
+    throw std::invalid_argument(fmt::format("memory model \"{}\" declared no knob \"{}\"", hw.hbm.model, name));
+  return it->second;
 }
 
 bool memory_model_exists(const std::string& name) { return registry().count(name) > 0; }

@@ -12,6 +12,10 @@
 // is there (read) or written (write). Time is returned through the annotated delay, never by
 // suspending the caller.
 //
+// A model may declare knobs of its own (MemoryModelKey): `hw.hbm.<model>.<key>` in a document or
+// --set, listed by list-params, checked against their limits like every key, each at its
+// default unless set; the model reads the values with MemorySite::key().
+//
 // A model calls report_busy() for what it served, so the statistics (HBM utilization, the
 // roofline's memory-bound time) and the trace's bandwidth counter see it. A whole program with
 // its own model is tests/custom_memory_main.cpp: register the model, then call
@@ -35,6 +39,20 @@ struct MemorySite {
   const HwConfig& hw;
   std::uint32_t chip = 0;
   EventSink* sink = nullptr;
+
+  // The value of a knob the chip's memory model declared (hw.hbm.<model>.<name>).
+  double key(const std::string& name) const;
+};
+
+// A knob of a memory model's own, with its unit, limits, description and the value a document
+// that does not set it gets.
+struct MemoryModelKey {
+  std::string name;
+  std::string unit;
+  std::string description;
+  double min = 0;
+  double max = 0;
+  double default_value = 0;
 };
 
 class ChipMemory : public sc_core::sc_module, public BlockingTarget {
@@ -76,12 +94,17 @@ class ChipMemory : public sc_core::sc_module, public BlockingTarget {
 
 using MemoryFactory = std::function<std::unique_ptr<ChipMemory>(const char* module_name, const MemorySite& site)>;
 
-// Adds a model under `name` (replacing one of that name). Register before the configuration is
-// read: `hw.hbm.model` is checked against the registered names.
-void register_memory_model(const std::string& name, const std::string& description, MemoryFactory factory);
+// Adds a model under `name` (replacing one of that name), with the knobs it declares. Register
+// before the configuration is read: `hw.hbm.model` is checked against the registered names, and
+// the knobs join the keys a document may set. Throws std::invalid_argument for a model with
+// knobs whose name is already a key of hw.hbm (its knobs would live under it).
+void register_memory_model(const std::string& name, const std::string& description, MemoryFactory factory,
+                           std::vector<MemoryModelKey> keys = {});
 bool memory_model_exists(const std::string& name);
 // The registered names with their descriptions, sorted by name.
 std::vector<std::pair<std::string, std::string>> memory_models();
+// The knobs `name` declared (none for a name never registered).
+const std::vector<MemoryModelKey>& memory_model_keys(const std::string& name);
 // Builds chip `site.chip`'s memory; throws std::invalid_argument for a name never registered.
 std::unique_ptr<ChipMemory> make_chip_memory(const std::string& model, const char* module_name, const MemorySite& site);
 

@@ -1,9 +1,10 @@
 // tpusim with a memory model of one's own: the whole of what a user writes to plug a SystemC
 // model of their memory into every chip (hw/memory.hpp). test_memory_model runs it.
 //
-// `one_port_half_rate` serves one access at a time at half the datasheet bandwidth, from
-// when the last one finished: a deliberately simple model whose effect on a step is easy to
-// predict (a memory-bound step slows down, a compute-bound one barely).
+// `one_port` serves one access at a time at a fraction of the datasheet bandwidth (its own knob,
+// hw.hbm.one_port.bw_fraction, half unless set), from when the last one finished: a deliberately
+// simple model whose effect on a step is easy to predict (a memory-bound step slows down, a
+// compute-bound one barely).
 #include <algorithm>
 #include <memory>
 
@@ -13,10 +14,10 @@
 
 namespace {
 
-class OnePortHalfRate : public tpusim::ChipMemory {
+class OnePort : public tpusim::ChipMemory {
  public:
-  OnePortHalfRate(sc_core::sc_module_name name, const tpusim::MemorySite& site)
-      : ChipMemory(name, site), bw_gbps_(site.hw.hbm_of(site.chip).bw_gbps / 2) {}
+  OnePort(sc_core::sc_module_name name, const tpusim::MemorySite& site)
+      : ChipMemory(name, site), bw_gbps_(site.hw.hbm_of(site.chip).bw_gbps * site.key("bw_fraction")) {}
 
  private:
   void serve(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override {
@@ -38,9 +39,11 @@ class OnePortHalfRate : public tpusim::ChipMemory {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tpusim::register_memory_model("one_port_half_rate", "one access at a time at half the datasheet bandwidth",
-                                [](const char* name, const tpusim::MemorySite& site) -> std::unique_ptr<tpusim::ChipMemory> {
-                                  return std::make_unique<OnePortHalfRate>(name, site);
-                                });
+  tpusim::register_memory_model(
+      "one_port", "one access at a time at a fraction of the datasheet bandwidth",
+      [](const char* name, const tpusim::MemorySite& site) -> std::unique_ptr<tpusim::ChipMemory> {
+        return std::make_unique<OnePort>(name, site);
+      },
+      {{"bw_fraction", "", "Share of hbm.bw_gbps the one port serves at", 0.01, 1, 0.5}});
   return tpusim::cli_main(argc, argv);
 }

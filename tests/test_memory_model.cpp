@@ -31,7 +31,7 @@ json summary_of(const std::string& binary, const TempDir& dir, const std::string
 BOOST_AUTO_TEST_CASE(a_users_memory_model_serves_the_whole_step) {
   TempDir dir;
   const json calibrated = summary_of(CUSTOM_MEMORY_BINARY, dir, "calibrated", "");
-  const json own = summary_of(CUSTOM_MEMORY_BINARY, dir, "own", "--set hw.hbm.model=one_port_half_rate");
+  const json own = summary_of(CUSTOM_MEMORY_BINARY, dir, "own", "--set hw.hbm.model=one_port");
   const double memory_bound_s = calibrated["breakdown"]["memory_bound_s"].get<double>();
   BOOST_REQUIRE(memory_bound_s > 0.4 * calibrated["step_time_s"].get<double>());
   BOOST_TEST(own["traffic_per_step"]["hbm_bytes"] == calibrated["traffic_per_step"]["hbm_bytes"]);
@@ -41,7 +41,31 @@ BOOST_AUTO_TEST_CASE(a_users_memory_model_serves_the_whole_step) {
   BOOST_TEST(own["step_time_s"].get<double>() > calibrated["step_time_s"].get<double>() + 0.5 * memory_bound_s);
   BOOST_TEST(own["utilization"]["hbm"].get<double>() > 0.5);
   const json config = json::parse(read_file(dir.path("own/effective_config.json")));
-  BOOST_TEST(config["hw"]["hbm"]["model"] == "one_port_half_rate");
+  BOOST_TEST(config["hw"]["hbm"]["model"] == "one_port");
+  BOOST_TEST(config["hw"]["hbm"]["one_port"]["bw_fraction"] == 0.5);  // its knob, at its default
+}
+
+// The model's own knob, declared in the one file that registers it, is a key like any other:
+// listed, checked against its limits, and read by the model (a quarter of the rate stretches
+// the memory-bound time further than half).
+BOOST_AUTO_TEST_CASE(a_users_memory_model_declares_its_own_knobs) {
+  const CommandResult listed = run_program(CUSTOM_MEMORY_BINARY, "list-params");
+  BOOST_TEST(listed.exit_code == 0);
+  BOOST_TEST(contains(listed.out, "hw.hbm.one_port.bw_fraction"), listed.out);
+  BOOST_TEST(!contains(run_tpusim("list-params").out, "one_port"));
+  const CommandResult outside = run_program(CUSTOM_MEMORY_BINARY, "dump-config --hw tpu_v5e --set hw.hbm.model=one_port "
+                                                                  "--set hw.hbm.one_port.bw_fraction=2");
+  BOOST_TEST(outside.exit_code == 2);
+  BOOST_TEST(contains(outside.err, "hw.hbm.one_port.bw_fraction"), outside.err);
+  const CommandResult misspelt = run_program(CUSTOM_MEMORY_BINARY, "dump-config --hw tpu_v5e --set hw.hbm.one_port.bw_fracton=0.2");
+  BOOST_TEST(misspelt.exit_code == 2);
+  BOOST_TEST(contains(misspelt.err, "did you mean"), misspelt.err);
+  TempDir dir;
+  const json half = summary_of(CUSTOM_MEMORY_BINARY, dir, "half", "--set hw.hbm.model=one_port");
+  const json quarter =
+      summary_of(CUSTOM_MEMORY_BINARY, dir, "quarter", "--set hw.hbm.model=one_port --set hw.hbm.one_port.bw_fraction=0.25");
+  BOOST_TEST(quarter["breakdown"]["memory_bound_s"].get<double>() > 1.5 * half["breakdown"]["memory_bound_s"].get<double>());
+  BOOST_TEST(quarter["traffic_per_step"]["hbm_bytes"] == half["traffic_per_step"]["hbm_bytes"]);
 }
 
 // The datasheet model is the calibrated one without DRAM timing: an upper bound on what the
@@ -62,10 +86,10 @@ BOOST_AUTO_TEST_CASE(an_unknown_model_name_is_refused_with_the_registered_names)
   BOOST_TEST(contains(stock.err, "hw.hbm.model"), stock.err);
   BOOST_TEST(contains(stock.err, "(burst_group, calibrated, datasheet)"), stock.err);
   BOOST_TEST(contains(stock.err, "did you mean datasheet?"), stock.err);
-  const CommandResult own = run_program(CUSTOM_MEMORY_BINARY, "dump-config --hw tpu_v5e --set hw.hbm.model=one_port");
+  const CommandResult own = run_program(CUSTOM_MEMORY_BINARY, "dump-config --hw tpu_v5e --set hw.hbm.model=one_prt");
   BOOST_TEST(own.exit_code == 2);
-  BOOST_TEST(contains(own.err, "(burst_group, calibrated, datasheet, one_port_half_rate)"), own.err);
-  BOOST_TEST(run_program(CUSTOM_MEMORY_BINARY, "dump-config --hw tpu_v5e --set hw.hbm.model=one_port_half_rate").exit_code == 0);
+  BOOST_TEST(contains(own.err, "(burst_group, calibrated, datasheet, one_port)"), own.err);
+  BOOST_TEST(run_program(CUSTOM_MEMORY_BINARY, "dump-config --hw tpu_v5e --set hw.hbm.model=one_port").exit_code == 0);
 }
 
 // The burst-group model runs each access through the DRAM model the calibrated rates were
