@@ -89,14 +89,18 @@ struct VectorWork {
 // included), and each chip ends with the shares the others held for it (XLA's all-to-all, the
 // dispatch and combine of a mixture-of-experts layer over an expert axis).
 enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Permute, AllToAll };
-enum class CollectiveAlgorithm : std::uint8_t {
-  Ring,          // one unidirectional ring through the group
-  BidirRing,     // two rings, one each way, half the data each
-  Torus,         // per torus axis: reduce-scatter along each axis, then all-gather back
-  TorusAllAxes,  // the torus algorithm on 1/k of the data per axis order, all k at once
-};
+// A new algorithm is its value here, its row in hw/program.cpp's table (name, what it does,
+// whether it is one ring) and its plan in hw/collective.cpp; the command line, the workload
+// key's choices and the folding of symmetric chips read the table.
+enum class CollectiveAlgorithm : std::uint8_t { Ring, BidirRing, Torus, TorusAllAxes };
 const char* collective_kind_name(CollectiveKind k);
 const char* collective_algorithm_name(CollectiveAlgorithm a);
+const char* collective_algorithm_description(CollectiveAlgorithm a);
+// Whether the algorithm sends along rings snaking through the group's chips (one ring over
+// several torus axes is not invariant under translation along them: hw/symmetry).
+bool collective_algorithm_is_ring(CollectiveAlgorithm a);
+// "name (description), ..." of every algorithm, for help texts.
+std::string collective_algorithms_described();
 // Inverse of collective_algorithm_name(); throws std::invalid_argument for other names.
 CollectiveAlgorithm parse_collective_algorithm(const std::string& name);
 std::vector<std::string> collective_algorithm_names();  // every algorithm's, in declaration order

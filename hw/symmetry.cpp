@@ -64,8 +64,7 @@ SimulatedSlice plan_simulated_slice(const Torus& torus, const HwConfig& hw, cons
   for (const Op& op : program.ops) {
     if (op.kind == OpKind::Infeed) infeed = true;
     if (op.kind != OpKind::Collective) continue;
-    const CollectiveAlgorithm alg = op.collective.algorithm;
-    const bool ring = alg == CollectiveAlgorithm::Ring || alg == CollectiveAlgorithm::BidirRing ||
+    const bool ring = collective_algorithm_is_ring(op.collective.algorithm) ||
                       op.collective.kind == CollectiveKind::Permute;  // a permute is one step of a ring
     if (!ring) continue;
     std::uint32_t spanned = 0;

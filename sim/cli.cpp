@@ -626,7 +626,7 @@ class CollectiveCommand : public Command {
     add_slices_option(*sub_, config_.slices,
                       "Slices the group also spans over the data-center network: a reduction's ICI stage, then an "
                       "all-reduce with the chips' peers in the other slices (default 1)");
-    sub_->add_option("--algorithm", algorithm_, "ring, bidir_ring, torus (axis by axis) or torus_all_axes")
+    sub_->add_option("--algorithm", algorithm_, "The algorithm: " + collective_algorithms_described())
         ->check(one_of(collective_algorithm_names()))->capture_default_str();
     sub_->add_option("--group", group_, "Replica groups: all, or the torus axes a group spans (x, y, xy, ...)")
         ->capture_default_str();

@@ -198,7 +198,7 @@ void add_training_keys(std::vector<ParamSpec>& r) {
       wl("training.fp32_matmul_precision", T::String, "", "default", "bf16 passes of a float32 matmul on the MXU: default 1, high 3, highest 6 (XLA's precision config)", -kInf, kInf, {"default", "high", "highest"}),
       wl("training.optimizer.name", T::String, "", "adam", "Optimizer", -kInf, kInf, optimizer_names()),
       wl("training.optimizer.learning_rate", T::Float, "", 0.001, "Learning rate (recorded, does not change timing)", 0, 1e6),
-      wl("training.all_reduce.algorithm", T::String, "", "torus_all_axes", "Gradient all-reduce algorithm: one ring, two rings, per torus axis, or per axis on all axes at once", -kInf, kInf, collective_algorithm_names()),
+      wl("training.all_reduce.algorithm", T::String, "", "torus_all_axes", "Gradient all-reduce algorithm: " + collective_algorithms_described(), -kInf, kInf, collective_algorithm_names()),
       wl("training.all_reduce.chunk_bytes", T::Int, "bytes", 0, "Pieces a ring step is sent in, pipelined with the reduction; 0: one piece per step", 0, 1e12),
       wl("training.all_reduce.bucket_bytes", T::Int, "bytes", 33554432, "Gradients of consecutive layers combined into one all-reduce up to this size (like XLA's all-reduce combiner); 0: one per layer", 0, 1e12),
       wl("training.all_reduce.overlap", T::Bool, "", true, "Start each bucket's all-reduce as soon as its gradients exist (false: after the whole backward pass)"),

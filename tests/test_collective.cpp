@@ -40,6 +40,24 @@ double relative_gap(const json& c) {
 
 }  // namespace
 
+// Issue 40: an algorithm's name, description and ring shape live in one table, which the
+// command line's help and choices and the workload key read.
+BOOST_AUTO_TEST_CASE(every_collective_algorithm_is_named_and_described_once) {
+  const std::vector<std::string> names = collective_algorithm_names();
+  BOOST_TEST(names.size() == 4u);
+  const std::string help = run_tpusim("collective --help").out;
+  for (const std::string& name : names) {
+    BOOST_TEST_CONTEXT(name) {
+      const CollectiveAlgorithm a = parse_collective_algorithm(name);
+      BOOST_TEST(collective_algorithm_name(a) == name);
+      BOOST_TEST(contains(help, name + " (" + collective_algorithm_description(a) + ")"), help);
+    }
+  }
+  BOOST_TEST(collective_algorithm_is_ring(CollectiveAlgorithm::BidirRing));
+  BOOST_TEST(!collective_algorithm_is_ring(CollectiveAlgorithm::TorusAllAxes));
+  BOOST_CHECK_THROW(parse_collective_algorithm("rings"), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(closed_form_matches_the_pipelined_ring) {
   // A 100 MB all-reduce, 16-chip unidirectional ring, 45 GB/s, 1 us per hop. Each step forwards
   // what the step before brings as it arrives, so each of the two passes (reduce-scatter,
