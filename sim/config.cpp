@@ -19,6 +19,7 @@
 #include "hw/topology.hpp"
 #include "hw/units.hpp"
 #include "sim/errors.hpp"
+#include "sim/hw_keys.hpp"
 #include "sim/names.hpp"
 #include "sim/json_input.hpp"
 #include "sim/params.hpp"
@@ -363,53 +364,10 @@ void apply_set(json& hw_doc, json& workload_doc, const std::string& assignment) 
 
 // ---- typed structs ------------------------------------------------------------------------------
 
-std::string pointer_to(const std::string& path) {
-  std::string pointer = "/" + path;
-  std::replace(pointer.begin(), pointer.end(), '.', '/');
-  return pointer;
-}
-
 template <typename T>
 T get(const json& doc, const std::string& path) {
-  return doc.at(json::json_pointer(pointer_to(path))).get<T>();
+  return doc.at(key_pointer(path)).get<T>();
 }
-
-// Reads a document's values into the fields the hardware blocks declare (hw/hw_config.hpp). The
-// document is complete and valid by now (every key set, by the preset or a default, and checked
-// against its declaration), so no read fails.
-class HwKeyReader {
- public:
-  explicit HwKeyReader(const json& doc) : doc_(doc) {}
-
-  template <typename T>
-  void key(const char* name, T& field, const KeyInfo&) {
-    field = get<T>(doc_, prefix_ + name);
-  }
-  void optional(const char* name, std::optional<double>& field, const KeyInfo&) {
-    const json::json_pointer pointer(pointer_to(prefix_ + name));
-    if (doc_.contains(pointer)) field = doc_.at(pointer).get<double>();
-  }
-  template <typename Enum, std::size_t N>
-  void choice(const char* name, Enum& field, const NameTable<Enum> (&names)[N], const KeyInfo&) {
-    const std::string spelt = get<std::string>(doc_, prefix_ + name);
-    for (const auto& [value, spelling] : names)
-      if (spelt == spelling) field = value;
-  }
-  template <typename Block>
-  void block(const char* name, Block& block) {
-    const std::string outer = prefix_;
-    prefix_ += std::string(name) + ".";
-    block.declare_keys(*this);
-    prefix_ = outer;
-  }
-  // Read by its owner's binder: an optional block's keys come in pairs (bind_chip_power).
-  template <typename Block>
-  void optional_block(const char*, std::optional<Block>&) {}
-
- private:
-  const json& doc_;
-  std::string prefix_;
-};
 
 // hw.slow_chip_draw: a seeded fraction of the slice's chips, other than those hw.slow_chips names,
 // made slow with a clock drawn uniformly between min and max. mt19937_64's sequence is fixed by

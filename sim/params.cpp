@@ -4,6 +4,7 @@
 
 #include "hw/hw_config.hpp"
 #include "hw/memory.hpp"
+#include "sim/hw_keys.hpp"
 #include "workloads/layer_kind.hpp"
 
 namespace tpusim {
@@ -35,52 +36,6 @@ ParamSpec optional(ParamSpec spec) {
 using T = ParamType;
 
 // ---- hardware ----------------------------------------------------------------------------
-
-// The keys the hardware blocks declare beside their fields (hw/hw_config.hpp), as registry
-// entries: a key inside an optional block may be left out, as may one with a default.
-class HwKeyDeclarations {
- public:
-  explicit HwKeyDeclarations(std::vector<ParamSpec>& out) : out_(out) {}
-
-  void key(const char* name, const std::string&, const KeyInfo& info) { add(name, T::String, info); }
-  void key(const char* name, const bool&, const KeyInfo& info) { add(name, T::Bool, info); }
-  void key(const char* name, const double&, const KeyInfo& info) { add(name, T::Float, info); }
-  void key(const char* name, const std::uint32_t&, const KeyInfo& info) { add(name, T::Int, info); }
-  void key(const char* name, const std::uint64_t&, const KeyInfo& info) { add(name, T::Int, info); }
-  void optional(const char* name, const std::optional<double>&, const KeyInfo& info) { add(name, T::Float, info, false); }
-  template <typename Enum, std::size_t N>
-  void choice(const char* name, const Enum&, const NameTable<Enum> (&names)[N], const KeyInfo& info) {
-    std::vector<std::string> spellings;
-    for (const auto& [value, spelt] : names) spellings.push_back(spelt);
-    add(name, T::String, info, true, std::move(spellings));
-  }
-  template <typename Block>
-  void block(const char* name, Block& block) {
-    const std::string outer = prefix_;
-    prefix_ += std::string(name) + ".";
-    block.declare_keys(*this);
-    prefix_ = outer;
-  }
-  template <typename Block>
-  void optional_block(const char* name, std::optional<Block>&) {
-    Block keys;
-    const bool outer = in_optional_block_;
-    in_optional_block_ = true;
-    block(name, keys);
-    in_optional_block_ = outer;
-  }
-
- private:
-  void add(const char* name, ParamType type, const KeyInfo& info, bool required = true, std::vector<std::string> choices = {}) {
-    const json default_value = info.default_value ? json(*info.default_value) : json(nullptr);
-    out_.push_back({"hw", prefix_ + name, type, info.unit, default_value, info.description, info.min, info.max, std::move(choices),
-                    required && !in_optional_block_ && !info.default_value});
-  }
-
-  std::vector<ParamSpec>& out_;
-  std::string prefix_;
-  bool in_optional_block_ = false;
-};
 
 // The knobs the registered memory models declared (hw/memory.hpp), under hw.hbm.<model>.
 void add_memory_model_keys(std::vector<ParamSpec>& r) {

@@ -12,6 +12,7 @@
 
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
+#include "sim/hw_keys.hpp"
 #include "sim/params.hpp"
 #include "sim/names.hpp"
 #include "sim/progress.hpp"
@@ -165,6 +166,64 @@ BOOST_AUTO_TEST_CASE(every_key_is_documented) {
     const std::string key = "`" + p.doc + "." + p.path + "`";
     BOOST_TEST_CONTEXT(key) { BOOST_TEST(contains(p.doc == "hw" ? hw_doc : workload_doc, key)); }
   }
+}
+
+namespace {
+
+// A hardware block of its own, as docs/extending.md adds one: its fields and their declarations.
+struct ExampleLinkConfig {
+  double bw_gbps = 0;
+  std::uint32_t lanes = 0;
+  std::optional<double> price_usd;
+  Wraparound wraparound = Wraparound::Never;
+  double overhead_us = 0;
+
+  template <typename Keys>
+  void declare_keys(Keys& k) {
+    k.key("bw_gbps", bw_gbps, {"GB/s", "Link bandwidth", 0, 1e6});
+    k.key("lanes", lanes, {"lanes", "Serial lanes", 1, 64});
+    k.optional("price_usd", price_usd, {"USD", "What one costs"});
+    k.choice("wraparound", wraparound, kWraparoundNames, {"", "Which axes wrap around"});
+    k.key("overhead_us", overhead_us, {"us", "Cost of one message", 0, 1e6, 2.5});
+  }
+};
+
+}  // namespace
+
+// Issue 40: a hardware block declares each key once, beside its field; the same declarations
+// are the registry's entries and read a document into the fields.
+BOOST_AUTO_TEST_CASE(the_hardware_blocks_declare_their_keys) {
+  std::vector<ParamSpec> specs;
+  HwKeyDeclarations declarations(specs);
+  ExampleLinkConfig block;
+  declarations.block("link", block);
+  BOOST_TEST_REQUIRE(specs.size() == 5u);
+  BOOST_TEST(specs[0].path == "link.bw_gbps");
+  BOOST_TEST((specs[0].type == ParamType::Float && specs[0].unit == "GB/s" && specs[0].max == 1e6 && specs[0].required));
+  BOOST_TEST((specs[1].type == ParamType::Int && specs[1].min == 1));
+  BOOST_TEST(!specs[2].required);
+  BOOST_TEST(specs[3].choices == (std::vector<std::string>{"never", "always", "full_axis", "multiple_of_4"}),
+             boost::test_tools::per_element());
+  BOOST_TEST((!specs[4].required && specs[4].default_value == 2.5));
+
+  const nlohmann::json doc = {{"link", {{"bw_gbps", 90.0}, {"lanes", 8}, {"wraparound", "full_axis"}, {"overhead_us", 2.5}}}};
+  HwKeyReader reader(doc);
+  reader.block("link", block);
+  BOOST_TEST(block.bw_gbps == 90.0);
+  BOOST_TEST(block.lanes == 8u);
+  BOOST_TEST(!block.price_usd);
+  BOOST_TEST((block.wraparound == Wraparound::FullAxis));
+  BOOST_TEST(block.overhead_us == 2.5);
+
+  // tpusim's own blocks are listed from the same declarations, in their blocks' order.
+  std::vector<ParamSpec> own;
+  HwKeyDeclarations own_declarations(own);
+  HwConfig().declare_keys(own_declarations);
+  for (const ParamSpec& spec : own) {
+    const ParamSpec* listed = find_param("hw", spec.path);
+    BOOST_TEST_CONTEXT(spec.path) { BOOST_TEST((listed && listed->description == spec.description)); }
+  }
+  BOOST_TEST(own.size() > 60u);
 }
 
 // Issue 18: Cloud TPU users name slices by accelerator type; `--hw v4-32` was refused.
