@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "sim/names.hpp"
 #include "sim/progress.hpp"
 #include "hw/topology.hpp"
+#include "workloads/lower.hpp"
 #include "run_helpers.hpp"
 
 using namespace tpusim;
@@ -224,6 +226,35 @@ BOOST_AUTO_TEST_CASE(the_hardware_blocks_declare_their_keys) {
     BOOST_TEST_CONTEXT(spec.path) { BOOST_TEST((listed && listed->description == spec.description)); }
   }
   BOOST_TEST(own.size() > 60u);
+}
+
+// Issue 40: fuzz/run.sh seeds its targets with the repository's own presets and the workloads
+// under 40 KB, as they are today, loaded as the targets load them. A seed refused by validation
+// would fuzz nothing past it (the corpus's old copies had drifted so).
+BOOST_AUTO_TEST_CASE(the_fuzz_seeds_are_valid_input) {
+  namespace fs = std::filesystem;
+  std::size_t presets = 0, workloads = 0;
+  for (const auto& entry : fs::directory_iterator(source_path("hw/presets"))) {
+    ConfigRequest request;  // as fuzz_hardware loads a document
+    request.hw = entry.path().string();
+    BOOST_TEST_CONTEXT(entry.path().filename()) { BOOST_CHECK_NO_THROW(load_config(request)); }
+    ++presets;
+  }
+  for (const auto& entry : fs::directory_iterator(source_path("workloads/examples"))) {
+    if (entry.path().extension() != ".json" || fs::file_size(entry.path()) >= 40 * 1024) continue;
+    ConfigRequest request;  // as fuzz_workload loads and lowers a workload
+    request.workload_path = entry.path().string();
+    request.hw = "tpu_v5e";
+    BOOST_TEST_CONTEXT(entry.path().filename()) {
+      BOOST_CHECK_NO_THROW({
+        const Config config = load_config(request);
+        lower_training_step(config.workload, config.hw);
+      });
+    }
+    ++workloads;
+  }
+  BOOST_TEST(presets >= 7u);
+  BOOST_TEST(workloads >= 10u);
 }
 
 // Issue 18: Cloud TPU users name slices by accelerator type; `--hw v4-32` was refused.
