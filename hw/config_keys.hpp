@@ -16,7 +16,11 @@
 
 #include <limits>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace tpusim {
 
@@ -32,5 +36,23 @@ struct KeyInfo {
 // An enum's names in documents, in the order list-params shows them.
 template <typename Enum>
 using NameTable = std::pair<Enum, const char*>;
+
+// One key of a hardware or workload document as the parameter registry holds it (sim/params):
+// the hardware blocks' declarations and the layer kinds' own keys become these.
+// Window: one integer (a square window, or a sequence's length) or [height, width].
+enum class ParamType { Int, Float, Bool, String, IntList, Window, StringList, ObjectList, StringMap };
+
+struct ParamSpec {
+  std::string doc;   // "hw" or "workload"
+  std::string path;  // within the document, e.g. "hbm.bw_gbps"
+  ParamType type;
+  std::string unit;  // "" for unitless
+  nlohmann::json default_value;  // null: required (workload) or taken from the preset (hw)
+  std::string description;
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  std::vector<std::string> choices;
+  bool required = false;
+};
 
 }  // namespace tpusim

@@ -754,7 +754,9 @@ Workload build_workload(const json& d, const std::string& origin) {
     LayerSpec spec;
     spec.type = l.at("type").get<std::string>();
     const LayerKind& kind = layer_kind(spec.type);  // the type is one of the registry's: checked against the parameter table
-    const std::vector<std::string> allowed = kind.keys();
+    std::vector<std::string> allowed = kind.keys();
+    const std::vector<ParamSpec> own = kind.own_keys();
+    for (const ParamSpec& key : own) allowed.push_back(key.path.substr(key.path.rfind('.') + 1));
     for (const auto& [key, value] : l.items()) {
       if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
       const auto& every = keys_of_every_layer();
@@ -766,6 +768,12 @@ Workload build_workload(const json& d, const std::string& origin) {
     for (const auto& key : kind.required_keys())
       if (!l.contains(key)) fail(origin, at + "." + key, fmt::format("missing required key for a {} layer ({})", spec.type,
                                                                       find_param("workload", "model.layers[]." + key)->description));
+    for (const ParamSpec& key : own) {
+      const std::string name = key.path.substr(key.path.rfind('.') + 1);
+      if (l.contains(name)) spec.own[name] = l.at(name);
+      else if (key.required) fail(origin, at + "." + name, fmt::format("missing required key for a {} layer ({})", spec.type, key.description));
+      else spec.own[name] = key.default_value;
+    }
     spec.name = l.at("name").get<std::string>();
     if (l.contains("inputs")) spec.inputs = l.at("inputs").get<std::vector<std::string>>();
     spec.trainable = l.at("trainable").get<bool>();

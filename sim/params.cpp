@@ -1,5 +1,7 @@
 #include "sim/params.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "hw/hw_config.hpp"
@@ -141,6 +143,11 @@ void add_layer_keys(std::vector<ParamSpec>& r) {
       wl("model.layers[].dispatch", T::String, "", "gather", "moe: how the routed rows reach the experts and come back: gather (sorted rows, gathered and scattered by vector passes, as MaxText's megablox and ragged-dot paths) or einsum (matmuls by one-hot dispatch and combine masks of experts x capacity per sequence, as MaxText's dense_matmul path with a capacity factor and GShard: MXU work that is no model FLOPs; needs capacity_factor)", -kInf, kInf, {"gather", "einsum"}),
       optional(wl("model.layers[].tokens", T::Int, "tokens", nullptr, "prepend_tokens: learned rows put before the sequence (a class token: 1) (required)", 1, 1e6)),
   });
+  // The keys the kinds declare themselves, each once (LayerKind::own_keys).
+  for (const std::string& name : layer_kind_names())
+    for (ParamSpec& key : layer_kind(name).own_keys())
+      if (std::none_of(r.begin(), r.end(), [&](const ParamSpec& p) { return p.doc == key.doc && p.path == key.path; }))
+        r.push_back(std::move(key));
 }
 
 // model.loss opens the training keys: it is what training minimizes, and the registry's order has it after the layers.

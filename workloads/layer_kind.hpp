@@ -7,10 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hw/config_keys.hpp"
 #include "workloads/model.hpp"
 
 namespace tpusim {
@@ -88,6 +91,11 @@ class LayerKind {
   // them it needs.
   virtual std::vector<std::string> keys() const { return {}; }
   virtual std::vector<std::string> required_keys() const { return {}; }
+  // Keys only this kind takes, declared here in full (made by layer_key()): they join the
+  // parameter registry as model.layers[].<name>, are validated like every key (type, limits,
+  // choices, did-you-mean), and reach the kind's nodes in LayerSpec::own at their values or
+  // defaults. A new key of a kind is its declaration and its use, in the kind's file.
+  virtual std::vector<ParamSpec> own_keys() const { return {}; }
   virtual bool takes_several_inputs() const { return false; }
 
   // Fills node.out, params, trainable and forward_flops from node.spec and node.in (the first
@@ -157,8 +165,21 @@ class LayerKind {
   std::string name_;
 };
 
+// A key of a kind's own (LayerKind::own_keys): `default_value` null makes it required.
+inline ParamSpec layer_key(std::string name, ParamType type, std::string unit, nlohmann::json default_value,
+                           std::string description, double min = -std::numeric_limits<double>::infinity(),
+                           double max = std::numeric_limits<double>::infinity(), std::vector<std::string> choices = {}) {
+  const bool required = default_value.is_null();
+  return {"workload", "model.layers[]." + name, type, std::move(unit), std::move(default_value), std::move(description), min, max,
+          std::move(choices), required};
+}
+
 // The kind registered under `name`; throws std::invalid_argument listing the known ones.
 const LayerKind& layer_kind(const std::string& name);
+// Adds a kind of one's own after tpusim's (tests/custom_layer_main.cpp is a whole program with
+// one). Register before the configuration is read: the workload's types and keys are checked
+// against the registered kinds. Throws std::invalid_argument for a name already taken.
+void register_layer_kind(std::unique_ptr<LayerKind> kind);
 std::vector<std::string> layer_kind_names();  // sorted as registered
 // Keys every layer takes, whatever its kind (LayerKind::keys() lists the rest).
 inline const std::vector<std::string>& keys_of_every_layer() {

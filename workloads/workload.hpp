@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "hw/program.hpp"
 
@@ -108,6 +111,12 @@ struct LayerSpec {
   std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output (reshape: one 0 for what the rest leave); add_parameter: the learned tensor
   std::vector<std::uint64_t> perm;              // permute: the input axis each output axis takes (0-based)
   std::uint64_t tokens = 0;                     // prepend_tokens: learned rows put first
+  // The values of the keys the layer's kind declares itself (LayerKind::own_keys), by name.
+  std::map<std::string, nlohmann::json> own;
+  template <typename T>
+  T own_key(const std::string& key) const {
+    return own.at(key).get<T>();
+  }
 };
 
 struct Workload {

@@ -2,6 +2,7 @@
 // self-registering statics, which a static library's linker would drop.)
 #include "workloads/kinds/registry.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -11,9 +12,9 @@
 namespace tpusim {
 namespace {
 
-const std::vector<const LayerKind*>& all_kinds() {
+std::vector<const LayerKind*>& all_kinds() {
   using namespace kinds;
-  static const std::vector<const LayerKind*> kinds = {
+  static std::vector<const LayerKind*> kinds = {
       &flatten_kind(),  &dense_kind(),       &conv2d_kind(),   &batch_norm_kind(),      &layer_norm_kind(), &rms_norm_kind(),
       &activation_kind(), &max_pool_kind(),  &avg_pool_kind(), &global_avg_pool_kind(), &add_kind(),
       &dropout_kind(),  &embedding_kind(),   &patch_embedding_kind(), &attention_kind(), &take_first_kind(),
@@ -27,15 +28,18 @@ const std::vector<const LayerKind*>& all_kinds() {
 }  // namespace
 
 const LayerKind& layer_kind(const std::string& name) {
-  static const std::map<std::string, const LayerKind*> by_name = [] {
-    std::map<std::string, const LayerKind*> m;
-    for (const LayerKind* kind : all_kinds()) m.emplace(kind->name(), kind);
-    return m;
-  }();
-  const auto it = by_name.find(name);
-  if (it == by_name.end())
-    throw std::invalid_argument(fmt::format("unknown layer type \"{}\" (expected one of {})", name, fmt::join(layer_kind_names(), ", ")));
-  return *it->second;
+  for (const LayerKind* kind : all_kinds())
+    if (kind->name() == name) return *kind;
+  throw std::invalid_argument(fmt::format("unknown layer type \"{}\" (expected one of {})", name, fmt::join(layer_kind_names(), ", ")));
+}
+
+void register_layer_kind(std::unique_ptr<LayerKind> kind) {
+  static std::vector<std::unique_ptr<LayerKind>> registered;  // a program's own kinds, alive as long as it runs
+  const auto names = layer_kind_names();
+  if (std::find(names.begin(), names.end(), kind->name()) != names.end())
+    throw std::invalid_argument(fmt::format("a layer kind named \"{}\" is registered already", kind->name()));
+  all_kinds().push_back(kind.get());
+  registered.push_back(std::move(kind));
 }
 
 std::vector<std::string> layer_kind_names() {
