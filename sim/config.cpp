@@ -771,7 +771,8 @@ Workload build_workload(const json& d, const std::string& origin) {
     for (const ParamSpec& key : own) {
       const std::string name = key.path.substr(key.path.rfind('.') + 1);
       if (l.contains(name)) spec.own[name] = l.at(name);
-      else if (key.required) fail(origin, at + "." + name, fmt::format("missing required key for a {} layer ({})", spec.type, key.description));
+      else if (key.default_value.is_null())
+        fail(origin, at + "." + name, fmt::format("missing required key for a {} layer ({})", spec.type, key.description));
       else spec.own[name] = key.default_value;
     }
     spec.name = l.at("name").get<std::string>();
@@ -802,21 +803,10 @@ Workload build_workload(const json& d, const std::string& origin) {
     spec.dim = l.value("dim", std::uint64_t{0});
     spec.positions = l.at("positions").get<std::uint64_t>();
     spec.segments = l.at("segments").get<std::uint64_t>();
-    spec.class_token = l.at("class_token").get<bool>();
-    spec.keepdims = l.at("keepdims").get<bool>();
     spec.ceil_mode = l.at("ceil_mode").get<bool>();
-    spec.rate = l.at("rate").get<double>();
     if (l.contains("shape")) spec.shape = l.at("shape").get<std::vector<std::uint64_t>>();
-    if (l.contains("perm")) spec.perm = l.at("perm").get<std::vector<std::uint64_t>>();
     spec.tokens = l.value("tokens", std::uint64_t{0});
     spec.experts = l.value("experts", std::uint64_t{0});
-    spec.top_k = l.value("top_k", std::uint64_t{0});
-    spec.shared_experts = l.at("shared_experts").get<std::uint64_t>();
-    spec.gated = l.at("gated").get<bool>();
-    spec.capacity_factor = l.at("capacity_factor").get<double>();
-    spec.routing_imbalance = l.at("routing_imbalance").get<double>();
-    spec.dispatch = l.at("dispatch").get<std::string>();
-    spec.group_tile_rows = l.at("group_tile_rows").get<std::uint64_t>();
     w.layers.push_back(spec);
   }
   w.loss = get<std::string>(d, "model.loss");

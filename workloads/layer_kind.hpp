@@ -165,13 +165,15 @@ class LayerKind {
   std::string name_;
 };
 
-// A key of a kind's own (LayerKind::own_keys): `default_value` null makes it required.
+inline constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+
+// A key of a kind's own (LayerKind::own_keys). `default_value` null: a layer of the kind must set
+// it (layers of other kinds never do, so the registry does not require it).
 inline ParamSpec layer_key(std::string name, ParamType type, std::string unit, nlohmann::json default_value,
-                           std::string description, double min = -std::numeric_limits<double>::infinity(),
-                           double max = std::numeric_limits<double>::infinity(), std::vector<std::string> choices = {}) {
-  const bool required = default_value.is_null();
+                           std::string description, double min = -kUnbounded, double max = kUnbounded,
+                           std::vector<std::string> choices = {}) {
   return {"workload", "model.layers[]." + name, type, std::move(unit), std::move(default_value), std::move(description), min, max,
-          std::move(choices), required};
+          std::move(choices), false};
 }
 
 // The kind registered under `name`; throws std::invalid_argument listing the known ones.

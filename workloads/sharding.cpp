@@ -235,8 +235,7 @@ bool same_part(const ModelGraph& model, std::size_t i, std::size_t i_start, std:
   const LayerSpec& t = b.spec;
   if (s.type != t.type || a.in != b.in || a.out != b.out || a.params != b.params || a.trainable != b.trainable ||
       a.forward_flops != b.forward_flops || s.activation != t.activation || s.rotary != t.rotary || s.causal != t.causal ||
-      s.use_bias != t.use_bias || s.rate != t.rate || s.dispatch != t.dispatch || s.capacity_factor != t.capacity_factor ||
-      s.routing_imbalance != t.routing_imbalance || s.group_tile_rows != t.group_tile_rows || a.inputs.size() != b.inputs.size())
+      s.use_bias != t.use_bias || s.own != t.own || a.inputs.size() != b.inputs.size())
     return false;
   for (std::size_t k = 0; k < a.inputs.size(); ++k) {
     const auto offset = [](std::size_t input, std::size_t start) {

@@ -76,9 +76,6 @@ struct LayerSpec {
   bool causal = false;                          // attention (no compute saved: the mask is applied densely)
   std::uint64_t vocab = 0, dim = 0;             // embedding; dim also patch_embedding
   std::uint64_t positions = 0, segments = 0;    // embedding, patch_embedding: learned position / segment tables
-  bool class_token = false;                     // patch_embedding
-  bool keepdims = false;                        // global_avg_pool: [1, 1, c] rather than [c]
-  double rate = 0;                              // dropout
   // Tensor parallelism, set by the sharding of a mesh with a model axis (not a workload key):
   // dense "column" (its units already split) or "row" (its input split), attention "heads", an
   // elementwise layer between a column and a row layer "within".
@@ -91,25 +88,13 @@ struct LayerSpec {
 
   // attention: the key/value heads, kv_heads or (0) as many as the query heads.
   std::uint64_t key_value_heads() const { return kv_heads ? kv_heads : heads; }
-  // moe: experts per layer, the experts each token is routed to, shared experts every token
-  // takes; `units` is each expert's hidden width, `activation` its gate's.
-  std::uint64_t experts = 0, top_k = 0, shared_experts = 0;
-  bool gated = true;                            // moe: gate and up projections multiplied (SwiGLU), else one up projection
-  // moe: rows each expert computes per routed token row, over the balanced count: the capacity
-  // factor (GShard, Switch: each expert's buffer padded to it, tokens beyond it dropped); 0:
-  // dropless (MaxText's megablox), each expert computing what it is sent, the busiest chip
-  // routing_imbalance times the average.
-  double capacity_factor = 0;
-  double routing_imbalance = 1;
-  std::string dispatch = "gather";              // moe: rows gathered and scattered, or multiplied by one-hot masks ("einsum")
-  // moe, gather dispatch: rows of the grouped-matmul kernel's tiles (megablox's tm); each expert's
-  // rows start inside one, which the kernel computes again for that expert. 0: groups aligned.
-  std::uint64_t group_tile_rows = 0;
+  // moe: experts per layer (its own keys, top_k, capacity_factor, ..., are in LayerSpec::own);
+  // `units` is each expert's hidden width, `activation` its gate's.
+  std::uint64_t experts = 0;
   // Expert parallelism, set by the sharding of a mesh with an expert axis (not a workload key):
   // the chips along it each hold experts / expert_shards of a moe layer's experts.
   std::uint32_t expert_shards = 1;
   std::vector<std::uint64_t> shape;             // reshape, slice: one sample's output (reshape: one 0 for what the rest leave); add_parameter: the learned tensor
-  std::vector<std::uint64_t> perm;              // permute: the input axis each output axis takes (0-based)
   std::uint64_t tokens = 0;                     // prepend_tokens: learned rows put first
   // The values of the keys the layer's kind declares itself (LayerKind::own_keys), by name.
   std::map<std::string, nlohmann::json> own;

@@ -9,7 +9,11 @@ namespace {
 class Dropout : public LayerKind {
  public:
   Dropout() : LayerKind("dropout") {}
-  std::vector<std::string> keys() const override { return {"rate"}; }
+  std::vector<ParamSpec> own_keys() const override {
+    return {
+          layer_key("rate", ParamType::Float, "", 0, "dropout: fraction dropped", 0, 1)
+    };
+  }
 
   void infer(Node& node, const InferContext&) const override { node.out = node.in; }
 
@@ -47,7 +51,7 @@ class Dropout : public LayerKind {
   }
 
  private:
-  static bool active(const Node& node) { return node.spec.rate > 0; }
+  static bool active(const Node& node) { return node.spec.own_key<double>("rate") > 0; }
 };
 
 }  // namespace

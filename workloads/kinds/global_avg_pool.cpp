@@ -9,10 +9,17 @@
 namespace tpusim::kinds {
 namespace {
 
+// Taken by every kind of this file.
+ParamSpec keepdims_key() {
+  return layer_key("keepdims", ParamType::Bool, "", false,
+                   "global_avg_pool, global_max_pool: keep the pooled axes as size 1 ([1, 1, c], as ONNX's GlobalAveragePool "
+                   "does) rather than [c]; reduce_mean: keep the last axis as size 1");
+}
+
 class Mean : public LayerKind {
  public:
   using LayerKind::LayerKind;
-  std::vector<std::string> keys() const override { return {"keepdims"}; }
+  std::vector<ParamSpec> own_keys() const override { return {keepdims_key()}; }
 
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const std::uint64_t e_in = in_elements(em, node);
@@ -41,7 +48,7 @@ void infer_global_pool(Node& node, const InferContext& ctx) {
     ctx.fail("", fmt::format("a {} layer needs an [height, width, channels] or [steps, channels] input, got {}", node.spec.type,
                              shape_string(node.in)));
   const std::uint64_t channels = node.in.back();
-  node.out = !node.spec.keepdims ? Shape{channels} : node.in.size() == 3 ? Shape{1, 1, channels} : Shape{1, channels};
+  node.out = !node.spec.own_key<bool>("keepdims") ? Shape{channels} : node.in.size() == 3 ? Shape{1, 1, channels} : Shape{1, channels};
 }
 
 class GlobalAvgPool : public Mean {
@@ -55,7 +62,7 @@ class GlobalAvgPool : public Mean {
 class GlobalMaxPool : public LayerKind {
  public:
   GlobalMaxPool() : LayerKind("global_max_pool") {}
-  std::vector<std::string> keys() const override { return {"keepdims"}; }
+  std::vector<ParamSpec> own_keys() const override { return {keepdims_key()}; }
   void infer(Node& node, const InferContext& ctx) const override { infer_global_pool(node, ctx); }
 
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
@@ -78,7 +85,7 @@ class ReduceMean : public Mean {
   void infer(Node& node, const InferContext& ctx) const override {
     if (node.in.empty()) ctx.fail("", "a mean over the last axis needs an input with one");
     node.out = node.in;
-    if (node.spec.keepdims)
+    if (node.spec.own_key<bool>("keepdims"))
       node.out.back() = 1;
     else
       node.out.pop_back();

@@ -49,7 +49,20 @@ struct MoeGeometry {
   std::uint64_t slots;           // einsum: experts x capacity per sequence, the masks' last axis
 };
 
-double row_factor(const LayerSpec& s) { return s.capacity_factor > 0 ? s.capacity_factor : s.routing_imbalance; }
+// The keys only a moe layer takes (Moe::own_keys declares them).
+struct MoeKeys {
+  std::uint64_t top_k, shared_experts, group_tile_rows;
+  bool gated, einsum;
+  double capacity_factor, routing_imbalance;
+};
+MoeKeys own(const LayerSpec& s) {
+  return {s.own_key<std::uint64_t>("top_k"),     s.own_key<std::uint64_t>("shared_experts"),
+          s.own_key<std::uint64_t>("group_tile_rows"), s.own_key<bool>("gated"),
+          s.own_key<std::string>("dispatch") == "einsum", s.own_key<double>("capacity_factor"),
+          s.own_key<double>("routing_imbalance")};
+}
+
+double row_factor(const LayerSpec& s) { return own(s).capacity_factor > 0 ? own(s).capacity_factor : own(s).routing_imbalance; }
 
 MoeGeometry geometry(const StepEmitter& em, const Node& node) {
   const LayerSpec& s = node.spec;
@@ -58,11 +71,11 @@ MoeGeometry geometry(const StepEmitter& em, const Node& node) {
   g.d = node.in[1];
   g.u = s.units;
   g.experts = s.experts;
-  g.top_k = s.top_k;
-  g.shared = s.shared_experts;
+  g.top_k = own(s).top_k;
+  g.shared = own(s).shared_experts;
   g.local_experts = s.experts / s.expert_shards;
   g.routed = g.tokens * g.top_k;
-  g.einsum = s.dispatch == "einsum";
+  g.einsum = own(s).einsum;
   g.seq = node.in[0];
   g.sequences = g.tokens / g.seq;
   // In millionths, so that a balanced count that divides stays whole.
@@ -79,10 +92,10 @@ MoeGeometry geometry(const StepEmitter& em, const Node& node) {
   // experts and, on a megacore chip, its cores: the kernel runs over all of the device's rows
   // and splits its column tiles between them (its "parallel" grid axis), where tpusim splits
   // the rows.
-  g.computed_rows = g.rows_per_expert + ceil_div<std::uint64_t>((g.local_experts - 1) * s.group_tile_rows,
+  g.computed_rows = g.rows_per_expert + ceil_div<std::uint64_t>((g.local_experts - 1) * own(s).group_tile_rows,
                                                                 g.local_experts * em.cores_per_device());
   g.dispatched = capacity * g.experts;
-  g.in_width = s.gated ? 2 * g.u : g.u;
+  g.in_width = own(s).gated ? 2 * g.u : g.u;
   g.act_bytes = em.act_bytes();
   return g;
 }
@@ -96,7 +109,8 @@ struct MoeFlops {
 MoeFlops flops_per_sample(const Node& node) {
   const LayerSpec& s = node.spec;
   const double seq = static_cast<double>(node.in[0]), d = static_cast<double>(node.in[1]), u = static_cast<double>(s.units);
-  const double in_width = s.gated ? 2 * u : u, k = static_cast<double>(s.top_k), shared = static_cast<double>(s.shared_experts);
+  const MoeKeys keys = own(s);
+  const double in_width = keys.gated ? 2 * u : u, k = static_cast<double>(keys.top_k), shared = static_cast<double>(keys.shared_experts);
   return {2 * seq * d * static_cast<double>(s.experts), 2 * seq * k * d * in_width, 2 * seq * k * u * d,
           2 * seq * shared * d * in_width, 2 * seq * shared * u * d};
 }
@@ -105,31 +119,66 @@ class Moe : public LayerKind {
  public:
   Moe() : LayerKind("moe") {}
   std::vector<std::string> keys() const override {
-    return {"experts",         "top_k",     "units",          "activation", "gated", "shared_experts",
-            "capacity_factor", "routing_imbalance", "dispatch", "group_tile_rows"};
+    return {"experts", "units", "activation"};
   }
-  std::vector<std::string> required_keys() const override { return {"experts", "top_k", "units"}; }
+  std::vector<ParamSpec> own_keys() const override {
+    return {
+          layer_key("top_k", ParamType::Int, "experts", nullptr, "moe: routed experts each token is sent to (required)", 1, 4096),
+          layer_key("shared_experts", ParamType::Int, "experts", 0,
+                    "moe: experts every token takes besides its routed ones (DeepSeekMoE's shared experts), each of units "
+                    "hidden features",
+                    0, 4096),
+          layer_key("gated", ParamType::Bool, "", true,
+                    "moe: each expert's gate and up projections multiplied (SwiGLU with activation silu, GeGLU with gelu); "
+                    "false: one up projection through the activation"),
+          layer_key("capacity_factor", ParamType::Float, "", 0,
+                    "moe: each expert's buffer in routed token rows over the balanced count (GShard, Switch Transformer: "
+                    "padded to it, tokens beyond it dropped; at least 1); 0: dropless (MaxText's megablox default), each "
+                    "expert computing what it is sent",
+                    0, 64),
+          layer_key("routing_imbalance", ParamType::Float, "", 1,
+                    "moe, dropless: the busiest chip's routed rows over the balanced count; every chip is simulated at it, "
+                    "since the all-to-alls wait for the busiest (1: perfectly balanced routing, an optimistic assumption)",
+                    1, 64),
+          layer_key("group_tile_rows", ParamType::Int, "rows", 0,
+                    "moe, gather dispatch: rows of one tile of the grouped-matmul kernel the experts run in (megablox's gmm "
+                    "and tgmm tile their rows by tm, MaxText's tile_batch_seq, 512 by default; tokamax's ragged dot by its "
+                    "tuned table, 256 to 1024). The experts' rows follow each other in one sorted buffer, so each expert's "
+                    "first rows share a tile with the one before, which the kernel computes again for it (a masked store): "
+                    "local experts - 1 more tiles of every grouped matmul, its rows or, for a weight gradient, its contracted "
+                    "rows, executed MXU work but no model FLOPs. 0: every expert's rows a whole number of tiles",
+                    0, 1e6),
+          layer_key("dispatch", ParamType::String, "", "gather",
+                    "moe: how the routed rows reach the experts and come back: gather (sorted rows, gathered and scattered by "
+                    "vector passes, as MaxText's megablox and ragged-dot paths) or einsum (matmuls by one-hot dispatch and "
+                    "combine masks of experts x capacity per sequence, as MaxText's dense_matmul path with a capacity factor "
+                    "and GShard: MXU work that is no model FLOPs; needs capacity_factor)",
+                    -kUnbounded, kUnbounded, {"gather", "einsum"})
+    };
+  }
+
+  std::vector<std::string> required_keys() const override { return {"experts", "units"}; }
 
   void infer(Node& node, const InferContext& ctx) const override {
     const LayerSpec& s = node.spec;
     ctx.need_rank(node, 2, "a [tokens, features]");
-    if (s.top_k > s.experts) ctx.fail("top_k", fmt::format("{} experts per token, of {} experts", s.top_k, s.experts));
-    if (s.capacity_factor > 0 && s.capacity_factor < 1)
+    if (own(s).top_k > s.experts) ctx.fail("top_k", fmt::format("{} experts per token, of {} experts", own(s).top_k, s.experts));
+    if (own(s).capacity_factor > 0 && own(s).capacity_factor < 1)
       ctx.fail("capacity_factor", fmt::format("{} drops tokens even when routing is balanced; expected 0 (dropless) or at least 1",
-                                              s.capacity_factor));
-    if (s.dispatch == "einsum" && s.capacity_factor <= 0)
+                                              own(s).capacity_factor));
+    if (own(s).einsum && own(s).capacity_factor <= 0)
       ctx.fail("dispatch", "einsum dispatch multiplies by masks of a fixed capacity; set capacity_factor (MaxText's dense_matmul path)");
-    if (s.group_tile_rows > 0 && s.dispatch == "einsum")
+    if (own(s).group_tile_rows > 0 && own(s).einsum)
       ctx.fail("group_tile_rows", "applies to the grouped matmul of gather dispatch; einsum dispatch multiplies whole buffers");
-    if (s.capacity_factor > 0 && s.routing_imbalance != 1)
+    if (own(s).capacity_factor > 0 && own(s).routing_imbalance != 1)
       ctx.fail("routing_imbalance", "applies to dropless routing (capacity_factor 0); a capacity factor fixes each expert's rows");
     if (s.experts % s.expert_shards)
       ctx.fail("experts", fmt::format("{} experts do not split over {} chips", s.experts, s.expert_shards));
     const std::uint64_t d = node.in[1];
     node.out = node.in;
-    const std::uint64_t per_expert = ctx.checked_mul(d, s.units) * (s.gated ? 3 : 2);
+    const std::uint64_t per_expert = ctx.checked_mul(d, s.units) * (own(s).gated ? 3 : 2);
     const std::uint64_t local = ctx.checked_mul(per_expert, s.experts / s.expert_shards);
-    node.params = node.trainable = local + ctx.checked_mul(d, s.experts) + ctx.checked_mul(per_expert, s.shared_experts);
+    node.params = node.trainable = local + ctx.checked_mul(d, s.experts) + ctx.checked_mul(per_expert, own(s).shared_experts);
     node.expert_local_trainable = s.expert_shards > 1 ? local : 0;
     node.forward_flops = flops_per_sample(node).forward();
   }
@@ -268,11 +317,11 @@ class Moe : public LayerKind {
                                    std::uint64_t experts, std::uint64_t rows, std::uint64_t useful, std::uint64_t width,
                                    std::vector<std::uint32_t> deps) {
     const LayerSpec& s = node.spec;
-    const std::uint64_t in_width = s.gated ? 2 * width : width;
-    const std::uint32_t in = em.matmul(fused_name(name + "/gate_up", false, s.activation) + (s.gated ? "*up" : ""), Phase::Forward,
-                                       rows, g.d, in_width, em.act(), std::move(deps),
-                                       activation_vpu_ops(s.activation) + (s.gated ? 1 : 0), 0, experts);
-    if (s.gated) em.op(in).matmul.out_write_fraction = 1.5;  // both pre-activations and their product
+    const std::uint64_t in_width = own(s).gated ? 2 * width : width;
+    const std::uint32_t in = em.matmul(fused_name(name + "/gate_up", false, s.activation) + (own(s).gated ? "*up" : ""),
+                                       Phase::Forward, rows, g.d, in_width, em.act(), std::move(deps),
+                                       activation_vpu_ops(s.activation) + (own(s).gated ? 1 : 0), 0, experts);
+    if (own(s).gated) em.op(in).matmul.out_write_fraction = 1.5;  // both pre-activations and their product
     em.op(in).model_flops = 2.0 * static_cast<double>(useful * g.d * in_width);
     const std::uint32_t down = em.matmul(name + "/down", Phase::Forward, rows, width, g.d, em.act(), {in}, 0, 0, experts);
     em.op(down).model_flops = 2.0 * static_cast<double>(useful * width * g.d);
@@ -295,11 +344,11 @@ class Moe : public LayerKind {
                                     std::uint64_t experts, std::uint64_t rows, std::uint64_t useful, std::uint64_t width,
                                     std::vector<std::uint32_t> deps, const BackwardContext& ctx, std::vector<std::uint32_t>& grads) {
     const LayerSpec& s = node.spec;
-    const std::uint64_t in_width = s.gated ? 2 * width : width;
-    const double epilogue = activation_grad_vpu_ops(s.activation) + (s.gated ? 3 : 1);
+    const std::uint64_t in_width = own(s).gated ? 2 * width : width;
+    const double epilogue = activation_grad_vpu_ops(s.activation) + (own(s).gated ? 3 : 1);
     const std::uint32_t d_in = em.matmul(name + "/down/dX", Phase::Backward, rows, g.d, width, em.act(), deps, epilogue,
-                                         (s.gated ? 2 : 1) * g.act_bytes, experts);
-    if (s.gated) em.op(d_in).matmul.out_write_fraction = 2;  // the gate's and the up projection's gradients
+                                         (own(s).gated ? 2 : 1) * g.act_bytes, experts);
+    if (own(s).gated) em.op(d_in).matmul.out_write_fraction = 2;  // the gate's and the up projection's gradients
     em.op(d_in).model_flops = 2.0 * static_cast<double>(useful * g.d * width);
     std::uint32_t last = d_in;
     if (ctx.needs_dw) {

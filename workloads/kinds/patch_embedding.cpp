@@ -11,7 +11,12 @@ namespace {
 class PatchEmbedding : public LayerKind {
  public:
   PatchEmbedding() : LayerKind("patch_embedding") {}
-  std::vector<std::string> keys() const override { return {"kernel", "dim", "positions", "class_token"}; }
+  std::vector<std::string> keys() const override { return {"kernel", "dim", "positions"}; }
+  std::vector<ParamSpec> own_keys() const override {
+    return {
+          layer_key("class_token", ParamType::Bool, "", false, "patch_embedding: prepend a learned class token")
+    };
+  }
   std::vector<std::string> required_keys() const override { return {"kernel", "dim"}; }
 
   void infer(Node& node, const InferContext& ctx) const override {
@@ -20,11 +25,11 @@ class PatchEmbedding : public LayerKind {
     ctx.need_rank(node, 3, "an [height, width, channels]");
     if (in[0] % s.kernel.h || in[1] % s.kernel.w)
       ctx.fail("kernel", fmt::format("{}x{} patches do not tile a {} image", s.kernel.h, s.kernel.w, shape_string(in)));
-    const std::uint64_t tokens = patches(node) + (s.class_token ? 1 : 0);
+    const std::uint64_t tokens = patches(node) + (s.own_key<bool>("class_token") ? 1 : 0);
     if (s.positions && s.positions < tokens) ctx.fail("positions", fmt::format("{} positions for {} tokens", s.positions, tokens));
     node.out = {tokens, s.dim};
     const std::uint64_t weights = ctx.checked_mul(s.kernel.area() * in[2], s.dim);
-    node.params = node.trainable = weights + s.dim + (s.class_token ? s.dim : 0) + ctx.checked_mul(s.positions, s.dim);
+    node.params = node.trainable = weights + s.dim + (s.own_key<bool>("class_token") ? s.dim : 0) + ctx.checked_mul(s.positions, s.dim);
     node.forward_flops = 2.0 * static_cast<double>(patches(node)) * static_cast<double>(weights);
   }
 

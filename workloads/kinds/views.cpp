@@ -70,10 +70,16 @@ class Reshape : public View {
 class Permute : public View {
  public:
   Permute() : View("permute") {}
-  std::vector<std::string> keys() const override { return {"perm"}; }
-  std::vector<std::string> required_keys() const override { return {"perm"}; }
+  std::vector<ParamSpec> own_keys() const override {
+    return {
+          layer_key("perm", ParamType::IntList, "axes", nullptr,
+                    "permute: the input axis each output axis takes, 0-based over one sample's axes (Keras Permute's dims "
+                    "minus 1); a view, as XLA folds a transpose into the layout its reader takes (required)",
+                    0, 64)
+    };
+  }
   void infer(Node& node, const InferContext& ctx) const override {
-    const auto& perm = node.spec.perm;
+    const auto perm = node.spec.own_key<std::vector<std::uint64_t>>("perm");
     std::vector<std::uint64_t> sorted = perm;
     std::sort(sorted.begin(), sorted.end());
     bool is_permutation = perm.size() == node.in.size();
