@@ -22,9 +22,25 @@ inline nlohmann::json::json_pointer key_pointer(std::string path) {
   return nlohmann::json::json_pointer("/" + path);
 }
 
+// Walks the nested blocks of a declaration, keeping the dotted path of the block it is in.
+template <typename Visitor>
+class KeyPathWalker {
+ public:
+  template <typename Block>
+  void block(const char* name, Block& block) {
+    const std::string outer = prefix_;
+    prefix_ += std::string(name) + ".";
+    block.declare_keys(static_cast<Visitor&>(*this));
+    prefix_ = outer;
+  }
+
+ protected:
+  std::string prefix_;
+};
+
 // The keys the hardware blocks declare beside their fields (hw/hw_config.hpp), as registry
 // entries: a key inside an optional block may be left out, as may one with a default.
-class HwKeyDeclarations {
+class HwKeyDeclarations : public KeyPathWalker<HwKeyDeclarations> {
  public:
   explicit HwKeyDeclarations(std::vector<ParamSpec>& out) : out_(out) {}
 
@@ -39,13 +55,6 @@ class HwKeyDeclarations {
     std::vector<std::string> spellings;
     for (const auto& [value, spelt] : names) spellings.push_back(spelt);
     add(name, ParamType::String, info, true, std::move(spellings));
-  }
-  template <typename Block>
-  void block(const char* name, Block& block) {
-    const std::string outer = prefix_;
-    prefix_ += std::string(name) + ".";
-    block.declare_keys(*this);
-    prefix_ = outer;
   }
   template <typename Block>
   void optional_block(const char* name, std::optional<Block>&) {
@@ -64,14 +73,13 @@ class HwKeyDeclarations {
   }
 
   std::vector<ParamSpec>& out_;
-  std::string prefix_;
   bool in_optional_block_ = false;
 };
 
 // Reads a document's values into the fields the hardware blocks declare (hw/hw_config.hpp). The
 // document is complete and valid by now (every key set, by the preset or a default, and checked
 // against its declaration), so no read fails.
-class HwKeyReader {
+class HwKeyReader : public KeyPathWalker<HwKeyReader> {
  public:
   explicit HwKeyReader(const nlohmann::json& doc) : doc_(doc) {}
 
@@ -89,13 +97,6 @@ class HwKeyReader {
     for (const auto& [value, spelling] : names)
       if (spelt == spelling) field = value;
   }
-  template <typename Block>
-  void block(const char* name, Block& block) {
-    const std::string outer = prefix_;
-    prefix_ += std::string(name) + ".";
-    block.declare_keys(*this);
-    prefix_ = outer;
-  }
   // Read by its owner's binder: an optional block's keys come in pairs (bind_chip_power).
   template <typename Block>
   void optional_block(const char*, std::optional<Block>&) {}
@@ -104,7 +105,6 @@ class HwKeyReader {
   const nlohmann::json& key_at(const std::string& path) const { return doc_.at(key_pointer(path)); }
 
   const nlohmann::json& doc_;
-  std::string prefix_;
 };
 
 }  // namespace tpusim
