@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,8 +51,8 @@ struct MemoryModelKey {
   std::string name;
   std::string unit;
   std::string description;
-  double min = 0;
-  double max = 0;
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
   double default_value = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "sim/params.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -132,11 +133,18 @@ void add_layer_keys(std::vector<ParamSpec>& r) {
       optional(wl("model.layers[].experts", T::Int, "experts", nullptr, "moe: routed experts, each a gated (or plain) MLP of units hidden features (required)", 1, 4096)),
       optional(wl("model.layers[].tokens", T::Int, "tokens", nullptr, "prepend_tokens: learned rows put before the sequence (a class token: 1) (required)", 1, 1e6)),
   });
-  // The keys the kinds declare themselves, each once (LayerKind::own_keys).
+  // The keys the kinds declare themselves (LayerKind::own_keys), each once: kinds that share one
+  // must declare it alike, since a layer of any kind is checked and filled in by one declaration.
   for (const std::string& name : layer_kind_names())
-    for (ParamSpec& key : layer_kind(name).own_keys())
-      if (std::none_of(r.begin(), r.end(), [&](const ParamSpec& p) { return p.doc == key.doc && p.path == key.path; }))
+    for (ParamSpec& key : layer_kind(name).own_keys()) {
+      const auto same = std::find_if(r.begin(), r.end(), [&](const ParamSpec& p) { return p.doc == key.doc && p.path == key.path; });
+      if (same == r.end()) {
         r.push_back(std::move(key));
+      } else if (same->type != key.type || same->default_value != key.default_value || same->min != key.min ||
+                 same->max != key.max || same->choices != key.choices) {
+        throw std::logic_error(fmt::format("layer kind {} declares {} unlike the kind or key that has it already", name, key.path));
+      }
+    }
 }
 
 // model.loss opens the training keys: it is what training minimizes, and the registry's order has it after the layers.
