@@ -42,6 +42,14 @@
 namespace tpusim {
 namespace {
 
+// The kinds of track --trace-units may name, from the unit kinds' table.
+std::vector<std::string> selectable_unit_kinds() {
+  std::vector<std::string> names;
+  for (const UnitKindTraits& kind : kUnitKinds)
+    if (kind.selectable) names.push_back(kind.name);
+  return names;
+}
+
 // Digits only: an unsigned option would otherwise take -8 as 2^64 - 8.
 CLI::Validator whole_number_of(const std::string& what) {
   return CLI::Validator(
@@ -377,7 +385,7 @@ class RunCommand : public Command {
     sub_->add_option("--trace-chips", trace_chips_,
                      fmt::format("Only these chips' tracks, e.g. 0-3,8 or all (default: all on slices of up to {} chips, "
                                  "chips 0-{} of larger ones)", kDefaultTracedChips, kDefaultTracedChips - 1));
-    sub_->add_option("--trace-units", trace_units_, "Only these kinds of track, comma-separated: op, collective, mxu, vpu, dma, ici, pcie, host, steps");
+    sub_->add_option("--trace-units", trace_units_, "Only these kinds of track, comma-separated: " + joined(selectable_unit_kinds()));
     sub_->add_option("--trace-window", trace_window_, "Only slices overlapping START:END, in microseconds of simulated time");
     sub_->add_flag("--trace-gzip", options_.trace_gzip, "Write trace.json.gz instead of trace.json");
     sub_->add_flag("--all-chips", options_.all_chips, kAllChipsHelp);
@@ -396,16 +404,13 @@ class RunCommand : public Command {
                               : trace_level_ == "tiles" ? TraceLevel::Tiles
                                                        : TraceLevel::Ops;
     std::stringstream kinds(trace_units_);
-    const auto traced_kinds = {UnitKind::Sequencer, UnitKind::Mxu, UnitKind::Vpu, UnitKind::Dma, UnitKind::IciLink,
-                               UnitKind::Dcn, UnitKind::Pcie, UnitKind::Host, UnitKind::Collective, UnitKind::Steps};
-    std::vector<std::string> kind_names;
-    for (auto kind : traced_kinds) kind_names.push_back(unit_kind_name(kind));
+    const std::vector<std::string> kind_names = selectable_unit_kinds();
     for (std::string k; std::getline(kinds, k, ',');) {
       if (k.empty()) continue;
       bool known = false;
-      for (auto kind : traced_kinds)
-        if (k == unit_kind_name(kind)) {
-          options_.trace.kinds.push_back(kind);
+      for (const UnitKindTraits& kind : kUnitKinds)
+        if (kind.selectable && k == kind.name) {
+          options_.trace.kinds.push_back(kind.kind);
           known = true;
         }
       if (!known)

@@ -173,9 +173,7 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
     const double fraction = span > 0 ? static_cast<double>(busy) / static_cast<double>(span) : 0.0;
     // The busiest hardware unit is the figure worth reporting; op and step tracks are busy
     // whenever anything runs.
-    const UnitKind kind = recorder.units()[u].kind;
-    const bool hardware = kind != UnitKind::Steps && kind != UnitKind::Sequencer && kind != UnitKind::Collective;
-    if (hardware && fraction > busiest_fraction) {
+    if (traits_of(recorder.units()[u].kind).serves_work && fraction > busiest_fraction) {
       busiest_fraction = fraction;
       busiest = recorder.units()[u].path;
     }

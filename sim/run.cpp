@@ -590,16 +590,14 @@ void summarize_steps(ojson& summary, ojson& warnings, const SimulatedRun& run, c
   add_rates(summary, run);
   const CoreWaits waits = add_breakdown(summary, run);
   const UnitUse use(run);
-  summary["utilization"] = {{"mxu", use.fraction(UnitKind::Mxu)},
-                            {"vpu", use.fraction(UnitKind::Vpu)},
-                            {"hbm", use.fraction(UnitKind::Hbm)},
-                            {"ici", use.fraction(UnitKind::IciLink)},
-                            {"dcn", use.fraction(UnitKind::Dcn)}};
+  // The kinds of unit the table gives a utilization or traffic key (traces/event_sink.hpp).
   // Every slice moves what the simulated one does.
-  summary["traffic_per_step"] = {{"hbm_bytes", use.bytes(UnitKind::Hbm) * hw.slices},
-                                 {"ici_bytes", use.bytes(UnitKind::IciLink) * hw.slices},
-                                 {"pcie_bytes", use.bytes(UnitKind::Pcie) * hw.slices},
-                                 {"dcn_bytes", use.bytes(UnitKind::Dcn) * hw.slices}};
+  summary["utilization"] = ojson::object();
+  summary["traffic_per_step"] = ojson::object();
+  for (const UnitKindTraits& kind : kUnitKinds) {
+    if (kind.utilization) summary["utilization"][kind.utilization] = use.fraction(kind.kind);
+    if (kind.traffic) summary["traffic_per_step"][kind.traffic] = use.bytes(kind.kind) * hw.slices;
+  }
   summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, step.mesh, run.system.torus());
   if (step.pipeline.stages > 1) summary["pipeline"] = pipeline_json(run);
   const StepFigures figures{step_s, seconds(run.ends[0]), hw.total_chip_count(), step.global_batch, use.fraction(UnitKind::Mxu),

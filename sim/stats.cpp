@@ -4,9 +4,7 @@
 
 namespace tpusim {
 
-bool Recorder::keeps_spans(UnitKind kind) {
-  return kind == UnitKind::Sequencer || kind == UnitKind::Collective || kind == UnitKind::Mxu || kind == UnitKind::Vpu;
-}
+bool Recorder::keeps_spans(UnitKind kind) { return traits_of(kind).keeps_spans; }
 
 std::uint32_t Recorder::add_unit(UnitInfo info) {
   const auto id = static_cast<std::uint32_t>(units_.size());

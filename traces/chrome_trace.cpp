@@ -14,35 +14,7 @@
 
 namespace tpusim {
 
-const char* unit_kind_name(UnitKind k) {
-  switch (k) {
-    case UnitKind::Sequencer: return "op";
-    case UnitKind::Mxu: return "mxu";
-    case UnitKind::Vpu: return "vpu";
-    case UnitKind::Dma: return "dma";
-    case UnitKind::Hbm: return "hbm";
-    case UnitKind::IciLink: return "ici";
-    case UnitKind::Pcie: return "pcie";
-    case UnitKind::Host: return "host";
-    case UnitKind::Collective: return "collective";
-    case UnitKind::Steps: return "steps";
-    case UnitKind::Dcn: return "dcn";
-  }
-  return "?";
-}
-
-TraceLevel level_of(UnitKind kind) {
-  switch (kind) {
-    case UnitKind::Steps:
-    case UnitKind::Host: return TraceLevel::Steps;
-    case UnitKind::Sequencer:
-    case UnitKind::Collective:
-    case UnitKind::IciLink:
-    case UnitKind::Dcn:
-    case UnitKind::Pcie: return TraceLevel::Ops;
-    default: return TraceLevel::Tiles;
-  }
-}
+TraceLevel level_of(UnitKind kind) { return traits_of(kind).shown_from; }
 
 std::vector<std::pair<std::uint32_t, std::uint32_t>> default_traced_chips(std::uint32_t chip_count) {
   if (chip_count <= kDefaultTracedChips) return {};
@@ -68,23 +40,12 @@ std::uint32_t track_sort_index(const UnitInfo& info) {
     return group * kGroup + rank * kRank + std::min(position, kRank - 1);
   };
   if (info.chip == kHostChip) return info.kind == UnitKind::Pcie ? at(0, 1, info.first_served_chip) : at(0, 0, info.index);
-  if (info.core == kNoCore) {
-    const std::uint32_t rank = info.kind == UnitKind::Collective ? 0
-                               : info.kind == UnitKind::IciLink ? 1
-                               : info.kind == UnitKind::Dcn     ? 2
-                                                                : 3;
-    return at(1024, rank, info.index);
-  }
+  if (info.core == kNoCore) return at(1024, traits_of(info.kind).track_rank, info.index);
   const std::uint32_t core = info.core;
   // After the core's steps track (0): its op engines, matmul 1 to infeed 4, a track per stream.
   if (info.engine != OpEngine::None) return at(core, static_cast<std::uint32_t>(info.engine), info.stream);
-  switch (info.kind) {
-    case UnitKind::Steps: return at(core, 0, 0);
-    case UnitKind::Mxu: return at(core, 5, info.index % 16);
-    case UnitKind::Vpu: return at(core, 6, info.index % 16);
-    case UnitKind::Dma: return at(core, 7, info.index % 16);
-    default: return at(core, 8, info.index % 16);
-  }
+  if (info.kind == UnitKind::Steps) return at(core, 0, 0);
+  return at(core, traits_of(info.kind).track_rank, info.index % 16);
 }
 
 bool TraceFilter::admits_any_chip(std::uint32_t first, std::uint32_t last) const {
@@ -153,11 +114,8 @@ void ChromeTraceWriter::add_unit(std::uint32_t unit, const UnitInfo& info) {
   if (pid_of_unit_.size() <= unit) pid_of_unit_.resize(unit + 1, 0);
   pid_of_unit_[unit] = pid_of(info);
   // HBM and PCIe per process, ICI per link (a hot link hides in a chip's total).
-  const std::string counter = info.kind == UnitKind::Hbm       ? "HBM GB/s"
-                              : info.kind == UnitKind::IciLink ? info.label + " GB/s"
-                              : info.kind == UnitKind::Pcie    ? "PCIe GB/s"
-                              : info.kind == UnitKind::Dcn     ? "DCN GB/s"
-                                                               : "";
+  const char* kind_counter = traits_of(info.kind).counter;
+  const std::string counter = !kind_counter ? "" : *kind_counter ? kind_counter : info.label + " GB/s";
   if (counter_of_unit_.size() <= unit) counter_of_unit_.resize(unit + 1, nullptr);
   const std::uint32_t pid = pid_of_unit_[unit];
   if (!counter.empty() && filter_.level >= TraceLevel::Ops && filter_.admits_chips(info))

@@ -19,7 +19,6 @@ namespace tpusim {
 
 // What goes into a trace. Levels nest: steps (one slice per step per core, and the host),
 // ops (+ op engines, collectives, ICI links, PCIe), tiles (+ every MXU, VPU and DMA transaction).
-enum class TraceLevel { None, Steps, Ops, Tiles };
 struct TraceFilter {
   TraceLevel level = TraceLevel::Ops;
   std::vector<UnitKind> kinds;              // empty: every kind the level includes

@@ -2,13 +2,47 @@
 // trace writer both sit behind it; modules never open files.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace tpusim {
 
+// How much of a run a trace shows: a kind of unit appears from its level on.
+enum class TraceLevel { None, Steps, Ops, Tiles };
+
 enum class UnitKind : std::uint8_t { Sequencer, Mxu, Vpu, Dma, Hbm, IciLink, Pcie, Host, Collective, Steps, Dcn };
-const char* unit_kind_name(UnitKind k);
+
+// What the rest of tpusim knows of a kind of unit, one row each: a new kind of unit is its value
+// above and its row below; the trace, the statistics, the end-of-run checks, --trace-units and
+// the summary's utilization and traffic read the row.
+struct UnitKindTraits {
+  UnitKind kind;
+  const char* name;          // in traces, timeline.json and --trace-units
+  TraceLevel shown_from;     // the least --trace level whose trace has its tracks
+  bool selectable;           // --trace-units may name it
+  bool keeps_spans;          // the statistics keep its busy intervals (the breakdown reads them)
+  bool serves_work;          // hardware serving requests (the checks report the busiest), not op or step tracks
+  std::uint32_t track_rank;  // its place among a core's tracks, or among a chip's shared units
+  const char* utilization;   // its key in the summary's utilization, or none
+  const char* traffic;       // its key in the summary's traffic_per_step, or none
+  const char* counter;       // its bandwidth counter in the trace, or none ("" : each unit's own, named by its label)
+};
+inline constexpr UnitKindTraits kUnitKinds[] = {
+    {UnitKind::Sequencer, "op", TraceLevel::Ops, true, true, false, 8, nullptr, nullptr, nullptr},
+    {UnitKind::Mxu, "mxu", TraceLevel::Tiles, true, true, true, 5, "mxu", nullptr, nullptr},
+    {UnitKind::Vpu, "vpu", TraceLevel::Tiles, true, true, true, 6, "vpu", nullptr, nullptr},
+    {UnitKind::Dma, "dma", TraceLevel::Tiles, true, false, true, 7, nullptr, nullptr, nullptr},
+    {UnitKind::Hbm, "hbm", TraceLevel::Tiles, false, false, true, 3, "hbm", "hbm_bytes", "HBM GB/s"},
+    {UnitKind::IciLink, "ici", TraceLevel::Ops, true, false, true, 1, "ici", "ici_bytes", ""},
+    {UnitKind::Pcie, "pcie", TraceLevel::Ops, true, false, true, 8, nullptr, "pcie_bytes", "PCIe GB/s"},
+    {UnitKind::Host, "host", TraceLevel::Steps, true, false, true, 8, nullptr, nullptr, nullptr},
+    {UnitKind::Collective, "collective", TraceLevel::Ops, true, true, false, 0, nullptr, nullptr, nullptr},
+    {UnitKind::Steps, "steps", TraceLevel::Steps, true, false, false, 0, nullptr, nullptr, nullptr},
+    {UnitKind::Dcn, "dcn", TraceLevel::Ops, true, false, true, 2, "dcn", "dcn_bytes", "DCN GB/s"},
+};
+constexpr const UnitKindTraits& traits_of(UnitKind kind) { return kUnitKinds[static_cast<std::size_t>(kind)]; }
+inline const char* unit_kind_name(UnitKind kind) { return traits_of(kind).name; }
 
 // The op engines of a TensorCore: the tracks on which its sequencer runs each kind of op, one per
 // stream (ops of one kind on another stream run beside them).
