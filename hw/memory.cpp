@@ -1,6 +1,5 @@
 #include "hw/memory.hpp"
 
-#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -58,21 +57,6 @@ struct Entry {
   std::vector<MemoryModelKey> keys;
 };
 
-// Collects the names of hw.hbm's own keys and blocks.
-struct HbmKeyNames {
-  std::vector<std::string> names;
-  template <typename T>
-  void key(const char* name, T&, const KeyInfo&) { names.push_back(name); }
-  template <typename T>
-  void optional(const char* name, T&, const KeyInfo&) { names.push_back(name); }
-  template <typename T, typename Names>
-  void choice(const char* name, T&, const Names&, const KeyInfo&) { names.push_back(name); }
-  template <typename Block>
-  void block(const char* name, Block&) { names.push_back(name); }
-  template <typename Block>
-  void optional_block(const char* name, Block&) { names.push_back(name); }
-};
-
 // The built-in models are registered on first use, so a user's registration (before the
 // configuration is read) can add to them or replace one.
 std::map<std::string, Entry>& registry() {
@@ -106,11 +90,6 @@ std::map<std::string, Entry>& registry() {
 
 void register_memory_model(const std::string& name, const std::string& description, MemoryFactory factory,
                            std::vector<MemoryModelKey> keys) {
-  HbmKeyNames taken;
-  HbmConfig().declare_keys(taken);
-  if (!keys.empty() && std::find(taken.names.begin(), taken.names.end(), name) != taken.names.end())
-    throw std::invalid_argument(fmt::format("memory model \"{}\": its knobs would be hw.hbm.{}.*, and hw.hbm.{} is a key already",
-                                            name, name, name));
   registry()[name] = Entry{description, std::move(factory), std::move(keys)};
 }
 

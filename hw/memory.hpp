@@ -97,8 +97,8 @@ using MemoryFactory = std::function<std::unique_ptr<ChipMemory>(const char* modu
 
 // Adds a model under `name` (replacing one of that name), with the knobs it declares. Register
 // before the configuration is read: `hw.hbm.model` is checked against the registered names, and
-// the knobs join the keys a document may set. Throws std::invalid_argument for a model with
-// knobs whose name is already a key of hw.hbm (its knobs would live under it).
+// the knobs join the keys a document may set. A model with knobs may not be named as a key or
+// block of hw.hbm (its knobs would live under it): the parameter registry refuses it.
 void register_memory_model(const std::string& name, const std::string& description, MemoryFactory factory,
                            std::vector<MemoryModelKey> keys = {});
 bool memory_model_exists(const std::string& name);

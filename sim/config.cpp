@@ -407,10 +407,7 @@ void bind_chip_power(const json& d, const std::string& origin, ChipConfig& c) {
          "missing: the power model needs both hw.chip.power.idle_w and hw.chip.power.max_w");
   if (has_idle) {
     ChipPower p;
-    p.idle_w = power.at("idle_w").get<double>();
-    p.max_w = power.at("max_w").get<double>();
-    p.mxu_share = power.at("mxu_share").get<double>();
-    if (power.contains("typical_w")) p.typical_w = power.at("typical_w").get<double>();
+    HwKeyReader(d).block("chip.power", p);  // through ChipPower's own declarations
     if (p.max_w < p.idle_w)
       fail(origin, "hw.chip.power.max_w", fmt::format("{} W is below hw.chip.power.idle_w ({} W)", p.max_w, p.idle_w));
     if (p.typical_w && (*p.typical_w < p.idle_w || *p.typical_w > p.max_w))
@@ -754,9 +751,12 @@ Workload build_workload(const json& d, const std::string& origin) {
     LayerSpec spec;
     spec.type = l.at("type").get<std::string>();
     const LayerKind& kind = layer_kind(spec.type);  // the type is one of the registry's: checked against the parameter table
-    std::vector<std::string> allowed = kind.keys();
-    const std::vector<ParamSpec> own = kind.own_keys();
-    for (const ParamSpec& key : own) allowed.push_back(key.path.substr(key.path.rfind('.') + 1));
+    std::vector<std::string> allowed = kind.keys(), required = kind.required_keys(), own;
+    for (const ParamSpec& key : kind.own_keys()) {
+      own.push_back(layer_key_name(key));
+      if (key.default_value.is_null()) required.push_back(own.back());  // the others' defaults are filled in by now
+    }
+    allowed.insert(allowed.end(), own.begin(), own.end());
     for (const auto& [key, value] : l.items()) {
       if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
       const auto& every = keys_of_every_layer();
@@ -765,16 +765,10 @@ Workload build_workload(const json& d, const std::string& origin) {
       if (p && !p->default_value.is_null() && value == p->default_value) continue;  // a default filled in
       fail(origin, at + "." + key, fmt::format("not a key of a {} layer", spec.type));
     }
-    for (const auto& key : kind.required_keys())
+    for (const auto& key : required)
       if (!l.contains(key)) fail(origin, at + "." + key, fmt::format("missing required key for a {} layer ({})", spec.type,
                                                                       find_param("workload", "model.layers[]." + key)->description));
-    for (const ParamSpec& key : own) {
-      const std::string name = key.path.substr(key.path.rfind('.') + 1);
-      if (l.contains(name)) spec.own[name] = l.at(name);
-      else if (key.default_value.is_null())
-        fail(origin, at + "." + name, fmt::format("missing required key for a {} layer ({})", spec.type, key.description));
-      else spec.own[name] = key.default_value;
-    }
+    for (const std::string& name : own) spec.own[name] = l.at(name);
     spec.name = l.at("name").get<std::string>();
     if (l.contains("inputs")) spec.inputs = l.at("inputs").get<std::vector<std::string>>();
     spec.trainable = l.at("trainable").get<bool>();

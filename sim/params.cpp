@@ -40,12 +40,19 @@ using T = ParamType;
 
 // ---- hardware ----------------------------------------------------------------------------
 
-// The knobs the registered memory models declared (hw/memory.hpp), under hw.hbm.<model>.
+// The knobs the registered memory models declared (hw/memory.hpp), under hw.hbm.<model>, which
+// must not be a key or block of hw.hbm's own (declared before them).
 void add_memory_model_keys(std::vector<ParamSpec>& r) {
-  for (const auto& [model, description] : memory_models())
+  for (const auto& [model, description] : memory_models()) {
+    const std::string block = "hbm." + model;
+    if (memory_model_keys(model).empty()) continue;
+    if (std::any_of(r.begin(), r.end(), [&](const ParamSpec& p) { return p.path == block || p.path.rfind(block + ".", 0) == 0; }))
+      throw std::logic_error(fmt::format("memory model \"{}\": its knobs would be hw.{}.*, and hw.{} is a key already", model, block,
+                                         block));
     for (const MemoryModelKey& key : memory_model_keys(model))
-      r.push_back({"hw", "hbm." + model + "." + key.name, T::Float, key.unit, key.default_value,
+      r.push_back({"hw", block + "." + key.name, T::Float, key.unit, key.default_value,
                    fmt::format("{} (memory model {})", key.description, model), key.min, key.max, {}, false});
+  }
 }
 
 void add_slice_keys(std::vector<ParamSpec>& r) {

@@ -1117,7 +1117,7 @@ BOOST_AUTO_TEST_CASE(every_layer_kind_declares_keys_the_parameter_table_document
     for (const ParamSpec& own : kind.own_keys()) {  // declared by the kind itself
       BOOST_TEST_INFO(name << "." << own.path);
       BOOST_TEST(find_param("workload", own.path) != nullptr);
-      taken.insert(own.path.substr(own.path.rfind('.') + 1));
+      taken.insert(layer_key_name(own));
     }
     for (const std::string& key : kind.required_keys()) {
       BOOST_TEST_INFO(name << " requires " << key);

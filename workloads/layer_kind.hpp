@@ -176,6 +176,9 @@ inline ParamSpec layer_key(std::string name, ParamType type, std::string unit, n
           std::move(choices), false};
 }
 
+// The name a key of a kind's own has within a layer ("top_k" of "model.layers[].top_k").
+inline std::string layer_key_name(const ParamSpec& key) { return key.path.substr(key.path.rfind('.') + 1); }
+
 // The kind registered under `name`; throws std::invalid_argument listing the known ones.
 const LayerKind& layer_kind(const std::string& name);
 // Adds a kind of one's own after tpusim's (tests/custom_layer_main.cpp is a whole program with
