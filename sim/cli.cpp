@@ -437,17 +437,15 @@ class RunCommand : public Command {
     std::cout << format_summary(summary);
     const std::string trace_name = options_.trace_gzip ? "trace.json.gz" : "trace.json";
     std::cout << fmt::format("  outputs        {}/ ({})\n", options_.out_dir, joined(files_written(options_.out_dir)));
-    const nlohmann::ordered_json& simulation = summary.value("simulation", nlohmann::ordered_json::object());
-    if (simulation.value("mode", "") == "representatives")
+    if (summary.ran() && summary.simulation.representatives)
       std::cout << fmt::format("  simulated      {} of {} chips, each standing for {} symmetric ones (--all-chips for every chip)\n",
-                               simulation["chips_simulated"].get<std::uint64_t>(), chip_count,
-                               simulation["each_stands_for"].get<std::uint64_t>());
+                               summary.simulation.chips_simulated, chip_count, summary.simulation.each_stands_for);
     else if (!options_.trace.chips.empty() && std::filesystem::exists(options_.out_dir + "/" + trace_name))
       std::cout << fmt::format("  trace          chips {} of {} (--trace-chips all for every chip)\n",
                                chip_list_string(options_.trace.chips), chip_count);
     // A signal that came after the last step interrupted nothing: the outputs are complete and
     // say "ok", and so does the exit code.
-    if (const int sig = interrupt_signal(); sig != 0 && summary.value("status", "") == "interrupted") {
+    if (const int sig = interrupt_signal(); sig != 0 && summary.interrupted()) {
       // The simulation's threads were abandoned mid-step, their stacks never unwind: leave
       // without the exit-time teardown (and LeakSanitizer's count) that would walk them.
       std::cout.flush();

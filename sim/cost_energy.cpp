@@ -7,7 +7,6 @@
 
 namespace tpusim {
 
-using ojson = nlohmann::ordered_json;
 
 std::optional<TrainingRun> training_run(const Workload& workload, std::uint64_t global_batch, double first_step_s,
                                         double step_s) {
@@ -32,53 +31,45 @@ double chip_power_w(const ChipPower& power, double mxu_busy, double hbm_busy) {
   return power.idle_w + (power.max_w - power.idle_w) * chip_activity(power, mxu_busy, hbm_busy);
 }
 
-ojson cost_json(const HwConfig& hw, const Workload& workload, const StepFigures& step) {
+CostSummary cost_summary(const HwConfig& hw, const Workload& workload, const StepFigures& step) {
   const auto run = training_run(workload, step.global_batch, step.first_step_s, step.step_s);
   const auto& price = hw.chip.price_usd_per_chip_hour;
   const double chips = static_cast<double>(step.chips);
-  ojson c;
-  c["price_usd_per_chip_hour"] = price ? ojson(*price) : ojson(nullptr);
-  ojson per_step = nullptr, per_million = nullptr, per_usd = nullptr, to_train = nullptr;
+  CostSummary c;
+  c.price_usd_per_chip_hour = price;
   if (price) {
     const double usd = cost_usd(step.step_s, chips, *price);
-    per_step = usd;
-    per_million = usd / static_cast<double>(step.global_batch) * 1e6;
-    per_usd = static_cast<double>(step.global_batch) / usd;
-    if (run) to_train = cost_usd(run->time_s, chips, *price);
+    c.usd_per_step = usd;
+    c.usd_per_million_samples = usd / static_cast<double>(step.global_batch) * 1e6;
+    c.samples_per_usd = static_cast<double>(step.global_batch) / usd;
+    if (run) c.usd_to_train = cost_usd(run->time_s, chips, *price);
   }
-  c["usd_per_step"] = per_step;
-  c["usd_per_million_samples"] = per_million;
-  c["samples_per_usd"] = per_usd;
-  c["training_steps"] = run ? ojson(run->steps) : ojson(nullptr);
-  c["time_to_train_s"] = run ? ojson(run->time_s) : ojson(nullptr);
-  c["usd_to_train"] = to_train;
+  if (run) {
+    c.training_steps = run->steps;
+    c.time_to_train_s = run->time_s;
+  }
   return c;
 }
 
-ojson energy_json(const HwConfig& hw, const Workload& workload, const StepFigures& step) {
-  ojson e;
+EnergySummary energy_summary(const HwConfig& hw, const Workload& workload, const StepFigures& step) {
+  EnergySummary e;
   const auto& power = hw.chip.power;
-  if (!power) {
-    for (const char* key : {"activity", "chip_power_w", "idle_w", "max_w", "typical_w", "joules_per_step", "joules_per_sample",
-                            "kwh_to_train"})
-      e[key] = nullptr;
-    return e;
-  }
+  if (!power) return e;
   // Power is linear in each chip's busy fractions and every chip has as many MXUs and HBM
   // channels as the next, so the slice's average busy fractions give the slice's exact total.
   const double watts = chip_power_w(*power, step.mxu_busy, step.hbm_busy);
   const double joules = watts * static_cast<double>(step.chips) * step.step_s;
   const auto run = training_run(workload, step.global_batch, step.first_step_s, step.step_s);
-  e["activity"] = chip_activity(*power, step.mxu_busy, step.hbm_busy);
-  e["chip_power_w"] = watts;
-  e["idle_w"] = power->idle_w;
-  e["max_w"] = power->max_w;
-  e["typical_w"] = power->typical_w ? ojson(*power->typical_w) : ojson(nullptr);
-  e["joules_per_step"] = joules;
-  e["joules_per_sample"] = joules / static_cast<double>(step.global_batch);
+  e.activity = chip_activity(*power, step.mxu_busy, step.hbm_busy);
+  e.chip_power_w = watts;
+  e.idle_w = power->idle_w;
+  e.max_w = power->max_w;
+  e.typical_w = power->typical_w;
+  e.joules_per_step = joules;
+  e.joules_per_sample = joules / static_cast<double>(step.global_batch);
   // The whole run at the steady step's power: the first step's extra time is mostly waiting
   // for input, which this model does not price differently.
-  e["kwh_to_train"] = run ? ojson(watts * static_cast<double>(step.chips) * run->time_s / 3.6e6) : ojson(nullptr);
+  if (run) e.kwh_to_train = watts * static_cast<double>(step.chips) * run->time_s / 3.6e6;
   return e;
 }
 
@@ -116,26 +107,26 @@ std::optional<Goodput> goodput(const HwConfig& hw, const Workload& workload, std
   return g;
 }
 
-ojson goodput_json(const HwConfig& hw, const Workload& workload, const StepFigures& step, const std::optional<Goodput>& g) {
-  if (!g) return nullptr;
-  ojson j;
-  j["failures_per_chip_hour"] = workload.failures_per_chip_hour;
-  j["mtbf_s"] = g->mtbf_s;
-  j["checkpoint_bytes"] = g->checkpoint_bytes;
-  j["checkpoint_write_s"] = g->write_s;
-  j["restart_and_read_s"] = g->restart_s;
-  j["checkpoint_interval_s"] = g->interval_s;
-  j["checkpoint_interval"] = g->optimal_interval ? "optimal" : "stated";
-  j["goodput"] = g->fraction;
-  j["samples_per_s"] = static_cast<double>(step.global_batch) / step.step_s * g->fraction;
+std::optional<GoodputSummary> goodput_summary(const HwConfig& hw, const Workload& workload, const StepFigures& step,
+                                              const std::optional<Goodput>& g) {
+  if (!g) return std::nullopt;
+  GoodputSummary j;
+  j.failures_per_chip_hour = workload.failures_per_chip_hour;
+  j.mtbf_s = g->mtbf_s;
+  j.checkpoint_bytes = g->checkpoint_bytes;
+  j.checkpoint_write_s = g->write_s;
+  j.restart_and_read_s = g->restart_s;
+  j.checkpoint_interval_s = g->interval_s;
+  j.optimal_interval = g->optimal_interval;
+  j.goodput = g->fraction;
+  j.samples_per_s = static_cast<double>(step.global_batch) / step.step_s * g->fraction;
   const auto run = training_run(workload, step.global_batch, step.first_step_s, step.step_s);
-  const double wall_s = run ? run->time_s / g->fraction : 0.0;  // Daly's expected wall time (the fraction is its ratio)
-  j["time_to_train_s"] = run ? ojson(wall_s) : ojson(nullptr);
-  const auto& price = hw.chip.price_usd_per_chip_hour;
-  j["usd_to_train"] = run && price ? ojson(cost_usd(wall_s, static_cast<double>(step.chips), *price)) : ojson(nullptr);
-  const auto& power = hw.chip.power;
-  j["kwh_to_train"] = run && power ? ojson(chip_power_w(*power, step.mxu_busy, step.hbm_busy) * static_cast<double>(step.chips) * wall_s / 3.6e6)
-                                   : ojson(nullptr);
+  if (!run) return j;
+  const double wall_s = run->time_s / g->fraction;  // Daly's expected wall time (the fraction is its ratio)
+  j.time_to_train_s = wall_s;
+  if (const auto& price = hw.chip.price_usd_per_chip_hour) j.usd_to_train = cost_usd(wall_s, static_cast<double>(step.chips), *price);
+  if (const auto& power = hw.chip.power)
+    j.kwh_to_train = chip_power_w(*power, step.mxu_busy, step.hbm_busy) * static_cast<double>(step.chips) * wall_s / 3.6e6;
   return j;
 }
 

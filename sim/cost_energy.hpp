@@ -12,9 +12,8 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "hw/hw_config.hpp"
+#include "traces/summary.hpp"
 #include "workloads/workload.hpp"
 
 namespace tpusim {
@@ -48,15 +47,14 @@ struct StepFigures {
   double hbm_busy = 0;  // likewise of every HBM channel
 };
 
-// The summary's "cost" object: price, USD per step, per million samples, samples per USD and,
-// when the workload states its dataset, the training run's steps, time and USD. Money figures
-// are null without a price (price_usd_per_chip_hour null); the run's steps and time are given
-// whatever the price.
-nlohmann::ordered_json cost_json(const HwConfig& hw, const Workload& workload, const StepFigures& step);
+// The summary's cost: price, USD per step, per million samples, samples per USD and, when the
+// workload states its dataset, the training run's steps, time and USD. Money figures are empty
+// without a price; the run's steps and time are given whatever the price.
+CostSummary cost_summary(const HwConfig& hw, const Workload& workload, const StepFigures& step);
 
-// The summary's "energy" object: activity, average chip power, joules per step and per sample
-// and, with a stated dataset, kWh to train; every figure null when the chip has no power model.
-nlohmann::ordered_json energy_json(const HwConfig& hw, const Workload& workload, const StepFigures& step);
+// The summary's energy: activity, average chip power, joules per step and per sample and, with a
+// stated dataset, kWh to train; every figure empty when the chip has no power model.
+EnergySummary energy_summary(const HwConfig& hw, const Workload& workload, const StepFigures& step);
 
 // Goodput over a whole run (Young 1974; J. T. Daly, "A higher order estimate of the optimum
 // checkpoint interval for restart dumps", Future Generation Computer Systems 22(3), 2006): a
@@ -88,11 +86,11 @@ std::optional<Goodput> goodput(const HwConfig& hw, const Workload& workload, std
 // trainable ones' optimizer slots, one copy of each however they are sharded or replicated.
 double checkpoint_bytes(std::uint64_t parameters, std::uint64_t trainable_parameters, const std::string& optimizer);
 
-// The summary's "goodput" object (null without a failure rate, `goodput` empty): its figures, the
+// The summary's goodput (empty without a failure rate, `goodput` empty): its figures, the
 // throughput with failures, and with a stated dataset the time, USD and kWh to train with them
 // (the kWh at the steady step's power throughout: restarts and checkpoint writes draw less, so an
 // upper bound).
-nlohmann::ordered_json goodput_json(const HwConfig& hw, const Workload& workload, const StepFigures& step,
-                                    const std::optional<Goodput>& goodput);
+std::optional<GoodputSummary> goodput_summary(const HwConfig& hw, const Workload& workload, const StepFigures& step,
+                                              const std::optional<Goodput>& goodput);
 
 }  // namespace tpusim

@@ -108,12 +108,13 @@ std::optional<FittingLayout> smallest_fitting_layout(const Workload& w, const Hw
 // links are traffic_per_step.ici_bytes.
 // Over several slices, "dcn" counts the collectives that cross to the other slices and what each
 // chip sends over the DCN for them (from their plans; chip 0's, every chip sends as much).
-ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh, const Torus& torus) {
-  ojson out = {{"data", {{"count", 0}, {"bytes", 0}}}};
-  if (mesh.model_size > 1) out["model"] = {{"count", 0}, {"bytes", 0}};
-  if (mesh.expert_size > 1) out["expert"] = {{"count", 0}, {"bytes", 0}};
-  if (mesh.pipeline_size > 1) out["pipeline"] = {{"count", 0}, {"bytes", 0}};
+CollectivesSummary collectives_by_mesh_axis(const Program& program, const Mesh& mesh, const Torus& torus) {
+  CollectivesSummary out;
+  if (mesh.model_size > 1) out.model.emplace();
+  if (mesh.expert_size > 1) out.expert.emplace();
+  if (mesh.pipeline_size > 1) out.pipeline.emplace();
   std::uint64_t over_dcn = 0, dcn_sent_bytes = 0;
+  std::optional<AxisCollectives> data_axis = AxisCollectives{};
   for (const Op& op : program.ops) {
     if (op.kind != OpKind::Collective) continue;
     if (op.collective.dcn_slices > 1) {
@@ -123,26 +124,29 @@ ojson collectives_by_mesh_axis(const Program& program, const Mesh& mesh, const T
     }
     const bool model = op.collective.group_axes == mesh.model_axes && mesh.model_size > 1;
     const bool stages = mesh.pipeline_size > 1 && op.collective.group_axes == mesh.pipeline_axes;
-    ojson& axis = out[op.collective.kind == CollectiveKind::AllToAll ? "expert" : model ? "model" : stages ? "pipeline" : "data"];
-    axis["count"] = axis["count"].get<std::uint64_t>() + 1;
-    axis["bytes"] = axis["bytes"].get<std::uint64_t>() + op.collective.bytes;
+    // All-to-alls exchange experts' tokens: they count on the expert axis however their group is laid out.
+    std::optional<AxisCollectives>& axis = op.collective.kind == CollectiveKind::AllToAll ? out.expert
+                                           : model                                       ? out.model
+                                           : stages                                      ? out.pipeline
+                                                                                         : data_axis;
+    if (!axis) axis.emplace();
+    ++axis->count;
+    axis->bytes += op.collective.bytes;
   }
-  if (over_dcn > 0) out["dcn"] = {{"count", over_dcn}, {"sent_bytes_per_chip", dcn_sent_bytes}};
+  out.data = *data_axis;
+  if (over_dcn > 0) out.dcn = DcnCollectives{over_dcn, dcn_sent_bytes};
   return out;
 }
 
-ojson memory_json(const LoweredStep& step) {
+MemorySummary memory_summary(const LoweredStep& step) {
   const MemoryFootprint& m = step.memory;
-  ojson per_core = {{"parameters_bytes", m.parameters},
-                    {"gradients_bytes", m.gradients},
-                    {"optimizer_state_bytes", m.optimizer_state},
-                    {"activations_bytes", m.activations},
-                    {"total_bytes", m.total()}};
-  return {{"per_core", per_core},
-          {"hbm_capacity_bytes", step.hbm_capacity_per_core_bytes},
-          {"hbm_fraction", static_cast<double>(m.total()) / static_cast<double>(step.hbm_capacity_per_core_bytes)},
-          {"oom", m.total() > step.hbm_capacity_per_core_bytes},
-          {"largest_per_core_batch", largest_fitting_batch(step)}};
+  MemorySummary out;
+  out.per_core = {m.parameters, m.gradients, m.optimizer_state, m.activations, m.total()};
+  out.hbm_capacity_bytes = step.hbm_capacity_per_core_bytes;
+  out.hbm_fraction = static_cast<double>(m.total()) / static_cast<double>(step.hbm_capacity_per_core_bytes);
+  out.oom = m.total() > step.hbm_capacity_per_core_bytes;
+  out.largest_per_core_batch = largest_fitting_batch(step);
+  return out;
 }
 
 // Useful over executed MXU work, over the whole program: how much padding to the array costs.
@@ -158,10 +162,10 @@ double mxu_padding_efficiency(const Program& program, const HwConfig& hw) {
   return padded > 0 ? useful / padded : 1.0;
 }
 
-std::string csv_of(const ojson& summary) {
+std::string csv_of(const RunSummary& summary) {
   // One flat row: nested objects become dotted column names, in summary order.
   std::string header, row;
-  for (const auto& [name, value] : flatten_json(summary, ".")) {
+  for (const auto& [name, value] : flatten_json(to_json(summary), ".")) {
     if (!header.empty()) {
       header += ",";
       row += ",";
@@ -277,8 +281,8 @@ class RunOutputs {
 
   std::string file(const std::string& name) { return out_.file(name); }
 
-  void publish(const ojson& summary, const ojson& timeline = nullptr) {
-    out_.write("summary.json", summary.dump(2) + "\n");
+  void publish(const RunSummary& summary, const ojson& timeline = nullptr) {
+    out_.write("summary.json", to_json(summary).dump(2) + "\n");
     out_.write("summary.csv", csv_of(summary));
     out_.write("effective_config.json", effective_config(config_).dump(2) + "\n");
     if (!options_.command_line.empty()) {
@@ -286,8 +290,8 @@ class RunOutputs {
       const std::string cwd = fs::current_path(ec).string();
       out_.write("command.txt", (ec ? "" : "# run in " + cwd + "\n") + options_.command_line + "\n");
     }
-    const ojson row = {{"point", config_.workload.name}, {"status", summary["status"]}, {"reason", ""},
-                       {"varied", ojson::object()}, {"summary", summary}};
+    const ojson row = {{"point", config_.workload.name}, {"status", summary.status}, {"reason", ""},
+                       {"varied", ojson::object()}, {"summary", to_json(summary)}};
     if (!timeline.is_null()) out_.write("timeline.json", timeline.dump() + "\n");
     out_.write("report.html", render_sweep_report({{"workload", config_.origin}, {"points", 1}, {"rows", ojson::array({row})}},
                                                   timeline, config_.workload.name));
@@ -296,11 +300,9 @@ class RunOutputs {
 
   // A step that did not run (out of memory) or did not finish (interrupted) gets no step time:
   // reporting one would be a number that could not happen.
-  void publish_without_step(ojson& summary, const ojson& memory, const ojson& warnings) {
-    for (const char* key : {"step_time_s", "first_step_time_s", "samples_per_s", "samples_per_s_per_chip", "mfu", "cost", "energy"})
-      summary[key] = nullptr;
-    summary["memory"] = memory;
-    summary["warnings"] = warnings;
+  void publish_without_step(RunSummary& summary, const MemorySummary& memory, const std::vector<std::string>& warnings) {
+    summary.memory = memory;
+    summary.warnings = warnings;
     publish(summary);
   }
 
@@ -311,52 +313,47 @@ class RunOutputs {
 };
 
 // What was simulated, on what, at which batch, and what made the result.
-ojson run_identity(const Config& config, const LoweredStep& step) {
+RunSummary run_identity(const Config& config, const LoweredStep& step) {
   const HwConfig& hw = config.hw;
-  ojson summary;
-  summary["tpusim_version"] = kVersion;
-  summary["status"] = "ok";
-  summary["workload"] = config.workload.name;
-  summary["hw"] = hw.name;
-  summary["topology"] = topology_string(hw.slice_dims);
+  RunSummary summary;
+  summary.tpusim_version = kVersion;
+  summary.workload = config.workload.name;
+  summary.hw = hw.name;
+  summary.topology = topology_string(hw.slice_dims);
   if (!config.accelerator.empty()) {
     // Several slices as Cloud TPU names them: "4x v5e-256".
-    summary["accelerator_type"] = hw.slices > 1 ? fmt::format("{}x {}", hw.slices, config.accelerator) : config.accelerator;
-    summary["accelerator_mapping"] = config.accelerator_note;
+    summary.accelerator_type = hw.slices > 1 ? fmt::format("{}x {}", hw.slices, config.accelerator) : config.accelerator;
+    summary.accelerator_mapping = config.accelerator_note;
   }
-  summary["slices"] = hw.slices;
-  summary["chips"] = hw.total_chip_count();
-  summary["cores"] = hw.core_count() * hw.slices;
-  if (!hw.slow_chips.empty()) {  // named in hw.slow_chips, or drawn by hw.slow_chip_draw
-    ojson slow = ojson::array();
-    for (const SlowChip& s : hw.slow_chips)
-      slow.push_back({{"chip", s.chip}, {"core_freq_scale", s.core_freq_scale}, {"hbm_bw_scale", s.hbm_bw_scale}});
-    summary["slow_chips"] = slow;
-  }
-  summary["replicas"] = step.replicas;
-  summary["global_batch"] = step.global_batch;
-  summary["per_replica_batch"] = step.per_replica_batch;
-  summary["per_core_batch"] = step.per_core_batch;
-  summary["precision"] = config.workload.precision == Precision::MixedBfloat16 ? "mixed_bfloat16" : "float32";
+  summary.slices = hw.slices;
+  summary.chips = hw.total_chip_count();
+  summary.cores = hw.core_count() * hw.slices;
+  // Named in hw.slow_chips, or drawn by hw.slow_chip_draw.
+  for (const SlowChip& s : hw.slow_chips) summary.slow_chips.push_back({s.chip, s.core_freq_scale, s.hbm_bw_scale});
+  summary.replicas = step.replicas;
+  summary.global_batch = step.global_batch;
+  summary.per_replica_batch = step.per_replica_batch;
+  summary.per_core_batch = step.per_core_batch;
+  summary.precision = config.workload.precision == Precision::MixedBfloat16 ? "mixed_bfloat16" : "float32";
   if (config.workload.quantized())
-    summary["quantization"] = config.workload.quantized_type == DType::Fp8 ? "fp8"
-                              : config.workload.quantized_weight_gradients ? "int8"
-                                                                          : "int8_except_weight_gradients";
-  summary["optimizer"] = config.workload.optimizer;
-  summary["steps"] = config.workload.steps;
-  summary["parameters"] = step.model.params();
-  summary["trainable_parameters"] = step.model.trainable();
-  summary["frozen_parameters"] = step.model.frozen();
-  summary["notes"] = config.notes;
+    summary.quantization = config.workload.quantized_type == DType::Fp8 ? "fp8"
+                           : config.workload.quantized_weight_gradients ? "int8"
+                                                                       : "int8_except_weight_gradients";
+  summary.optimizer = config.workload.optimizer;
+  summary.steps = config.workload.steps;
+  summary.parameters = step.model.params();
+  summary.trainable_parameters = step.model.trainable();
+  summary.frozen_parameters = step.model.frozen();
+  summary.notes = config.notes;
   // What made this result: a sweep's --resume keeps the point only when these still hold.
-  summary["inputs_fnv1a64"] = digest_lines(input_digests(config.files_read));
-  summary["tpusim_fnv1a64"] = tpusim_fnv1a64();
+  summary.inputs_fnv1a64 = digest_lines(input_digests(config.files_read)).get<std::vector<std::string>>();
+  summary.tpusim_fnv1a64 = tpusim_fnv1a64();
   return summary;
 }
 
 // Out of HBM: blames what does not fit (the state alone, or one sample's activations beside it)
 // and names the smallest sharding that fits, in `memory` and `warnings`.
-void explain_out_of_memory(const Config& config, const LoweredStep& step, ojson& memory, ojson& warnings) {
+void explain_out_of_memory(const Config& config, const LoweredStep& step, MemorySummary& memory, std::vector<std::string>& warnings) {
   const std::uint64_t fits = largest_fitting_batch(step);
   const std::uint64_t fixed = step.memory.parameters + step.memory.gradients + step.memory.optimizer_state;
   if (fixed >= step.hbm_capacity_per_core_bytes)
@@ -371,12 +368,12 @@ void explain_out_of_memory(const Config& config, const LoweredStep& step, ojson&
     warnings.push_back(fmt::format("out of HBM: a core needs {} bytes but has {}; the largest batch that fits is {} "
                                    "per core", step.memory.total(), step.hbm_capacity_per_core_bytes, fits));
   const auto layout = smallest_fitting_layout(config.workload, config.hw);
-  memory["fits_with"] = nullptr;
+  memory.fits_with.reset();
   if (!layout) return;
   std::string sets;
   if (layout->fsdp != config.workload.fsdp) sets += " --set workload.training.fsdp=true";
   if (layout->model_axes != config.workload.mesh_model_axes) sets += " --set workload.training.mesh.model=" + layout->model_axes;
-  memory["fits_with"] = {{"fsdp", layout->fsdp}, {"mesh_model", layout->model_axes}, {"model_shards", layout->model_shards}};
+  memory.fits_with = FitsWith{layout->fsdp, layout->model_axes, layout->model_shards};
   warnings.push_back(fmt::format("the step fits when sharded:{}{}", sets,
                                  layout->model_shards > 1 ? fmt::format(" (a model axis of {} chips)", layout->model_shards) : ""));
 }
@@ -417,23 +414,23 @@ struct SimulatedRun {
 };
 
 // Throughput and MFU of the steady-state step, with the evaluation's share when there is one.
-void add_rates(ojson& summary, const SimulatedRun& run) {
+void add_rates(RunSummary& summary, const SimulatedRun& run) {
   const Config& config = run.config;
   const HwConfig& hw = config.hw;
   const LoweredStep& step = run.step;
   const double step_s = run.step_s, chips = run.chips;
   const double peak = hw.peak_bf16_flops_per_chip() * chips;
-  summary["samples_per_s"] = static_cast<double>(step.global_batch) / step_s;
-  summary["samples_per_s_per_chip"] = static_cast<double>(step.global_batch) / step_s / chips;
+  summary.samples_per_s = static_cast<double>(step.global_batch) / step_s;
+  summary.samples_per_s_per_chip = static_cast<double>(step.global_batch) / step_s / chips;
   // A language model's samples are sequences of token ids: its users count tokens (MLPerf's GPT-3
   // logs do).
   const Workload& w = config.workload;
   const double tokens_per_sample = w.input_dtype == "int32" && w.input_shape.size() == 1 ? static_cast<double>(w.input_shape[0]) : 0;
   if (tokens_per_sample > 0)
-    summary["tokens_per_s_per_chip"] = tokens_per_sample * summary["samples_per_s_per_chip"].get<double>();
-  summary["mfu"] = step.model_flops_per_step / (step_s * peak);
+    summary.tokens_per_s_per_chip = tokens_per_sample * *summary.samples_per_s_per_chip;
+  summary.mfu = step.model_flops_per_step / (step_s * peak);
   // How far to trust the figures above: the public points of this kind of run.
-  summary["validation"] = validation_band(
+  summary.validation = validation_band(
       training_run_kind(hw.name, step.model, step.mesh.model_size > 1, w.fsdp, hw.slices > 1, step.pipeline.stages > 1),
       public_validation_set_path());
   if (w.eval_examples > 0) {
@@ -445,18 +442,14 @@ void add_rates(ojson& summary, const SimulatedRun& run) {
     const double eval_s = device_s + w.eval_host_overhead_s;
     const double block_s = w.eval_every_steps * step_s + eval_s;
     const double samples = w.eval_every_steps * static_cast<double>(step.global_batch);
-    summary["eval"] = {{"examples", w.eval_examples},
-                       {"every_steps", w.eval_every_steps},
-                       {"device_time_s", device_s},
-                       {"host_overhead_s", w.eval_host_overhead_s},
-                       {"time_per_eval_s", eval_s}};
-    summary["samples_per_s_with_eval"] = samples / block_s;
-    summary["samples_per_s_per_chip_with_eval"] = samples / block_s / chips;
-    if (tokens_per_sample > 0) summary["tokens_per_s_per_chip_with_eval"] = tokens_per_sample * samples / block_s / chips;
+    summary.eval = EvalSummary{w.eval_examples, w.eval_every_steps, device_s, w.eval_host_overhead_s, eval_s};
+    summary.samples_per_s_with_eval = samples / block_s;
+    summary.samples_per_s_per_chip_with_eval = samples / block_s / chips;
+    if (tokens_per_sample > 0) summary.tokens_per_s_per_chip_with_eval = tokens_per_sample * samples / block_s / chips;
   }
-  summary["model_flops_per_step"] = step.model_flops_per_step;
-  summary["peak_flops_per_s"] = peak;
-  summary["documented_peak_flops_per_s"] = hw.chip.documented_peak_bf16_tflops * 1e12 * chips;
+  summary.model_flops_per_step = step.model_flops_per_step;
+  summary.peak_flops_per_s = peak;
+  summary.documented_peak_flops_per_s = hw.chip.documented_peak_bf16_tflops * 1e12 * chips;
 }
 
 // What the breakdown leaves for the rest of the summary: per simulated core, the time it waited
@@ -470,7 +463,7 @@ struct CoreWaits {
 // Time breakdown averaged over every core of the slice in the steady-state step. Sums are of
 // integer picoseconds, exact whatever the order, so that a representative counted `stands_for`
 // times gives the same figures as every chip it stands for.
-CoreWaits add_breakdown(ojson& summary, const SimulatedRun& run) {
+CoreWaits add_breakdown(RunSummary& summary, const SimulatedRun& run) {
   const HwConfig& hw = run.config.hw;
   const std::uint64_t stands_for = run.simulated.multiplicity;
   Picos compute_ps = 0, memory_ps = 0, comm_ps = 0, input_ps = 0, idle_ps = 0;  // summed over cores
@@ -489,11 +482,8 @@ CoreWaits add_breakdown(ojson& summary, const SimulatedRun& run) {
   }
   const double cores = static_cast<double>(hw.core_count());
   const double input_s = seconds(input_ps);
-  summary["breakdown"] = {{"compute_s", seconds(compute_ps) / cores},
-                          {"memory_bound_s", seconds(memory_ps) / cores},
-                          {"exposed_communication_s", seconds(comm_ps) / cores},
-                          {"input_wait_s", input_s / cores},
-                          {"idle_s", seconds(idle_ps) / cores}};
+  summary.breakdown = {seconds(compute_ps) / cores, seconds(memory_ps) / cores, seconds(comm_ps) / cores, input_s / cores,
+                       seconds(idle_ps) / cores};
   return {std::move(waits), input_s};
 }
 
@@ -533,23 +523,23 @@ class UnitUse {
 
 // The steady-state step's time in pipeline iterations on its busiest core, and in the
 // iterations that are a bubble on it.
-ojson pipeline_json(const SimulatedRun& run) {
+PipelineSummary pipeline_summary(const SimulatedRun& run) {
   const auto [pipeline_ps, bubble_ps] = run.system.pipeline_and_bubble_ps(run.steps() - 1);
   const PipelineSchedule& p = run.step.pipeline;
-  return {{"stages", p.stages},
-          {"microbatches", p.microbatches},
-          {"repeats", p.repeats},
-          {"iterations", p.iterations},
-          {"layers_per_chunk", p.layers_per_chunk},
-          {"ideal_bubble_fraction", p.ideal_bubble_fraction()},
-          {"time_s", seconds(pipeline_ps)},
-          {"bubble_s", seconds(bubble_ps)},
-          {"bubble_fraction", pipeline_ps > 0 ? static_cast<double>(bubble_ps) / static_cast<double>(pipeline_ps) : 0.0}};
+  return {p.stages,
+          p.microbatches,
+          p.repeats,
+          p.iterations,
+          p.layers_per_chunk,
+          p.ideal_bubble_fraction(),
+          seconds(pipeline_ps),
+          seconds(bubble_ps),
+          pipeline_ps > 0 ? static_cast<double>(bubble_ps) / static_cast<double>(pipeline_ps) : 0.0};
 }
 
 // Which core ends the steady-state step last and which first: in a synchronous step everyone
 // waits for the slowest at the all-reduce, so the spread shows what holds the slice back.
-ojson step_end_spread_json(const SimulatedRun& run) {
+StepEndSpread step_end_spread(const SimulatedRun& run) {
   std::string last_core, first_core;
   Picos last_end = 0, first_end = ~Picos{0};
   for (const Chip& chip : run.system.chips())
@@ -558,60 +548,57 @@ ojson step_end_spread_json(const SimulatedRun& run) {
       if (end > last_end) std::tie(last_end, last_core) = std::make_pair(end, fmt::format("chip{}.core{}", chip.id(), k));
       if (end < first_end) std::tie(first_end, first_core) = std::make_pair(end, fmt::format("chip{}.core{}", chip.id(), k));
     }
-  return {{"last_core", last_core}, {"first_core", first_core}, {"spread_s", seconds(last_end - first_end)}};
+  return {last_core, first_core, seconds(last_end - first_end)};
 }
 
-ojson straggler_json(std::vector<std::pair<Picos, std::size_t>> waits, std::uint32_t cores_per_chip) {
+StragglerSummary straggler_of(std::vector<std::pair<Picos, std::size_t>> waits, std::uint32_t cores_per_chip) {
   std::sort(waits.begin(), waits.end());
   const auto [least_wait, straggler] = waits.front();
-  return {{"core", fmt::format("chip{}.core{}", straggler / cores_per_chip, straggler % cores_per_chip)},
-          {"waits_s", seconds(least_wait)},
-          {"time_lost_s", seconds(waits[waits.size() / 2].first - least_wait)}};
+  return {fmt::format("chip{}.core{}", straggler / cores_per_chip, straggler % cores_per_chip), seconds(least_wait),
+          seconds(waits[waits.size() / 2].first - least_wait)};
 }
 
 // The figures of the steady-state step: rates, where the time went, how busy each kind of unit
 // was, cost, energy and goodput, and the warnings they call for.
-void summarize_steps(ojson& summary, ojson& warnings, const SimulatedRun& run, const ojson& memory, const ojson& checks,
-                     const std::optional<Goodput>& failures) {
+void summarize_steps(RunSummary& summary, std::vector<std::string>& warnings, const SimulatedRun& run, const MemorySummary& memory,
+                     const ojson& checks, const std::optional<Goodput>& failures) {
   const Config& config = run.config;
   const HwConfig& hw = config.hw;
   const LoweredStep& step = run.step;
   const std::size_t n = run.steps();
   const double step_s = run.step_s;
-  summary["step_time_s"] = step_s;
+  summary.step_time_s = step_s;
   // With one step there is no steady state: the one step pays the first input transfer and the
   // program's launch, which later steps overlap.
   // With three steps or more, the last two must also agree: an input pipeline can take several
   // steps to drain what it prefetched during the first.
   const double previous_step_s = n >= 3 ? seconds(run.ends[n - 2] - run.ends[n - 3]) : step_s;
   const bool settled = std::abs(step_s - previous_step_s) <= 0.01 * step_s;
-  summary["steady_state"] = n >= 2 && settled;
-  summary["first_step_time_s"] = seconds(run.ends[0]);
+  summary.steady_state = n >= 2 && settled;
+  summary.first_step_time_s = seconds(run.ends[0]);
   add_rates(summary, run);
   const CoreWaits waits = add_breakdown(summary, run);
   const UnitUse use(run);
   // The kinds of unit the table gives a utilization or traffic key (traces/event_sink.hpp).
   // Every slice moves what the simulated one does.
-  summary["utilization"] = ojson::object();
-  summary["traffic_per_step"] = ojson::object();
   for (const UnitKindTraits& kind : kUnitKinds) {
-    if (kind.utilization) summary["utilization"][kind.utilization] = use.fraction(kind.kind);
-    if (kind.traffic) summary["traffic_per_step"][kind.traffic] = use.bytes(kind.kind) * hw.slices;
+    summary.utilization[kind.kind] = use.fraction(kind.kind);
+    summary.traffic_per_step[kind.kind] = use.bytes(kind.kind) * hw.slices;
   }
-  summary["collectives_per_step"] = collectives_by_mesh_axis(step.program, step.mesh, run.system.torus());
-  if (step.pipeline.stages > 1) summary["pipeline"] = pipeline_json(run);
+  summary.collectives_per_step = collectives_by_mesh_axis(step.program, step.mesh, run.system.torus());
+  if (step.pipeline.stages > 1) summary.pipeline = pipeline_summary(run);
   const StepFigures figures{step_s, seconds(run.ends[0]), hw.total_chip_count(), step.global_batch, use.fraction(UnitKind::Mxu),
                             use.fraction(UnitKind::Hbm)};
-  summary["cost"] = cost_json(hw, config.workload, figures);
-  summary["energy"] = energy_json(hw, config.workload, figures);
-  summary["goodput"] = goodput_json(hw, config.workload, figures, failures);
-  summary["memory"] = memory;
+  summary.cost = cost_summary(hw, config.workload, figures);
+  summary.energy = energy_summary(hw, config.workload, figures);
+  summary.goodput = goodput_summary(hw, config.workload, figures, failures);
+  summary.memory = memory;
   const double padding = mxu_padding_efficiency(step.program, hw);
-  summary["mxu_padding_efficiency"] = padding;
-  summary["checks"] = checks;
-  summary["simulation"] = simulation_json(run.simulated);
-  summary["step_end_spread"] = step_end_spread_json(run);
-  summary["straggler"] = straggler_json(waits.by_core, hw.chip.cores);
+  summary.mxu_padding_efficiency = padding;
+  summary.checks = checks;
+  summary.simulation = simulation_summary(run.simulated);
+  summary.step_end_spread = step_end_spread(run);
+  summary.straggler = straggler_of(waits.by_core, hw.chip.cores);
 
   if (padding < 0.5)
     warnings.push_back(fmt::format("MXU padding: only {:.0f}% of the MXU work is useful (matmul dimensions are not "
@@ -626,22 +613,22 @@ void summarize_steps(ojson& summary, ojson& warnings, const SimulatedRun& run, c
   const double cores = static_cast<double>(hw.core_count());
   if (waits.input_s / cores > 0.1 * step_s)
     warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * waits.input_s / cores / step_s));
-  summary["warnings"] = warnings;
+  summary.warnings = warnings;
 }
 
 }  // namespace
 
-ojson run_simulation(const Config& config, const RunOptions& options) {
+RunSummary run_simulation(const Config& config, const RunOptions& options) {
   const HwConfig& hw = config.hw;
   const LoweredStep step = lowered(config);
   const std::optional<Goodput> failures = refuse_endless_job(config, step);
   RunOutputs out(config, options);
-  ojson summary = run_identity(config, step);
-  const ojson memory = memory_json(step);
-  ojson warnings = ojson::array();
-  if (memory["oom"].get<bool>()) {
-    summary["status"] = "oom";
-    ojson with_memory = memory;
+  RunSummary summary = run_identity(config, step);
+  const MemorySummary memory = memory_summary(step);
+  std::vector<std::string> warnings;
+  if (memory.oom) {
+    summary.status = "oom";
+    MemorySummary with_memory = memory;
     explain_out_of_memory(config, step, with_memory, warnings);
     out.publish_without_step(summary, with_memory, warnings);
     return summary;
@@ -674,7 +661,7 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
                     {"topology", topology_string(hw.slice_dims)},
                     {"steps", config.workload.steps},
                     {"chips", traced_chips_text(torus, simulated, options.trace)},
-                    {"simulation", simulation_json(simulated)},
+                    {"simulation", to_json(simulation_summary(simulated))},
                     {"partial", !completed}});
   };
   std::vector<Picos> ends = system.step_end_ps();
@@ -684,9 +671,8 @@ ojson run_simulation(const Config& config, const RunOptions& options) {
   } else {
     // Interrupted: what the finished steps say, marked partial, every output still valid.
     ends.resize(system.steps_completed());
-    summary["status"] = "interrupted";
-    summary["partial"] = true;
-    summary["steps_simulated"] = ends.size();
+    summary.status = "interrupted";
+    summary.steps_simulated = ends.size();
     warnings.push_back(fmt::format("interrupted by signal {} after {} of {} steps: partial results", interrupt_signal(),
                                    ends.size(), config.workload.steps));
   }
@@ -735,175 +721,161 @@ std::string seconds_text(double sec) {
 }
 
 // The cost, to-train and energy lines of a summary that has a step time.
-std::string format_cost_and_energy(const ojson& s) {
+std::string format_cost_and_energy(const RunSummary& s) {
   std::string t;
-  if (!s.contains("cost") || !s["cost"].is_object() || !s.contains("energy") || !s["energy"].is_object()) return t;
-  const ojson& c = s["cost"];
-  if (c["price_usd_per_chip_hour"].is_number())
-    t += fmt::format("  cost           {} per step, {} per million samples (${} per chip-hour x {} chips)\n",
-                     usd(c["usd_per_step"].get<double>()), usd(c["usd_per_million_samples"].get<double>()),
-                     c["price_usd_per_chip_hour"].get<double>(), s["chips"].get<std::uint64_t>());
+  if (!s.cost || !s.energy) return t;
+  const CostSummary& c = *s.cost;
+  if (c.price_usd_per_chip_hour)
+    t += fmt::format("  cost           {} per step, {} per million samples (${} per chip-hour x {} chips)\n", usd(*c.usd_per_step),
+                     usd(*c.usd_per_million_samples), *c.price_usd_per_chip_hour, s.chips);
   else
     t += "  cost           no price for this hardware: set hw.chip.price_usd_per_chip_hour (USD per chip-hour)\n";
-  const ojson& e = s["energy"];
-  if (e["chip_power_w"].is_number())
+  const EnergySummary& e = *s.energy;
+  if (e.chip_power_w)
     t += fmt::format("  energy         {} per step, {} per sample; {:.1f} W per chip (activity {:.1f}%; idle {:.0f} W, max {:.0f} W)\n",
-                     si(e["joules_per_step"].get<double>(), "J"), si(e["joules_per_sample"].get<double>(), "J"),
-                     e["chip_power_w"].get<double>(), 100 * e["activity"].get<double>(), e["idle_w"].get<double>(),
-                     e["max_w"].get<double>());
+                     si(*e.joules_per_step, "J"), si(*e.joules_per_sample, "J"), *e.chip_power_w, 100 * *e.activity, *e.idle_w,
+                     *e.max_w);
   else
     t += "  energy         no power figures for this hardware: set hw.chip.power.idle_w and hw.chip.power.max_w\n";
   // A whole run's time, and its USD and energy where the hardware has a price and a power model.
-  auto run_text = [](const ojson& time_s, const ojson& usd_total, const ojson& kwh) {
-    std::string text = seconds_text(time_s.get<double>());
-    if (usd_total.is_number()) text += ", " + usd(usd_total.get<double>());
-    if (kwh.is_number()) text += ", " + si(kwh.get<double>() * 1e3, "Wh");
+  auto run_text = [](double time_s, const std::optional<double>& usd_total, const std::optional<double>& kwh) {
+    std::string text = seconds_text(time_s);
+    if (usd_total) text += ", " + usd(*usd_total);
+    if (kwh) text += ", " + si(*kwh * 1e3, "Wh");
     return text;
   };
-  if (c["training_steps"].is_number())
-    t += fmt::format("  to train       {} steps: {}\n", c["training_steps"].get<std::uint64_t>(),
-                     run_text(c["time_to_train_s"], c["usd_to_train"], e["kwh_to_train"]));
-  const ojson& g = s["goodput"];
-  if (g.is_object()) {
+  if (c.training_steps)
+    t += fmt::format("  to train       {} steps: {}\n", *c.training_steps, run_text(*c.time_to_train_s, c.usd_to_train, e.kwh_to_train));
+  if (const auto& g = s.goodput) {
     t += fmt::format("  goodput        {:.1f}% at {:.3g} failures per chip-hour (one every {} on this slice): a {} checkpoint written "
                      "in {} every {} ({}), {} to restart\n",
-                     100 * g["goodput"].get<double>(), g["failures_per_chip_hour"].get<double>(), seconds_text(g["mtbf_s"].get<double>()),
-                     si(g["checkpoint_bytes"].get<double>(), "B"), seconds_text(g["checkpoint_write_s"].get<double>()),
-                     seconds_text(g["checkpoint_interval_s"].get<double>()),
-                     g["checkpoint_interval"] == "optimal" ? "the optimum, Young and Daly's" : "as stated",
-                     seconds_text(g["restart_and_read_s"].get<double>()));
-    if (g["time_to_train_s"].is_number())
-      t += "  with failures  " + run_text(g["time_to_train_s"], g["usd_to_train"], g["kwh_to_train"]) + " to train\n";
+                     100 * g->goodput, g->failures_per_chip_hour, seconds_text(g->mtbf_s), si(g->checkpoint_bytes, "B"),
+                     seconds_text(g->checkpoint_write_s), seconds_text(g->checkpoint_interval_s),
+                     g->optimal_interval ? "the optimum, Young and Daly's" : "as stated", seconds_text(g->restart_and_read_s));
+    if (g->time_to_train_s) t += "  with failures  " + run_text(*g->time_to_train_s, g->usd_to_train, g->kwh_to_train) + " to train\n";
   }
   return t;
 }
 
+// "compute 1.2 ms (40.0%)" lines: the step's figures, its slice and its batch.
+std::string format_time(double sec) {
+  if (sec >= 1) return fmt::format("{:.3f} s", sec);
+  if (sec >= 1e-3) return fmt::format("{:.3f} ms", sec * 1e3);
+  return fmt::format("{:.3f} us", sec * 1e6);
+}
+std::string format_bytes(double b) {
+  if (b >= 1ull << 30) return fmt::format("{:.2f} GiB", b / (1ull << 30));
+  if (b >= 1 << 20) return fmt::format("{:.2f} MiB", b / (1 << 20));
+  return fmt::format("{:.1f} KiB", b / 1024);
+}
+std::string format_pct(double f) { return f > 0 && f < 0.001 ? fmt::format("{:.3f}%", 100 * f) : fmt::format("{:.1f}%", 100 * f); }
+std::string format_rate(double v) {
+  if (v >= 1e9) return fmt::format("{:.2f} G", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.2f} M", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.2f} k", v / 1e3);
+  if (v >= 100) return fmt::format("{:.1f}", v);
+  return fmt::format("{:.3g}", v);  // a large model's few samples per second per chip keep three figures
+}
+
+// The slice, batch, parameters, notes and memory: what every summary has, whether a step ran or not.
+std::string format_run_identity(const RunSummary& s) {
+  std::string t;
+  const std::string slice = s.slices > 1 ? fmt::format("{} slices of {}", s.slices, s.topology) : s.topology;
+  t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas{})\n", s.workload, s.hw, slice, s.chips, s.cores, s.replicas,
+                   s.slices > 1 ? " in each" : "");
+  if (s.accelerator_mapping) t += fmt::format("  accelerator    {}\n", *s.accelerator_mapping);
+  t += fmt::format("  batch          {} global, {} per replica, {} per core; {}, {}, {} step{}\n", s.global_batch, s.per_replica_batch,
+                   s.per_core_batch, s.precision, s.optimizer, s.steps, s.steps == 1 ? "" : "s");
+  if (!s.slow_chips.empty()) {
+    std::string listed;
+    for (std::size_t i = 0; i < std::min<std::size_t>(s.slow_chips.size(), 4); ++i)
+      listed += fmt::format("{}chip {} at {:.1f}% clock", i ? ", " : "", s.slow_chips[i].chip, 100 * s.slow_chips[i].core_freq_scale);
+    t += fmt::format("  slow chips     {} of {}: {}{}\n", s.slow_chips.size(), s.chips, listed, s.slow_chips.size() > 4 ? ", ..." : "");
+  }
+  if (s.frozen_parameters > 0)
+    t += fmt::format("  parameters     {}: {} trained, {} frozen (no gradient, all-reduce or optimizer state)\n", s.parameters,
+                     s.trainable_parameters, s.frozen_parameters);
+  for (const auto& note : s.notes) t += "  note: " + note + "\n";
+  const MemorySummary& m = s.memory;
+  const PerCoreMemory& pc = m.per_core;
+  t += fmt::format("  memory/core    {} of {} HBM ({}): params {}, grads {}, optimizer {}, activations {}\n",
+                   format_bytes(static_cast<double>(pc.total_bytes)), format_bytes(static_cast<double>(m.hbm_capacity_bytes)),
+                   format_pct(m.hbm_fraction), format_bytes(static_cast<double>(pc.parameters_bytes)),
+                   format_bytes(static_cast<double>(pc.gradients_bytes)), format_bytes(static_cast<double>(pc.optimizer_state_bytes)),
+                   format_bytes(static_cast<double>(pc.activations_bytes)));
+  return t;
+}
+
+// The steady-state step: its time, rates, error band, breakdown, utilization and collectives.
+std::string format_step(const RunSummary& s) {
+  std::string t;
+  const double step = *s.step_time_s;
+  if (s.steady_state)
+    t += fmt::format("  step time      {} (steady state; first step {})\n", format_time(step), format_time(*s.first_step_time_s));
+  else if (s.steps >= 2)
+    t += fmt::format("  step time      {} (the last step, not yet steady; first step {})\n", format_time(step),
+                     format_time(*s.first_step_time_s));
+  else
+    t += fmt::format("  step time      {} (the first step: one step was simulated, no steady state)\n", format_time(step));
+  t += fmt::format("  throughput     {} samples/s, {} samples/s per chip{}\n", format_rate(*s.samples_per_s),
+                   format_rate(*s.samples_per_s_per_chip),
+                   s.tokens_per_s_per_chip ? fmt::format(" ({} tokens/s per chip)", format_rate(*s.tokens_per_s_per_chip)) : "");
+  if (s.eval && s.samples_per_s_with_eval)
+    t += fmt::format("  with eval      {} samples/s, {} samples/s per chip{} (evaluating {} examples every {} steps: {} each)\n",
+                     format_rate(*s.samples_per_s_with_eval), format_rate(*s.samples_per_s_per_chip_with_eval),
+                     s.tokens_per_s_per_chip_with_eval
+                         ? fmt::format(", {} tokens/s per chip", format_rate(*s.tokens_per_s_per_chip_with_eval))
+                         : "",
+                     s.eval->examples, s.eval->every_steps, format_time(s.eval->time_per_eval_s));
+  // MFU is against the bfloat16 peak, as MaxText counts it; int8 matmuls run at up to twice
+  // that rate (fp8 at the MXU's fp8 rate, twice it on TPU7x), so such a step can pass 100%
+  // without anything being wrong.
+  const std::string quantized = s.quantization ? s.quantization->substr(0, 4) : "";
+  t += fmt::format("  MFU            {}{}\n", format_pct(*s.mfu),
+                   quantized == "int8"  ? " of the bfloat16 peak (int8 matmuls run at up to twice it)"
+                   : quantized == "fp8" ? " of the bfloat16 peak (fp8 matmuls run at the MXU's fp8 rate, up to twice it)"
+                                        : "");
+  t += fmt::format("  validation     {}\n", s.validation.text);
+  const BreakdownSummary& b = s.breakdown;
+  t += fmt::format("  breakdown      compute {} ({}), memory-bound {} ({}), exposed comm {} ({}), input wait {} ({}), idle {} ({})\n",
+                   format_time(b.compute_s), format_pct(b.compute_s / step), format_time(b.memory_bound_s),
+                   format_pct(b.memory_bound_s / step), format_time(b.exposed_communication_s),
+                   format_pct(b.exposed_communication_s / step), format_time(b.input_wait_s), format_pct(b.input_wait_s / step),
+                   format_time(b.idle_s), format_pct(b.idle_s / step));
+  // Only when the slice loses at least 1% of the step waiting for one core (a slow chip or link).
+  if (s.straggler.time_lost_s >= 0.01 * step)
+    t += fmt::format("  straggler      {}: the median core waits {} ({}) longer for it\n", s.straggler.core,
+                     format_time(s.straggler.time_lost_s), format_pct(s.straggler.time_lost_s / step));
+  const UtilizationSummary& u = s.utilization;
+  t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}{}\n", format_pct(u[UnitKind::Mxu]), format_pct(u[UnitKind::Vpu]),
+                   format_pct(u[UnitKind::Hbm]), format_pct(u[UnitKind::IciLink]),
+                   s.slices > 1 ? ", DCN " + format_pct(u[UnitKind::Dcn]) : "");
+  const CollectivesSummary& c = s.collectives_per_step;
+  if (c.model || c.expert || c.pipeline) {
+    std::string axes = fmt::format("data {} ({})", c.data.count, format_bytes(static_cast<double>(c.data.bytes)));
+    for (const auto& [name, axis] : {std::pair{"model", &c.model}, {"expert", &c.expert}, {"pipeline", &c.pipeline}})
+      if (*axis) axes += fmt::format(", {} {} ({})", name, (*axis)->count, format_bytes(static_cast<double>((*axis)->bytes)));
+    t += fmt::format("  collectives    per core and step, by mesh axis: {}\n", axes);
+  }
+  if (const auto& p = s.pipeline)
+    t += fmt::format("  pipeline       {} stages of {} layers, {} microbatches{}, {} iterations: bubble {} of their {} (ideal {})\n",
+                     p->stages, p->layers_per_chunk * p->repeats, p->microbatches,
+                     p->repeats > 1 ? fmt::format(" x {} repeats", p->repeats) : "", p->iterations, format_pct(p->bubble_fraction),
+                     format_time(p->time_s), format_pct(p->ideal_bubble_fraction));
+  return t + format_cost_and_energy(s);
+}
+
 }  // namespace
 
-std::string format_summary(const ojson& s) {
-  auto time = [](double sec) {
-    if (sec >= 1) return fmt::format("{:.3f} s", sec);
-    if (sec >= 1e-3) return fmt::format("{:.3f} ms", sec * 1e3);
-    return fmt::format("{:.3f} us", sec * 1e6);
-  };
-  auto bytes = [](double b) {
-    if (b >= 1ull << 30) return fmt::format("{:.2f} GiB", b / (1ull << 30));
-    if (b >= 1 << 20) return fmt::format("{:.2f} MiB", b / (1 << 20));
-    return fmt::format("{:.1f} KiB", b / 1024);
-  };
-  auto pct = [](double f) { return f > 0 && f < 0.001 ? fmt::format("{:.3f}%", 100 * f) : fmt::format("{:.1f}%", 100 * f); };
-  auto rate = [](double v) {
-    if (v >= 1e9) return fmt::format("{:.2f} G", v / 1e9);
-    if (v >= 1e6) return fmt::format("{:.2f} M", v / 1e6);
-    if (v >= 1e3) return fmt::format("{:.2f} k", v / 1e3);
-    if (v >= 100) return fmt::format("{:.1f}", v);
-    return fmt::format("{:.3g}", v);  // a large model's few samples per second per chip keep three figures
-  };
-  std::string t;
-  const std::uint64_t slices = s.value("slices", std::uint64_t{1});
-  const std::string slice = slices > 1 ? fmt::format("{} slices of {}", slices, s["topology"].get<std::string>())
-                                       : s["topology"].get<std::string>();
-  t += fmt::format("{} on {} {} ({} chips, {} cores, {} replicas{})\n", s["workload"].get<std::string>(),
-                   s["hw"].get<std::string>(), slice, s["chips"].get<std::uint64_t>(), s["cores"].get<std::uint64_t>(),
-                   s["replicas"].get<std::uint64_t>(), slices > 1 ? " in each" : "");
-  if (s.contains("accelerator_mapping")) t += fmt::format("  accelerator    {}\n", s["accelerator_mapping"].get<std::string>());
-  const std::uint32_t steps = s["steps"].get<std::uint32_t>();
-  t += fmt::format("  batch          {} global, {} per replica, {} per core; {}, {}, {} step{}\n",
-                   s["global_batch"].get<std::uint64_t>(), s["per_replica_batch"].get<std::uint64_t>(),
-                   s["per_core_batch"].get<std::uint64_t>(), s["precision"].get<std::string>(),
-                   s["optimizer"].get<std::string>(), steps, steps == 1 ? "" : "s");
-  if (s.contains("slow_chips")) {
-    std::string listed;
-    const ojson& slow = s["slow_chips"];
-    for (std::size_t i = 0; i < std::min<std::size_t>(slow.size(), 4); ++i)
-      listed += fmt::format("{}chip {} at {:.1f}% clock", i ? ", " : "", slow[i]["chip"].get<std::uint32_t>(),
-                            100 * slow[i]["core_freq_scale"].get<double>());
-    t += fmt::format("  slow chips     {} of {}: {}{}\n", slow.size(), s["chips"].get<std::uint64_t>(), listed, slow.size() > 4 ? ", ..." : "");
-  }
-  if (s.value("frozen_parameters", std::uint64_t{0}) > 0)
-    t += fmt::format("  parameters     {}: {} trained, {} frozen (no gradient, all-reduce or optimizer state)\n",
-                     s["parameters"].get<std::uint64_t>(), s["trainable_parameters"].get<std::uint64_t>(),
-                     s["frozen_parameters"].get<std::uint64_t>());
-  if (s.contains("notes"))
-    for (const auto& note : s["notes"]) t += "  note: " + note.get<std::string>() + "\n";
-  const ojson& m = s["memory"];
-  const ojson& pc = m["per_core"];
-  t += fmt::format("  memory/core    {} of {} HBM ({}): params {}, grads {}, optimizer {}, activations {}\n",
-                   bytes(pc["total_bytes"].get<double>()), bytes(m["hbm_capacity_bytes"].get<double>()),
-                   pct(m["hbm_fraction"].get<double>()), bytes(pc["parameters_bytes"].get<double>()),
-                   bytes(pc["gradients_bytes"].get<double>()), bytes(pc["optimizer_state_bytes"].get<double>()),
-                   bytes(pc["activations_bytes"].get<double>()));
-  if (s["step_time_s"].is_number()) {  // ok, or interrupted after a step
-    const double step = s["step_time_s"].get<double>();
-    if (s.value("steady_state", true))
-      t += fmt::format("  step time      {} (steady state; first step {})\n", time(step),
-                       time(s["first_step_time_s"].get<double>()));
-    else if (s.value("steps", 1) >= 2)
-      t += fmt::format("  step time      {} (the last step, not yet steady; first step {})\n", time(step),
-                       time(s["first_step_time_s"].get<double>()));
-    else
-      t += fmt::format("  step time      {} (the first step: one step was simulated, no steady state)\n", time(step));
-    t += fmt::format("  throughput     {} samples/s, {} samples/s per chip{}\n", rate(s["samples_per_s"].get<double>()),
-                     rate(s["samples_per_s_per_chip"].get<double>()),
-                     s.contains("tokens_per_s_per_chip") ? fmt::format(" ({} tokens/s per chip)", rate(s["tokens_per_s_per_chip"].get<double>())) : "");
-    if (s.contains("samples_per_s_with_eval")) {
-      const ojson& e = s["eval"];
-      t += fmt::format("  with eval      {} samples/s, {} samples/s per chip{} (evaluating {} examples every {} steps: {} each)\n",
-                       rate(s["samples_per_s_with_eval"].get<double>()), rate(s["samples_per_s_per_chip_with_eval"].get<double>()),
-                       s.contains("tokens_per_s_per_chip_with_eval")
-                           ? fmt::format(", {} tokens/s per chip", rate(s["tokens_per_s_per_chip_with_eval"].get<double>()))
-                           : "",
-                       e["examples"].get<std::uint64_t>(), e["every_steps"].get<double>(), time(e["time_per_eval_s"].get<double>()));
-    }
-    // MFU is against the bfloat16 peak, as MaxText counts it; int8 matmuls run at up to twice
-    // that rate (fp8 at the MXU's fp8 rate, twice it on TPU7x), so such a step can pass 100%
-    // without anything being wrong.
-    const std::string quantized = s.contains("quantization") ? s["quantization"].get<std::string>().substr(0, 4) : "";
-    t += fmt::format("  MFU            {}{}\n", pct(s["mfu"].get<double>()),
-                     quantized == "int8"  ? " of the bfloat16 peak (int8 matmuls run at up to twice it)"
-                     : quantized == "fp8" ? " of the bfloat16 peak (fp8 matmuls run at the MXU's fp8 rate, up to twice it)"
-                                          : "");
-    if (s.contains("validation")) t += fmt::format("  validation     {}\n", s["validation"]["text"].get<std::string>());
-    const ojson& b = s["breakdown"];
-    t += fmt::format("  breakdown      compute {} ({}), memory-bound {} ({}), exposed comm {} ({}), input wait {} ({}), idle {} ({})\n",
-                     time(b["compute_s"]), pct(b["compute_s"].get<double>() / step), time(b["memory_bound_s"]),
-                     pct(b["memory_bound_s"].get<double>() / step), time(b["exposed_communication_s"]),
-                     pct(b["exposed_communication_s"].get<double>() / step), time(b["input_wait_s"]),
-                     pct(b["input_wait_s"].get<double>() / step), time(b["idle_s"]), pct(b["idle_s"].get<double>() / step));
-    // Only when the slice loses at least 1% of the step waiting for one core (a slow chip or link).
-    const ojson& straggler = s["straggler"];
-    if (straggler.is_object() && straggler["time_lost_s"].get<double>() >= 0.01 * step)
-      t += fmt::format("  straggler      {}: the median core waits {} ({}) longer for it\n",
-                       straggler["core"].get<std::string>(), time(straggler["time_lost_s"].get<double>()),
-                       pct(straggler["time_lost_s"].get<double>() / step));
-    const ojson& u = s["utilization"];
-    t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}{}\n", pct(u["mxu"]), pct(u["vpu"]), pct(u["hbm"]),
-                     pct(u["ici"]), slices > 1 ? ", DCN " + pct(u["dcn"]) : "");
-    const auto has_axis = [&](const char* name) { return s.contains("collectives_per_step") && s["collectives_per_step"].contains(name); };
-    if (has_axis("model") || has_axis("expert") || has_axis("pipeline")) {
-      const ojson& c = s["collectives_per_step"];
-      std::string axes;
-      for (const char* name : {"data", "model", "expert", "pipeline"})
-        if (c.contains(name))
-          axes += fmt::format("{}{} {} ({})", axes.empty() ? "" : ", ", name, c[name]["count"].get<std::uint64_t>(),
-                              bytes(c[name]["bytes"].get<double>()));
-      t += fmt::format("  collectives    per core and step, by mesh axis: {}\n", axes);
-    }
-    if (s.contains("pipeline")) {
-      const ojson& p = s["pipeline"];
-      t += fmt::format("  pipeline       {} stages of {} layers, {} microbatches{}, {} iterations: bubble {} of their {} (ideal {})\n",
-                       p["stages"].get<std::uint32_t>(), p["layers_per_chunk"].get<std::uint32_t>() * p["repeats"].get<std::uint32_t>(),
-                       p["microbatches"].get<std::uint32_t>(),
-                       p["repeats"].get<std::uint32_t>() > 1 ? fmt::format(" x {} repeats", p["repeats"].get<std::uint32_t>()) : "",
-                       p["iterations"].get<std::uint32_t>(), pct(p["bubble_fraction"]), time(p["time_s"]), pct(p["ideal_bubble_fraction"]));
-    }
-    t += format_cost_and_energy(s);
-  } else if (s["status"] == "oom") {
+std::string format_summary(const RunSummary& s) {
+  std::string t = format_run_identity(s);
+  if (s.ran())  // ok, or interrupted after a step
+    t += format_step(s);
+  else if (s.out_of_memory())
     t += "  step time      none: the step does not fit in HBM (out of memory)\n";
-  } else {
+  else
     t += "  step time      none: interrupted before the first step finished\n";
-  }
-  for (const auto& w : s["warnings"]) t += "  warning: " + w.get<std::string>() + "\n";
+  for (const auto& w : s.warnings) t += "  warning: " + w + "\n";
   return t;
 }
 

@@ -8,6 +8,7 @@
 
 #include "sim/config.hpp"
 #include "traces/chrome_trace.hpp"
+#include "traces/summary.hpp"
 
 namespace tpusim {
 
@@ -29,10 +30,10 @@ struct RunOptions {
 // Simulates and writes DIR/summary.json, summary.csv, effective_config.json and trace.json.
 // The outputs appear under their final name only when all of them are complete. Throws
 // InputError (bad input, unusable output directory) or SimError (the simulation failed).
-nlohmann::ordered_json run_simulation(const Config& config, const RunOptions& options);
+RunSummary run_simulation(const Config& config, const RunOptions& options);
 
 // The human-readable summary printed by `tpusim run`.
-std::string format_summary(const nlohmann::ordered_json& summary);
+std::string format_summary(const RunSummary& summary);
 
 // The configuration as simulated: {"hw": ..., "workload": ...} with every default filled in.
 nlohmann::ordered_json effective_config(const Config& config);

@@ -44,13 +44,16 @@ System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& 
   return *new System("slice", hw, program, infeed, sink, simulated);  // never destroyed, see the header
 }
 
-nlohmann::ordered_json simulation_json(const SimulatedSlice& s) {
-  nlohmann::ordered_json out = {{"mode", s.folded() ? "representatives" : "all_chips"},
-                                {"chips_simulated", s.chip_count()},
-                                {"each_stands_for", s.multiplicity}};
-  if (!s.folded()) out["all_chips_because"] = s.all_chips_because;
+SimulationSummary simulation_summary(const SimulatedSlice& s) {
+  SimulationSummary out;
+  out.representatives = s.folded();
+  out.chips_simulated = s.chip_count();
+  out.each_stands_for = s.multiplicity;
+  if (!s.folded()) out.all_chips_because = s.all_chips_because;
   return out;
 }
+
+nlohmann::ordered_json simulation_json(const SimulatedSlice& simulated) { return to_json(simulation_summary(simulated)); }
 
 bool simulate(System& system, const std::string& what, const std::function<void()>& each_slice) {
   // In slices of simulated time, so that a signal is noticed within about a tenth of a second

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "traces/summary.hpp"
+
 namespace tpusim {
 
 // Elaborates the slice for `program` (at 1 ps resolution, SystemC reports routed to stderr).
@@ -20,8 +22,8 @@ namespace tpusim {
 System& elaborate(const HwConfig& hw, const Program& program, const InfeedSpec& infeed, EventSink* sink,
                   const SimulatedSlice& simulated);
 
-// Which chips ran, for summaries: {"mode": "all_chips" | "representatives", "chips_simulated",
-// "each_stands_for", and "all_chips_because" when every chip ran}.
+// Which chips ran, for summaries and trace metadata.
+SimulationSummary simulation_summary(const SimulatedSlice& simulated);
 nlohmann::ordered_json simulation_json(const SimulatedSlice& simulated);
 
 // Runs to the end, or until SIGINT or SIGTERM (then returns false, the slice part-way through

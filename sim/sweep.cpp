@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -31,6 +32,7 @@
 #include "sim/params.hpp"
 #include "sim/progress.hpp"
 #include "traces/report.hpp"
+#include "traces/summary.hpp"
 
 namespace tpusim {
 namespace {
@@ -131,13 +133,20 @@ std::string csv_cell(const ojson& v) {
 // rank_<name> column of sweep.csv.
 struct Ranking {
   const char* name;
-  const char* object;  // of the summary
-  const char* field;
+  std::optional<double> (*figure)(const RunSummary&);  // empty: the point has none
   bool higher_is_better;
 };
-constexpr Ranking kRankings[] = {{"samples_per_usd", "cost", "samples_per_usd", true},
-                                 {"time_to_train_s", "cost", "time_to_train_s", false},
-                                 {"goodput_samples_per_s", "goodput", "samples_per_s", true}};
+constexpr Ranking kRankings[] = {
+    {"samples_per_usd", [](const RunSummary& s) { return s.cost ? s.cost->samples_per_usd : std::nullopt; }, true},
+    {"time_to_train_s", [](const RunSummary& s) { return s.cost ? s.cost->time_to_train_s : std::nullopt; }, false},
+    {"goodput_samples_per_s",
+     [](const RunSummary& s) { return s.goodput ? std::optional(s.goodput->samples_per_s) : std::nullopt; }, true}};
+
+// The summary of a row whose point finished its steps.
+std::optional<RunSummary> ok_summary(const ojson& row) {
+  if (row["status"] != "ok" || !row["summary"].is_object()) return std::nullopt;
+  return run_summary_from_json(row["summary"]);
+}
 
 // One row per finished point, in point order; snake_case headers: point, status, reason, the
 // varied keys, then every summary figure.
@@ -195,27 +204,24 @@ ojson sweep_header(const std::string& workload_path, const std::vector<SweepAxis
 // place; null where the point has no such figure (no price, no stated dataset or failure rate,
 // not finished).
 std::vector<ojson> with_ranks(std::vector<ojson> rows) {
-  auto rank_by = [&](const char* name, const char* object, const char* field, bool higher_is_better) {
+  std::vector<std::optional<RunSummary>> summaries;
+  for (const auto& row : rows) summaries.push_back(ok_summary(row));
+  for (const Ranking& r : kRankings) {
+    std::vector<std::optional<double>> figures;
     std::vector<double> values;
-    auto value_of = [&](const ojson& row) -> const ojson* {
-      if (row["status"] != "ok" || !row["summary"].contains(object) || !row["summary"][object].is_object()) return nullptr;
-      const ojson& v = row["summary"][object][field];
-      return v.is_number() ? &v : nullptr;
-    };
-    for (const auto& row : rows)
-      if (const ojson* v = value_of(row)) values.push_back(v->get<double>());
-    for (auto& row : rows) {
-      const ojson* v = value_of(row);
-      if (!v) {
-        row["rank"][name] = nullptr;
+    for (const auto& s : summaries) {
+      figures.push_back(s ? r.figure(*s) : std::nullopt);
+      if (figures.back()) values.push_back(*figures.back());
+    }
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (!figures[i]) {
+        rows[i]["rank"][r.name] = nullptr;
         continue;
       }
-      const double x = v->get<double>();
-      row["rank"][name] = 1 + std::count_if(values.begin(), values.end(),
-                                            [&](double y) { return higher_is_better ? y > x : y < x; });
+      const double x = *figures[i];
+      rows[i]["rank"][r.name] = 1 + std::count_if(values.begin(), values.end(), [&](double y) { return r.higher_is_better ? y > x : y < x; });
     }
-  };
-  for (const Ranking& r : kRankings) rank_by(r.name, r.object, r.field, r.higher_is_better);
+  }
   return rows;
 }
 
@@ -233,10 +239,12 @@ void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojs
   write_atomically(dir / "sweep.csv", csv_of(rows, sweep["axes"]));
   // The timeline of the point with the highest throughput, from its own directory.
   const ojson* best = nullptr;
+  double best_samples_per_s = 0;
   for (const auto& row : rows)
-    if (row["status"] == "ok" && row["summary"].contains("samples_per_s") && row["summary"]["samples_per_s"].is_number() &&
-        (!best || row["summary"]["samples_per_s"].get<double>() > (*best)["summary"]["samples_per_s"].get<double>()))
+    if (const auto s = ok_summary(row); s && s->samples_per_s && (!best || *s->samples_per_s > best_samples_per_s)) {
       best = &row;
+      best_samples_per_s = *s->samples_per_s;
+    }
   ojson timeline;
   if (best) {
     std::ifstream in(dir / "points" / (*best)["point"].get<std::string>() / "timeline.json");
@@ -344,9 +352,9 @@ ojson sweep_arguments(const SweepRequest& r, const std::vector<std::string>& fil
 
 // Whether a point's summary records the inputs and binary this sweep runs with: each file it
 // read has the digest the sweep's arguments give it, and the tpusim binary is the same.
-bool made_by_these_inputs(const ojson& summary, const ojson& arguments) {
-  if (!summary.contains("tpusim_fnv1a64") || summary["tpusim_fnv1a64"] != arguments["tpusim_fnv1a64"]) return false;
-  const ojson recorded = summary.contains("inputs_fnv1a64") ? digests_of_lines(summary["inputs_fnv1a64"]) : ojson(nullptr);
+bool made_by_these_inputs(const RunSummary& summary, const ojson& arguments) {
+  if (summary.tpusim_fnv1a64 != arguments["tpusim_fnv1a64"] || summary.inputs_fnv1a64.empty()) return false;
+  const ojson recorded = digests_of_lines(summary.inputs_fnv1a64);
   if (recorded.is_null()) return false;
   const ojson& now = arguments["inputs_fnv1a64"];
   for (const auto& [file, digest] : recorded.items())
@@ -365,9 +373,8 @@ ojson finished_point_summary(const fs::path& point_dir) {
   } catch (const std::exception&) {
     return nullptr;
   }
-  if (!summary.is_object() || !summary.contains("status") || !summary["status"].is_string() ||
-      summary["status"] == "interrupted")
-    return nullptr;
+  const RunSummary finished = run_summary_from_json(summary);
+  if (finished.status.empty() || finished.interrupted()) return nullptr;
   return summary;
 }
 
@@ -376,7 +383,7 @@ ojson finished_point_summary(const fs::path& point_dir) {
 // finished by another binary), runs again.
 ojson kept_point_summary(const fs::path& point_dir, const ojson& arguments) {
   ojson summary = finished_point_summary(point_dir);
-  return summary.is_null() || !made_by_these_inputs(summary, arguments) ? ojson(nullptr) : summary;
+  return summary.is_null() || !made_by_these_inputs(run_summary_from_json(summary), arguments) ? ojson(nullptr) : summary;
 }
 
 // --resume keeps finished points only when it can show they are this sweep's: the record of what
@@ -685,9 +692,8 @@ class SweepRun {
 
   // A point's own summary gives its status; its first warning says why it is not ok.
   void finish_with_summary(const Point& p, const ojson& summary, double secs) {
-    const std::string status = summary["status"].get<std::string>();
-    finish(p, status, status == "ok" || summary["warnings"].empty() ? "" : summary["warnings"][0].get<std::string>(),
-           summary, secs);
+    const RunSummary s = run_summary_from_json(summary);
+    finish(p, s.status, s.ok() || s.warnings.empty() ? "" : s.warnings[0], summary, secs);
   }
 
   void finish(const Point& p, const std::string& status, const std::string& reason, const ojson& summary, double secs) {
@@ -697,7 +703,8 @@ class SweepRun {
     unfinished_.count(status);
     publish();
     std::string what = status;
-    if (status == "ok") what = fmt::format("ok, step {:.3f} ms", summary["step_time_s"].get<double>() * 1e3);
+    if (const RunSummary s = run_summary_from_json(summary); s.ok() && s.step_time_s)
+      what = fmt::format("ok, step {:.3f} ms", *s.step_time_s * 1e3);
     else if (!reason.empty()) what += ": " + reason;
     // The time left from the points simulated so far: resumed and refused ones took none.
     if (secs > 0) ++simulated_;

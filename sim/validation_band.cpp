@@ -37,16 +37,16 @@ std::string training_run_kind(const std::string& hw_name, const ModelGraph& mode
 
 std::string public_validation_set_path() { return TPUSIM_VALIDATION_SET; }
 
-nlohmann::ordered_json validation_band(const std::string& kind, const std::string& set_path) {
-  nlohmann::ordered_json band = {{"kind", kind}};
+ValidationBand validation_band(const std::string& kind, const std::string& set_path) {
+  ValidationBand band;
+  band.kind = kind;
   nlohmann::json set;
   try {
     std::ifstream in(set_path, std::ios::binary);
     set = nlohmann::json::parse(in);
   } catch (const std::exception&) {
-    band["match"] = "none";
-    band["points"] = 0;
-    band["text"] = fmt::format("the public validation set ({}) could not be read: this number's accuracy is unknown", set_path);
+    band.match = "none";
+    band.text = fmt::format("the public validation set ({}) could not be read: this number's accuracy is unknown", set_path);
     return band;
   }
   // A point's error as a prediction: with every constant fitted on its own source refitted
@@ -65,10 +65,10 @@ nlohmann::ordered_json validation_band(const std::string& kind, const std::strin
     }
   }
   const std::vector<double>& chosen = exact.empty() ? nearest : exact;
-  band["match"] = chosen.empty() ? "none" : exact.empty() ? "nearest" : "exact";
-  band["points"] = chosen.size();
+  band.match = chosen.empty() ? "none" : exact.empty() ? "nearest" : "exact";
+  band.points = chosen.size();
   if (chosen.empty()) {
-    band["text"] = fmt::format("no public measurement of {}: this number is unvalidated ({})", family_prefix, kOffTheSet);
+    band.text = fmt::format("no public measurement of {}: this number is unvalidated ({})", family_prefix, kOffTheSet);
     return band;
   }
   double sum = 0, worst = 0;
@@ -77,14 +77,14 @@ nlohmann::ordered_json validation_band(const std::string& kind, const std::strin
     worst = std::max(worst, e);
   }
   const double mean = sum / static_cast<double>(chosen.size());
-  band["mean_abs_error_pct"] = std::round(mean * 10) / 10;
-  band["worst_abs_error_pct"] = std::round(worst * 10) / 10;
-  const std::string of = band["match"] == "exact" ? kind : family_prefix + " (other layouts)";
+  band.mean_abs_error_pct = std::round(mean * 10) / 10;
+  band.worst_abs_error_pct = std::round(worst * 10) / 10;
+  const std::string of = band.match == "exact" ? kind : family_prefix + " (other layouts)";
   // Points of one slice say nothing of the DCN between several.
-  const bool unvalidated_dcn = band["match"] != "exact" && kind.find(kMultislice) != std::string::npos;
-  band["text"] = fmt::format("{} public point{} of {}: mean |error| {:.1f}%, worst {:.1f}%, each predicted without its own source's "
-                             "fits ({}){}", chosen.size(), chosen.size() == 1 ? "" : "s", of, mean, worst, kOffTheSet,
-                             unvalidated_dcn ? "; none over several slices: the DCN stage is unvalidated" : "");
+  const bool unvalidated_dcn = band.match != "exact" && kind.find(kMultislice) != std::string::npos;
+  band.text = fmt::format("{} public point{} of {}: mean |error| {:.1f}%, worst {:.1f}%, each predicted without its own source's "
+                          "fits ({}){}", chosen.size(), chosen.size() == 1 ? "" : "s", of, mean, worst, kOffTheSet,
+                          unvalidated_dcn ? "; none over several slices: the DCN stage is unvalidated" : "");
   return band;
 }
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "traces/summary.hpp"
 
 #include "workloads/model.hpp"
 
@@ -19,12 +19,12 @@ namespace tpusim {
 std::string training_run_kind(const std::string& hw_name, const ModelGraph& model, bool tensor_parallel, bool fsdp,
                               bool multislice = false, bool pipeline = false);
 
-// {kind, match, points, mean_abs_error_pct, worst_abs_error_pct, text}: the recorded points of
+// The recorded points of
 // exactly this kind, else of the same generation and model family ("nearest"), else none ("no
 // public measurement"). Errors are leave-one-source-out: each point's with every constant fitted on
 // its own source's points refitted without them. `set_path`: the public set; one that cannot be
 // read gives a band that says so.
-nlohmann::ordered_json validation_band(const std::string& kind, const std::string& set_path);
+ValidationBand validation_band(const std::string& kind, const std::string& set_path);
 
 // The public set this build reads.
 std::string public_validation_set_path();

@@ -19,6 +19,7 @@
 #include "sim/config.hpp"
 #include "sim/validation_band.hpp"
 #include "traces/chrome_trace.hpp"
+#include "traces/summary.hpp"
 #include "workloads/lower.hpp"
 #include "run_helpers.hpp"
 
@@ -156,17 +157,17 @@ BOOST_AUTO_TEST_CASE(every_run_says_how_far_to_trust_its_numbers) {
   BOOST_TEST(band["mean_abs_error_pct"].get<double>() == std::round(mean * 10) / 10);
   BOOST_TEST(contains(read_file(resnet->out() + "/report.html"), "how far to trust it"));
   // A layout the set lacks: the same generation and family's points, said to be other layouts.
-  const json nearest = validation_band("tpu_v5p transformer training", public_validation_set_path());
-  BOOST_TEST(nearest["match"] == "nearest");
-  BOOST_TEST(nearest["points"] == recorded("tpu_v5p transformer training", false).first);
-  BOOST_TEST(contains(nearest["text"].get<std::string>(), "of tpu_v5p transformer training (other layouts)"));
-  BOOST_TEST(!contains(nearest["text"].get<std::string>(), "DCN"));
+  const ValidationBand nearest = validation_band("tpu_v5p transformer training", public_validation_set_path());
+  BOOST_TEST(nearest.match == "nearest");
+  BOOST_TEST(nearest.points == recorded("tpu_v5p transformer training", false).first);
+  BOOST_TEST(contains(nearest.text, "of tpu_v5p transformer training (other layouts)"));
+  BOOST_TEST(!contains(nearest.text, "DCN"));
   // Several slices: the set's single-slice points, and the DCN said to be unvalidated.
-  const json multislice = validation_band("tpu_v5p transformer training, FSDP, multislice", public_validation_set_path());
-  BOOST_TEST(multislice["match"] == "nearest");
-  BOOST_TEST(contains(multislice["text"].get<std::string>(), "none over several slices: the DCN stage is unvalidated"));
+  const ValidationBand multislice = validation_band("tpu_v5p transformer training, FSDP, multislice", public_validation_set_path());
+  BOOST_TEST(multislice.match == "nearest");
+  BOOST_TEST(contains(multislice.text, "none over several slices: the DCN stage is unvalidated"));
   // A set that cannot be read is said to be.
-  BOOST_TEST(validation_band("tpu_v4 convolutional training", "/nonexistent/public_set.json")["match"] == "none");
+  BOOST_TEST(validation_band("tpu_v4 convolutional training", "/nonexistent/public_set.json").match == "none");
 }
 
 // A point fitted on its own source quotes the error it has as a prediction, not the fit's.
@@ -175,11 +176,11 @@ BOOST_AUTO_TEST_CASE(the_band_quotes_errors_with_each_sources_own_fits_taken_out
   const std::string path = dir.write("set.json", R"({"recorded_points": {
     "fit": {"kind": "tpu_v3 convolutional training", "error_pct": 1.0, "loso_error_pct": -9.0},
     "held": {"kind": "tpu_v3 convolutional training", "error_pct": 3.0, "loso_error_pct": 3.0}}})");
-  const json band = validation_band("tpu_v3 convolutional training", path);
-  BOOST_TEST(band["points"] == 2);
-  BOOST_TEST(band["mean_abs_error_pct"].get<double>() == 6.0);
-  BOOST_TEST(band["worst_abs_error_pct"].get<double>() == 9.0);
-  BOOST_TEST(contains(band["text"].get<std::string>(), "mean |error| 6.0%, worst 9.0%, each predicted without its own source's fits"));
+  const ValidationBand band = validation_band("tpu_v3 convolutional training", path);
+  BOOST_TEST(band.points == 2u);
+  BOOST_TEST(*band.mean_abs_error_pct == 6.0);
+  BOOST_TEST(*band.worst_abs_error_pct == 9.0);
+  BOOST_TEST(contains(band.text, "mean |error| 6.0%, worst 9.0%, each predicted without its own source's fits"));
 }
 
 BOOST_AUTO_TEST_CASE(trace_is_structurally_valid) {
@@ -411,6 +412,23 @@ BOOST_AUTO_TEST_CASE(same_inputs_give_byte_identical_outputs) {
   const auto b = run_example("");
   for (const char* f : {"summary.json", "summary.csv", "trace.json", "effective_config.json"})
     BOOST_TEST(read_file(a->out() + "/" + f) == read_file(b->out() + "/" + f), f);
+}
+
+// The report, the sweep and `tpusim run`'s text read a summary back through the one schema that
+// wrote it (traces/summary.hpp): what it reads must be all that was written.
+BOOST_AUTO_TEST_CASE(a_summary_reads_back_as_it_was_written) {
+  const std::string figures = " --trace none --set workload.training.dataset_examples=60000"
+                              " --set workload.training.eval.examples=10000 --set workload.training.eval.every_steps=100"
+                              " --set workload.training.goodput.failures_per_chip_hour=0.001"
+                              " --set workload.training.goodput.checkpoint_storage_gbps_per_host=1";
+  for (const std::string& args : {figures, figures + " --set hw.hbm.capacity_bytes=2097152",
+                                  std::string(" --trace none --topology 4x4 --set 'hw.slow_chips=[{\"chip\":5,\"core_freq_scale\":0.5}]'")}) {
+    const auto run = run_example(args);
+    const std::string written = read_file(run->out() + "/summary.json");
+    const RunSummary summary = run_summary_from_json(nlohmann::ordered_json::parse(written));
+    BOOST_TEST(to_json(summary).dump(2) + "\n" == written, args);
+    BOOST_TEST(summary.ran() == (summary.status == "ok"), args);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_step_that_does_not_fit_hbm_is_reported_as_oom_without_a_step_time) {

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "traces/summary.hpp"
+
 namespace tpusim {
 namespace {
 
@@ -27,25 +29,32 @@ std::string escape(const std::string& text) {
   return out;
 }
 
-const ojson* value_at(const ojson& row, std::initializer_list<const char*> path) {
-  if (!row.is_object() || !row.contains("summary")) return nullptr;
-  const ojson* j = &row["summary"];
-  for (const char* key : path) {
-    if (!j->is_object() || !j->contains(key)) return nullptr;
-    j = &(*j)[key];
+// A row of the sweep (its point, status, reason and varied values) and its run's summary, when
+// the point ran.
+struct Point {
+  const ojson& row;
+  std::optional<RunSummary> summary;
+
+  explicit Point(const ojson& r) : row(r) {
+    if (row.contains("summary") && row["summary"].is_object()) summary = run_summary_from_json(row["summary"]);
   }
-  return j;
-}
+  bool ok() const { return row["status"] == "ok"; }
+  bool out_of_memory() const { return row["status"] == "oom"; }
+};
 
-double number_at(const ojson& row, std::initializer_list<const char*> path) {
-  const ojson* j = value_at(row, path);
-  return j && j->is_number() ? j->get<double>() : NAN;
-}
+// A figure of a summary, NaN where the run has none.
+using Figure = double (*)(const RunSummary&);
 
-std::string string_at(const ojson& row, std::initializer_list<const char*> path) {
-  const ojson* j = value_at(row, path);
-  return j && j->is_string() ? j->get<std::string>() : std::string();
+double figure(const std::optional<double>& value) { return value ? *value : NAN; }
+template <typename Block>
+double figure(const std::optional<Block>& block, std::optional<double> Block::*member) {
+  return block ? figure((*block).*member) : NAN;
 }
+template <typename Block>
+double figure(const std::optional<Block>& block, double Block::*member) {
+  return block ? (*block).*member : NAN;
+}
+double figure(const Point& p, Figure f) { return p.summary ? f(*p.summary) : NAN; }
 
 // ---- Units: every figure the report shows is printed with its unit, by one routine per unit.
 
@@ -562,45 +571,63 @@ std::string page_head(const std::string& title) {
 
 // "chip5.core0, 1.61 ms lost" when the slice loses at least 1% of the step waiting for one core
 // (a slow chip, a slow link's neighbour); empty on a slice whose cores keep pace.
-std::string straggler_of(const ojson& row) {
-  const double lost = number_at(row, {"straggler", "time_lost_s"}), step = number_at(row, {"step_time_s"});
-  if (std::isnan(lost) || std::isnan(step) || lost < 0.01 * step) return "";
-  return fmt::format("{}, {} lost", string_at(row, {"straggler", "core"}), format(Unit::seconds, lost));
+std::string straggler_of(const Point& p) {
+  if (!p.summary || !p.summary->ran()) return "";
+  const StragglerSummary& straggler = p.summary->straggler;
+  const double lost = straggler.time_lost_s, step = *p.summary->step_time_s;
+  if (std::isnan(lost) || lost < 0.01 * step) return "";
+  return fmt::format("{}, {} lost", straggler.core, format(Unit::seconds, lost));
 }
 
 // Memory per core with its share of that point's own HBM capacity: "2.07 GiB (12.9%)".
-std::string memory_cell(const ojson& row) {
-  const double total = number_at(row, {"memory", "per_core", "total_bytes"}), capacity = number_at(row, {"memory", "hbm_capacity_bytes"});
-  if (std::isnan(total)) return "";
+std::string memory_cell(const Point& p) {
+  if (!p.summary) return "";
+  const auto total = static_cast<double>(p.summary->memory.per_core.total_bytes);
+  const auto capacity = static_cast<double>(p.summary->memory.hbm_capacity_bytes);
   return format(Unit::bytes, total) + (capacity > 0 ? " (" + format(Unit::percent, total / capacity) + " of " + format(Unit::bytes, capacity) + ")" : "");
 }
 
-std::vector<Series> breakdown_components(const std::vector<const ojson*>& rows) {
-  std::vector<Series> out = {{"compute", "#2ca02c", {}, {}}, {"exposed communication", "#d62728", {}, {}},
-                             {"memory-bound", "#9467bd", {}, {}}, {"input wait", "#8c564b", {}, {}}, {"idle", "#bbbbbb", {}, {}}};
-  const char* keys[] = {"compute_s", "exposed_communication_s", "memory_bound_s", "input_wait_s", "idle_s"};
-  for (const ojson* row : rows)
-    for (std::size_t k = 0; k < out.size(); ++k) out[k].values.push_back(number_at(*row, {"breakdown", keys[k]}));
-  return out;
-}
-
-std::vector<Series> utilization_components(const std::vector<const ojson*>& rows) {
-  std::vector<Series> out = {{"MFU", "#000000", {}, {}}, {"MXU", "#2ca02c", {}, {}}, {"VPU", "#17becf", {}, {}},
-                             {"HBM", "#9467bd", {}, {}}, {"ICI", "#d62728", {}, {}}};
-  for (const ojson* row : rows) {
-    out[0].values.push_back(number_at(*row, {"mfu"}));
-    const char* keys[] = {"mxu", "vpu", "hbm", "ici"};
-    for (std::size_t k = 0; k < 4; ++k) out[k + 1].values.push_back(number_at(*row, {"utilization", keys[k]}));
+// A bar per point of each figure, NaN where a point has none (no step ran).
+struct Component {
+  const char* name;
+  const char* color;
+  Figure figure;
+};
+std::vector<Series> components(const std::vector<const Point*>& points, std::initializer_list<Component> list) {
+  std::vector<Series> out;
+  for (const Component& c : list) {
+    Series s{c.name, c.color, {}, {}};
+    for (const Point* p : points) s.values.push_back(p->summary && p->summary->ran() ? figure(*p, c.figure) : NAN);
+    out.push_back(std::move(s));
   }
   return out;
 }
 
-std::vector<Series> memory_components(const std::vector<const ojson*>& rows) {
+std::vector<Series> breakdown_components(const std::vector<const Point*>& points) {
+  return components(points, {{"compute", "#2ca02c", [](const RunSummary& s) { return s.breakdown.compute_s; }},
+                             {"exposed communication", "#d62728", [](const RunSummary& s) { return s.breakdown.exposed_communication_s; }},
+                             {"memory-bound", "#9467bd", [](const RunSummary& s) { return s.breakdown.memory_bound_s; }},
+                             {"input wait", "#8c564b", [](const RunSummary& s) { return s.breakdown.input_wait_s; }},
+                             {"idle", "#bbbbbb", [](const RunSummary& s) { return s.breakdown.idle_s; }}});
+}
+
+std::vector<Series> utilization_components(const std::vector<const Point*>& points) {
+  return components(points, {{"MFU", "#000000", [](const RunSummary& s) { return figure(s.mfu); }},
+                             {"MXU", "#2ca02c", [](const RunSummary& s) { return s.utilization[UnitKind::Mxu]; }},
+                             {"VPU", "#17becf", [](const RunSummary& s) { return s.utilization[UnitKind::Vpu]; }},
+                             {"HBM", "#9467bd", [](const RunSummary& s) { return s.utilization[UnitKind::Hbm]; }},
+                             {"ICI", "#d62728", [](const RunSummary& s) { return s.utilization[UnitKind::IciLink]; }}});
+}
+
+std::vector<Series> memory_components(const std::vector<const Point*>& points) {
   std::vector<Series> out = {{"parameters", "#1f77b4", {}, {}}, {"gradients", "#ff7f0e", {}, {}},
                              {"optimizer state", "#2ca02c", {}, {}}, {"activations", "#9467bd", {}, {}}};
-  const char* keys[] = {"parameters_bytes", "gradients_bytes", "optimizer_state_bytes", "activations_bytes"};
-  for (const ojson* row : rows)
-    for (std::size_t k = 0; k < out.size(); ++k) out[k].values.push_back(number_at(*row, {"memory", "per_core", keys[k]}));
+  for (const Point* p : points) {
+    const std::optional<PerCoreMemory> m = p->summary ? std::optional(p->summary->memory.per_core) : std::nullopt;
+    const std::uint64_t bytes[] = {m ? m->parameters_bytes : 0, m ? m->gradients_bytes : 0, m ? m->optimizer_state_bytes : 0,
+                                   m ? m->activations_bytes : 0};
+    for (std::size_t k = 0; k < out.size(); ++k) out[k].values.push_back(m ? static_cast<double>(bytes[k]) : NAN);
+  }
   return out;
 }
 
@@ -615,9 +642,13 @@ std::string timeline_section(const ojson& timeline, const std::string& point) {
 // ---- A single run: its figures as a table, its breakdown, utilization and memory as bars.
 
 std::string render_run_report(const ojson& sweep, const ojson& timeline, const std::string& timeline_point) {
-  const ojson& row = sweep["rows"][0];
-  const std::string workload = string_at(row, {"workload"}).empty() ? sweep["workload"].get<std::string>() : string_at(row, {"workload"});
-  const std::string hw = string_at(row, {"hw"}), topology = string_at(row, {"topology"});
+  const Point point(sweep["rows"][0]);
+  const ojson& row = point.row;
+  const RunSummary none;
+  const RunSummary& s = point.summary ? *point.summary : none;
+  const std::string workload = s.workload.empty() ? sweep["workload"].get<std::string>() : s.workload;
+  const std::string& hw = s.hw;
+  const std::string& topology = s.topology;
   const std::string title = fmt::format("tpusim run: {} on {} {}", workload, hw, topology);
   std::string html = page_head(title);
   html += "<h1>" + escape(title) + "</h1>\n";
@@ -628,64 +659,61 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
   auto add = [&](const std::string& name, const std::string& value) {
     if (!value.empty()) figures.emplace_back(name, value);
   };
-  const double chips = number_at(row, {"chips"});
-  const double slices = number_at(row, {"slices"});
-  const std::string shape = slices > 1 ? fmt::format("{} slices of {}", slices, topology) : topology;
-  add("slice", std::isnan(chips) ? "" : fmt::format("{} {}, {} chips, global batch {}", hw, shape, chips, number_at(row, {"global_batch"})));
-  add("step time (steady state)", format(Unit::seconds, number_at(row, {"step_time_s"})));
-  add("first step", format(Unit::seconds, number_at(row, {"first_step_time_s"})));
-  add("throughput", format(Unit::samples_per_s, number_at(row, {"samples_per_s"})));
-  add("throughput per chip", format(Unit::samples_per_s, number_at(row, {"samples_per_s_per_chip"})));
-  add("MFU", format(Unit::percent, number_at(row, {"mfu"})));
-  add("how far to trust it", string_at(row, {"validation", "text"}));
-  add("memory per core", memory_cell(row));
-  add("USD per step", format(Unit::usd, number_at(row, {"cost", "usd_per_step"})));
-  add("USD per million samples", format(Unit::usd, number_at(row, {"cost", "usd_per_million_samples"})));
-  add("samples per USD", format(Unit::samples_per_usd, number_at(row, {"cost", "samples_per_usd"})));
-  add("energy per step", format(Unit::joules, number_at(row, {"energy", "joules_per_step"})));
-  add("energy per sample", format(Unit::joules, number_at(row, {"energy", "joules_per_sample"})));
-  add("power per chip", format(Unit::watts, number_at(row, {"energy", "chip_power_w"})));
-  if (const double bubble = number_at(row, {"pipeline", "bubble_s"}); !std::isnan(bubble))
-    add("pipeline bubble", fmt::format("{} ({} of the pipeline's {}; ideal {})", format(Unit::seconds, bubble),
-                                       format(Unit::percent, number_at(row, {"pipeline", "bubble_fraction"})),
-                                       format(Unit::seconds, number_at(row, {"pipeline", "time_s"})),
-                                       format(Unit::percent, number_at(row, {"pipeline", "ideal_bubble_fraction"}))));
-  add("time to train", format(Unit::seconds, number_at(row, {"cost", "time_to_train_s"})));
-  add("USD to train", format(Unit::usd, number_at(row, {"cost", "usd_to_train"})));
-  const double kwh = number_at(row, {"energy", "kwh_to_train"});
+  if (point.summary) {
+    const std::string shape = s.slices > 1 ? fmt::format("{} slices of {}", s.slices, topology) : topology;
+    add("slice", fmt::format("{} {}, {} chips, global batch {}", hw, shape, s.chips, s.global_batch));
+  }
+  add("step time (steady state)", format(Unit::seconds, figure(s.step_time_s)));
+  add("first step", format(Unit::seconds, figure(s.first_step_time_s)));
+  add("throughput", format(Unit::samples_per_s, figure(s.samples_per_s)));
+  add("throughput per chip", format(Unit::samples_per_s, figure(s.samples_per_s_per_chip)));
+  add("MFU", format(Unit::percent, figure(s.mfu)));
+  if (s.ran()) add("how far to trust it", s.validation.text);
+  add("memory per core", memory_cell(point));
+  add("USD per step", format(Unit::usd, figure(s.cost, &CostSummary::usd_per_step)));
+  add("USD per million samples", format(Unit::usd, figure(s.cost, &CostSummary::usd_per_million_samples)));
+  add("samples per USD", format(Unit::samples_per_usd, figure(s.cost, &CostSummary::samples_per_usd)));
+  add("energy per step", format(Unit::joules, figure(s.energy, &EnergySummary::joules_per_step)));
+  add("energy per sample", format(Unit::joules, figure(s.energy, &EnergySummary::joules_per_sample)));
+  add("power per chip", format(Unit::watts, figure(s.energy, &EnergySummary::chip_power_w)));
+  if (const auto& p = s.pipeline; p && s.ran())
+    add("pipeline bubble", fmt::format("{} ({} of the pipeline's {}; ideal {})", format(Unit::seconds, p->bubble_s),
+                                       format(Unit::percent, p->bubble_fraction), format(Unit::seconds, p->time_s),
+                                       format(Unit::percent, p->ideal_bubble_fraction)));
+  add("time to train", format(Unit::seconds, figure(s.cost, &CostSummary::time_to_train_s)));
+  add("USD to train", format(Unit::usd, figure(s.cost, &CostSummary::usd_to_train)));
+  const double kwh = figure(s.energy, &EnergySummary::kwh_to_train);
   add("energy to train", std::isnan(kwh) ? "" : format(Unit::joules, kwh * 3.6e6) + fmt::format(" ({:.3g} kWh)", kwh));
-  if (const double goodput = number_at(row, {"goodput", "goodput"}); !std::isnan(goodput)) {
+  if (const auto& g = s.goodput; g && s.ran()) {
     add("goodput", fmt::format("{} (a failure every {} on this slice; a checkpoint every {}, written in {}; {} to restart)",
-                               format(Unit::percent, goodput), format(Unit::seconds, number_at(row, {"goodput", "mtbf_s"})),
-                               format(Unit::seconds, number_at(row, {"goodput", "checkpoint_interval_s"})),
-                               format(Unit::seconds, number_at(row, {"goodput", "checkpoint_write_s"})),
-                               format(Unit::seconds, number_at(row, {"goodput", "restart_and_read_s"}))));
-    add("time to train with failures", format(Unit::seconds, number_at(row, {"goodput", "time_to_train_s"})));
-    add("USD to train with failures", format(Unit::usd, number_at(row, {"goodput", "usd_to_train"})));
+                               format(Unit::percent, g->goodput), format(Unit::seconds, g->mtbf_s),
+                               format(Unit::seconds, g->checkpoint_interval_s), format(Unit::seconds, g->checkpoint_write_s),
+                               format(Unit::seconds, g->restart_and_read_s)));
+    add("time to train with failures", format(Unit::seconds, figure(g->time_to_train_s)));
+    add("USD to train with failures", format(Unit::usd, figure(g->usd_to_train)));
   }
   html += "<table id=\"figures\">\n";
   for (const auto& [name, value] : figures)
     html += fmt::format("<tr><th class=\"left\">{}</th><td class=\"num\">{}</td></tr>\n", escape(name), escape(value));
-  if (const std::string straggler = straggler_of(row); !straggler.empty())
+  if (const std::string straggler = straggler_of(point); !straggler.empty())
     html += fmt::format("<tr><th class=\"left\">straggler</th><td class=\"left\">{}</td></tr>\n", escape(straggler));
   html += "</table>\n";
-  if (row["summary"].is_object()) {
-    const std::vector<const ojson*> rows = {&row};
-    if (row["status"] == "ok") {  // an OOM run has no step
+  if (point.summary) {
+    const std::vector<const Point*> points = {&point};
+    if (point.ok()) {  // an OOM run has no step
       html += "<h2>Where the step time goes</h2>\n";
-      html += bar_list("breakdown", "Step-time breakdown per core", Unit::seconds, breakdown_components(rows));
+      html += bar_list("breakdown", "Step-time breakdown per core", Unit::seconds, breakdown_components(points));
       html += "<h2>Utilization</h2>\n";
-      html += bar_list("utilization", "MFU and busy fractions of the units", Unit::percent, utilization_components(rows));
+      html += bar_list("utilization", "MFU and busy fractions of the units", Unit::percent, utilization_components(points));
     }
     html += "<h2>Memory per core</h2>\n";
-    std::vector<Series> memory = memory_components(rows);
-    memory.push_back({"total", "#444444", {number_at(row, {"memory", "per_core", "total_bytes"})}, {}});
-    const double capacity = number_at(row, {"memory", "hbm_capacity_bytes"});
-    std::string note;
-    if (!std::isnan(capacity))
-      note = fmt::format(R"(<text x="{}" y="34" class="capacity mark" data-hw="{}" data-bytes="{:.0f}">HBM capacity per core of {} (red dashes): {}{}</text>)", 170,
-                         escape(hw), capacity, escape(hw), escape(format(Unit::bytes, capacity)),
-                         escape(memory.back().values[0] >= 0 ? " (" + format(Unit::percent, memory.back().values[0] / capacity) + " used)" : ""));
+    std::vector<Series> memory = memory_components(points);
+    memory.push_back({"total", "#444444", {static_cast<double>(s.memory.per_core.total_bytes)}, {}});
+    const auto capacity = static_cast<double>(s.memory.hbm_capacity_bytes);
+    const std::string note =
+        fmt::format(R"(<text x="{}" y="34" class="capacity mark" data-hw="{}" data-bytes="{:.0f}">HBM capacity per core of {} (red dashes): {}{}</text>)", 170,
+                    escape(hw), capacity, escape(hw), escape(format(Unit::bytes, capacity)),
+                    escape(memory.back().values[0] >= 0 ? " (" + format(Unit::percent, memory.back().values[0] / capacity) + " used)" : ""));
     html += bar_list("memory", "Memory per core", Unit::bytes, memory, note, capacity);
   }
   html += timeline_section(timeline, timeline_point);
@@ -701,12 +729,13 @@ std::string value_of(const ojson& row, const std::string& key) {
 // Which varied key is the charts' x axis and which make their series, and the points they show.
 struct SweepLayout {
   const ojson& rows;
+  std::vector<Point> points;  // one per row
   std::vector<std::string> differing;
   std::string x_key;
   bool numeric_x = false;
   std::vector<std::string> categories;
   std::vector<std::string> series_keys;
-  std::vector<const ojson*> charted;
+  std::vector<const Point*> charted;
   std::vector<std::string> series_names;
   std::string x_name;
   bool lines = false;
@@ -715,12 +744,13 @@ struct SweepLayout {
   std::string series_of(const ojson& row) const;
   PointLabel point_label(const ojson& row) const;
   std::string color_of_series(const std::string& name) const;
-  std::vector<Series> series(std::initializer_list<const char*> path) const;
-  std::string chart(const std::string& id, const std::string& title, Unit unit, std::initializer_list<const char*> path,
-                    double reference = NAN, const std::string& reference_name = "") const;
+  std::vector<Series> series(Figure figure) const;
+  std::string chart(const std::string& id, const std::string& title, Unit unit, Figure figure, double reference = NAN,
+                    const std::string& reference_name = "") const;
 };
 
 SweepLayout::SweepLayout(const ojson& sweep) : rows(sweep["rows"]) {
+  for (const ojson& row : rows) points.emplace_back(row);
   // The keys whose value differs between points, in the order the sweep varies them.
   std::vector<std::string> keys;
   if (sweep.contains("axes"))
@@ -748,10 +778,10 @@ SweepLayout::SweepLayout(const ojson& sweep) : rows(sweep["rows"]) {
     if (k != x_key) series_keys.push_back(k);
   // The points that ran (ok) or were found not to fit (oom): the charts' points. The others are
   // in the table with their reason.
-  for (const auto& row : rows)
-    if ((row["status"] == "ok" || row["status"] == "oom") && row["summary"].is_object()) charted.push_back(&row);
-  for (const ojson* row : charted)
-    if (std::find(series_names.begin(), series_names.end(), series_of(*row)) == series_names.end()) series_names.push_back(series_of(*row));
+  for (const Point& p : points)
+    if ((p.ok() || p.out_of_memory()) && p.summary) charted.push_back(&p);
+  for (const Point* p : charted)
+    if (std::find(series_names.begin(), series_names.end(), series_of(p->row)) == series_names.end()) series_names.push_back(series_of(p->row));
   x_name = x_key.empty() ? "" : short_key(x_key);
   lines = numeric_x && categories.size() > 1;
 }
@@ -774,31 +804,31 @@ std::string SweepLayout::color_of_series(const std::string& name) const {
 }
 
 // One series per combination of the other varied keys, a value per x category.
-std::vector<Series> SweepLayout::series(std::initializer_list<const char*> path) const {
+std::vector<Series> SweepLayout::series(Figure f) const {
   std::vector<Series> out;
   for (const auto& name : series_names) {
     Series s{name, color_of_series(name), std::vector<double>(categories.size(), NAN), std::vector<bool>(categories.size(), false)};
-    for (const ojson* row : charted) {
-      if (series_of(*row) != name) continue;
-      const auto i = static_cast<std::size_t>(std::find(categories.begin(), categories.end(), value_of(*row, x_key)) - categories.begin());
-      s.values[i] = number_at(*row, path);
-      s.oom[i] = (*row)["status"] == "oom";
+    for (const Point* p : charted) {
+      if (series_of(p->row) != name) continue;
+      const auto i = static_cast<std::size_t>(std::find(categories.begin(), categories.end(), value_of(p->row, x_key)) - categories.begin());
+      s.values[i] = figure(*p, f);
+      s.oom[i] = p->out_of_memory();
     }
     out.push_back(std::move(s));
   }
   return out;
 }
 
-std::string SweepLayout::chart(const std::string& id, const std::string& title, Unit unit,
-                               std::initializer_list<const char*> path, double reference, const std::string& reference_name) const {
-  return series_chart(id, title, unit, x_name, categories, lines, series(path), reference, reference_name);
+std::string SweepLayout::chart(const std::string& id, const std::string& title, Unit unit, Figure f, double reference,
+                               const std::string& reference_name) const {
+  return series_chart(id, title, unit, x_name, categories, lines, series(f), reference, reference_name);
 }
 
 std::string sweep_page_head(const ojson& sweep, const SweepLayout& layout) {
   const ojson& rows = layout.rows;
   const std::vector<std::string>& differing = layout.differing;
-  const std::vector<const ojson*>& charted = layout.charted;
-  const std::string workload = charted.empty() ? sweep["workload"].get<std::string>() : string_at(*charted[0], {"workload"});
+  const std::vector<const Point*>& charted = layout.charted;
+  const std::string workload = charted.empty() ? sweep["workload"].get<std::string>() : charted[0]->summary->workload;
   const std::string title = "tpusim sweep: " + workload;
   std::string html = page_head(title);
   const std::size_t interrupted = sweep.value("interrupted", std::size_t{0});
@@ -826,46 +856,52 @@ std::string sweep_page_head(const ojson& sweep, const SweepLayout& layout) {
 
 std::string throughput_cost_and_energy_charts(const SweepLayout& layout) {
   std::string html = "<h2>Throughput and step time</h2>\n";
-  html += layout.chart("throughput", "Throughput of the slice", Unit::samples_per_s, {"samples_per_s"});
-  html += layout.chart("throughput_per_chip", "Throughput per chip", Unit::samples_per_s, {"samples_per_s_per_chip"});
-  html += layout.chart("step_time", "Step time (steady state)", Unit::seconds, {"step_time_s"});
-  html += layout.chart("mfu", "Model FLOPs utilization (MFU)", Unit::percent, {"mfu"});
+  html += layout.chart("throughput", "Throughput of the slice", Unit::samples_per_s, [](const RunSummary& s) { return figure(s.samples_per_s); });
+  html += layout.chart("throughput_per_chip", "Throughput per chip", Unit::samples_per_s,
+                       [](const RunSummary& s) { return figure(s.samples_per_s_per_chip); });
+  html += layout.chart("step_time", "Step time (steady state)", Unit::seconds, [](const RunSummary& s) { return figure(s.step_time_s); });
+  html += layout.chart("mfu", "Model FLOPs utilization (MFU)", Unit::percent, [](const RunSummary& s) { return figure(s.mfu); });
 
   html += "<h2>Cost and energy</h2>\n<p class=\"note\">On-demand price per chip-hour and a modelled chip power "
           "(see docs/cost_energy.md: the energy figures are estimates, not measurements).</p>\n";
-  html += layout.chart("cost", "USD per million samples", Unit::usd, {"cost", "usd_per_million_samples"});
-  html += layout.chart("energy", "Energy per sample", Unit::joules, {"energy", "joules_per_sample"});
-  html += layout.chart("power", "Average power per chip", Unit::watts, {"energy", "chip_power_w"});
+  html += layout.chart("cost", "USD per million samples", Unit::usd,
+                       [](const RunSummary& s) { return figure(s.cost, &CostSummary::usd_per_million_samples); });
+  html += layout.chart("energy", "Energy per sample", Unit::joules,
+                       [](const RunSummary& s) { return figure(s.energy, &EnergySummary::joules_per_sample); });
+  html += layout.chart("power", "Average power per chip", Unit::watts,
+                       [](const RunSummary& s) { return figure(s.energy, &EnergySummary::chip_power_w); });
   return html;
 }
 
 std::string goodput_charts(const SweepLayout& layout) {
-  const std::vector<const ojson*>& charted = layout.charted;
-  const auto ok = [](const ojson* row) { return (*row)["status"] == "ok"; };
+  const std::vector<const Point*>& charted = layout.charted;
+  const auto ok = [](const Point* p) { return p->ok(); };
   const bool failures_stated = std::any_of(charted.begin(), charted.end(), ok) &&
-                               std::all_of(charted.begin(), charted.end(), [&](const ojson* row) {
-                                 return !ok(row) || !std::isnan(number_at(*row, {"goodput", "goodput"}));
+                               std::all_of(charted.begin(), charted.end(), [&](const Point* p) {
+                                 return !ok(p) || !std::isnan(figure(p->summary->goodput, &GoodputSummary::goodput));
                                });
   if (!failures_stated) return "";
   std::string html = "<h2>Goodput</h2>\n<p class=\"note\">With failures at the workload's rate per chip-hour, each restarting the job "
                      "from its last checkpoint (Young and Daly's model, docs/cost_energy.md): a larger slice fails more often, so "
                      "its goodput falls while its throughput grows.</p>\n";
-  html += layout.chart("goodput", "Goodput (useful share of the wall time)", Unit::percent, {"goodput", "goodput"}, 1.0, "100%");
-  html += layout.chart("goodput_throughput", "Throughput with failures", Unit::samples_per_s, {"goodput", "samples_per_s"});
+  html += layout.chart("goodput", "Goodput (useful share of the wall time)", Unit::percent,
+                       [](const RunSummary& s) { return figure(s.goodput, &GoodputSummary::goodput); }, 1.0, "100%");
+  html += layout.chart("goodput_throughput", "Throughput with failures", Unit::samples_per_s,
+                       [](const RunSummary& s) { return figure(s.goodput, &GoodputSummary::samples_per_s); });
   return html;
 }
 
 std::string breakdown_utilization_and_memory_charts(const SweepLayout& layout) {
-  const std::vector<const ojson*>& charted = layout.charted;
+  const std::vector<const Point*>& charted = layout.charted;
   std::vector<PointLabel> labels;
   std::vector<bool> oom;
   std::vector<double> capacity;
   std::vector<std::string> capacity_hw;
-  for (const ojson* row : charted) {
-    labels.push_back(layout.point_label(*row));
-    oom.push_back((*row)["status"] == "oom");
-    capacity.push_back(number_at(*row, {"memory", "hbm_capacity_bytes"}));
-    capacity_hw.push_back(string_at(*row, {"hw"}));
+  for (const Point* p : charted) {
+    labels.push_back(layout.point_label(p->row));
+    oom.push_back(p->out_of_memory());
+    capacity.push_back(static_cast<double>(p->summary->memory.hbm_capacity_bytes));
+    capacity_hw.push_back(p->summary->hw);
   }
   std::string html = "<h2>Where the step time goes</h2>\n";
   html += point_chart("breakdown", "Step-time breakdown per core", Unit::seconds, labels, breakdown_components(charted), true, oom);
@@ -875,8 +911,8 @@ std::string breakdown_utilization_and_memory_charts(const SweepLayout& layout) {
           "written at the top when it is far above the bars).</p>\n";
   html += point_chart("memory", "Memory per core and each point's HBM capacity per core", Unit::bytes, labels, memory_components(charted), true,
                       oom, capacity, capacity_hw);
-  html += layout.chart("hbm_fraction", "Memory per core as a share of its own HBM capacity", Unit::percent, {"memory", "hbm_fraction"},
-                       1.0, "100% of HBM");
+  html += layout.chart("hbm_fraction", "Memory per core as a share of its own HBM capacity", Unit::percent,
+                       [](const RunSummary& s) { return s.memory.hbm_fraction; }, 1.0, "100% of HBM");
   return html;
 }
 
@@ -887,34 +923,42 @@ struct RankingBasis {
   bool to_train = true;
 };
 
-RankingBasis ranking_basis(const std::vector<const ojson*>& charted) {
+// The time and USD of the training run the workload states: with failures (the goodput's) or
+// without (the cost's); NaN where the run has no such figure.
+std::pair<double, double> time_and_usd_to_train(const RunSummary& s, bool with_failures) {
+  if (with_failures) return {figure(s.goodput, &GoodputSummary::time_to_train_s), figure(s.goodput, &GoodputSummary::usd_to_train)};
+  return {figure(s.cost, &CostSummary::time_to_train_s), figure(s.cost, &CostSummary::usd_to_train)};
+}
+
+RankingBasis ranking_basis(const std::vector<const Point*>& charted) {
+  const auto every_point_has = [&](bool with_failures) {
+    return std::all_of(charted.begin(), charted.end(), [&](const Point* p) {
+      const auto [time, usd] = time_and_usd_to_train(*p->summary, with_failures);
+      return !p->ok() || (time >= 0 && usd >= 0);
+    });
+  };
   RankingBasis basis;
-  for (const ojson* row : charted)
-    if ((*row)["status"] == "ok" && !(number_at(*row, {"goodput", "time_to_train_s"}) >= 0 && number_at(*row, {"goodput", "usd_to_train"}) >= 0))
-      basis.with_failures = false;
-  const char* const run_figures = basis.with_failures ? "goodput" : "cost";
-  for (const ojson* row : charted)
-    if ((*row)["status"] == "ok" && !(number_at(*row, {run_figures, "time_to_train_s"}) >= 0 && number_at(*row, {run_figures, "usd_to_train"}) >= 0))
-      basis.to_train = false;
+  basis.with_failures = every_point_has(true);
+  basis.to_train = every_point_has(basis.with_failures);
   return basis;
 }
 
 std::vector<Candidate> ranking_candidates(const SweepLayout& layout, const RankingBasis& basis) {
-  const char* const run_figures = basis.with_failures ? "goodput" : "cost";
-  const bool to_train = basis.to_train;
   std::vector<Candidate> candidates;
-  for (const ojson* row : layout.charted) {
-    if ((*row)["status"] != "ok") continue;
+  for (const Point* p : layout.charted) {
+    if (!p->ok()) continue;
+    const RunSummary& s = *p->summary;
     Candidate c;
-    c.row = row;
-    c.time = to_train ? number_at(*row, {run_figures, "time_to_train_s"}) : 1e6 / number_at(*row, {"samples_per_s"});
-    c.usd = to_train ? number_at(*row, {run_figures, "usd_to_train"}) : number_at(*row, {"cost", "usd_per_million_samples"});
-    c.samples_per_usd = number_at(*row, {"cost", "samples_per_usd"});
+    c.row = &p->row;
+    const auto [time, usd] = time_and_usd_to_train(s, basis.with_failures);
+    c.time = basis.to_train ? time : 1e6 / figure(s.samples_per_s);
+    c.usd = basis.to_train ? usd : figure(s.cost, &CostSummary::usd_per_million_samples);
+    c.samples_per_usd = figure(s.cost, &CostSummary::samples_per_usd);
     if (!(c.time > 0) || !(c.usd >= 0) || !std::isfinite(c.time)) continue;
-    const PointLabel l = layout.point_label(*row);
+    const PointLabel l = layout.point_label(p->row);
     c.label = fmt::format("{}", fmt::join(l.parts, " "));
-    if (c.label.empty()) c.label = (*row)["point"].get<std::string>();
-    c.color = layout.color_of_series(layout.series_of(*row));
+    if (c.label.empty()) c.label = p->row["point"].get<std::string>();
+    c.color = layout.color_of_series(layout.series_of(p->row));
     candidates.push_back(std::move(c));
   }
   for (auto& c : candidates) {
@@ -969,12 +1013,13 @@ std::string all_points_table_head(bool train_columns) {
                      train_columns ? "<th>time to train (rank)</th><th>USD to train</th>" : "");
 }
 
-std::string all_points_row(const SweepLayout& layout, const ojson& row, bool train_columns) {
-  const bool good = row["status"] == "ok";
-  auto cell = [&](Unit unit, std::initializer_list<const char*> path) { return escape(format(unit, number_at(row, path))); };
+std::string all_points_row(const SweepLayout& layout, const Point& p, bool train_columns) {
+  const ojson& row = p.row;
+  const bool good = p.ok();
+  auto cell = [&](Unit unit, Figure f) { return escape(format(unit, figure(p, f))); };
   // A sweep ranks its points (1: best).
-  auto ranked = [&](Unit unit, std::initializer_list<const char*> path, const char* rank) {
-    std::string text = cell(unit, path);
+  auto ranked = [&](Unit unit, Figure f, const char* rank) {
+    std::string text = cell(unit, f);
     if (!text.empty() && row.contains("rank") && row["rank"].is_object() && row["rank"].contains(rank) && row["rank"][rank].is_number())
       text += fmt::format(" (#{})", row["rank"][rank].get<std::uint64_t>());
     return text;
@@ -986,30 +1031,34 @@ std::string all_points_row(const SweepLayout& layout, const ojson& row, bool tra
   std::string html = fmt::format("<tr{}><td class=\"left\" title=\"{}\">{}</td><td class=\"left\">{}</td><td class=\"num wrap\">{}</td>",
                                  good ? "" : " class=\"failed\"", escape(point),
                                  escape(label.parts.empty() ? point : number + fmt::format("{}", fmt::join(label.parts, " "))),
-                                 escape(row["status"].get<std::string>()), escape(memory_cell(row)));
+                                 escape(row["status"].get<std::string>()), escape(memory_cell(p)));
   if (!good) {  // no step: the reason in place of its figures
     html += fmt::format("<td colspan=\"{}\" class=\"reason\">{}</td></tr>\n", train_columns ? 10 : 8, escape(row.value("reason", std::string())));
     return html;
   }
   html += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
                       "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>{}<td class=\"left\">{}</td></tr>\n",
-                      cell(Unit::seconds, {"step_time_s"}), cell(Unit::samples_per_s, {"samples_per_s"}),
-                      cell(Unit::samples_per_s, {"samples_per_s_per_chip"}), cell(Unit::percent, {"mfu"}),
-                      cell(Unit::usd, {"cost", "usd_per_million_samples"}), ranked(Unit::samples_per_usd, {"cost", "samples_per_usd"}, "samples_per_usd"),
-                      cell(Unit::joules, {"energy", "joules_per_sample"}),
+                      cell(Unit::seconds, [](const RunSummary& s) { return figure(s.step_time_s); }),
+                      cell(Unit::samples_per_s, [](const RunSummary& s) { return figure(s.samples_per_s); }),
+                      cell(Unit::samples_per_s, [](const RunSummary& s) { return figure(s.samples_per_s_per_chip); }),
+                      cell(Unit::percent, [](const RunSummary& s) { return figure(s.mfu); }),
+                      cell(Unit::usd, [](const RunSummary& s) { return figure(s.cost, &CostSummary::usd_per_million_samples); }),
+                      ranked(Unit::samples_per_usd, [](const RunSummary& s) { return figure(s.cost, &CostSummary::samples_per_usd); },
+                             "samples_per_usd"),
+                      cell(Unit::joules, [](const RunSummary& s) { return figure(s.energy, &EnergySummary::joules_per_sample); }),
                       train_columns ? fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td>",
-                                                  ranked(Unit::seconds, {"cost", "time_to_train_s"}, "time_to_train_s"),
-                                                  cell(Unit::usd, {"cost", "usd_to_train"}))
+                                                  ranked(Unit::seconds, [](const RunSummary& s) { return figure(s.cost, &CostSummary::time_to_train_s); },
+                                                         "time_to_train_s"),
+                                                  cell(Unit::usd, [](const RunSummary& s) { return figure(s.cost, &CostSummary::usd_to_train); }))
                                     : std::string(),
-                      escape(straggler_of(row)));
+                      escape(straggler_of(p)));
   return html;
 }
 
 }  // namespace
 
 std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const std::string& timeline_point) {
-  const ojson& rows = sweep["rows"];
-  if (!sweep.contains("axes") && rows.size() == 1) return render_run_report(sweep, timeline, timeline_point);
+  if (!sweep.contains("axes") && sweep["rows"].size() == 1) return render_run_report(sweep, timeline, timeline_point);
 
   const SweepLayout layout(sweep);
   std::string html = sweep_page_head(sweep, layout);
@@ -1022,10 +1071,11 @@ std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const
   html += timeline_section(timeline, timeline_point);
 
   // Time and USD to train only when the workload states its dataset.
-  const bool train_columns =
-      std::any_of(rows.begin(), rows.end(), [](const ojson& row) { return !std::isnan(number_at(row, {"cost", "time_to_train_s"})); });
+  const bool train_columns = std::any_of(layout.points.begin(), layout.points.end(), [](const Point& p) {
+    return p.summary && !std::isnan(figure(p.summary->cost, &CostSummary::time_to_train_s));
+  });
   html += all_points_table_head(train_columns);
-  for (const auto& row : rows) html += all_points_row(layout, row, train_columns);
+  for (const Point& p : layout.points) html += all_points_row(layout, p, train_columns);
   html += "</table></div>\n</body></html>\n";
   return html;
 }
