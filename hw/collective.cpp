@@ -1,6 +1,7 @@
 #include "hw/collective.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -17,8 +18,15 @@ std::vector<std::uint8_t> group_axes_of(const Torus& torus, std::uint32_t mask) 
   return axes;
 }
 
-// The chips of `chip`'s group along `axes`, in a walk where consecutive chips are neighbours.
-std::vector<std::uint32_t> snake(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes) {
+std::uint32_t position_of(const std::vector<std::uint32_t>& ring, std::uint32_t chip) {
+  return static_cast<std::uint32_t>(std::find(ring.begin(), ring.end(), chip) - ring.begin());
+}
+
+std::string axis_label(std::uint8_t a) { return std::string(1, "xyz"[a]); }
+
+}  // namespace
+
+std::vector<std::uint32_t> group_walk(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes) {
   std::vector<std::uint32_t> sub_dims;
   for (auto a : axes) sub_dims.push_back(torus.dims()[a]);
   const Torus sub(sub_dims, std::vector<bool>(sub_dims.size(), false));
@@ -33,16 +41,8 @@ std::vector<std::uint32_t> snake(const Torus& torus, std::uint32_t chip, const s
   return ring;
 }
 
-std::uint32_t position_of(const std::vector<std::uint32_t>& ring, std::uint32_t chip) {
-  return static_cast<std::uint32_t>(std::find(ring.begin(), ring.end(), chip) - ring.begin());
-}
-
-std::string axis_label(std::uint8_t a) { return std::string(1, "xyz"[a]); }
-
-// Passes of one ring collective of `bytes` (the buffer each chip holds before a reduce-scatter).
-// `line`: the chips form an open line (bidirectional then means both ways along it).
-void add_ring(SchedulePart& part, std::vector<std::uint32_t> ring, std::uint32_t chip, std::uint64_t bytes,
-              bool bidirectional, bool line, const std::string& where, bool reduce_scatter, bool all_gather) {
+void add_ring_passes(SchedulePart& part, std::vector<std::uint32_t> ring, std::uint32_t chip, std::uint64_t bytes,
+                     bool bidirectional, bool line, const std::string& where, bool reduce_scatter, bool all_gather) {
   const auto p = static_cast<std::uint64_t>(ring.size());
   // Two chips have one link pair: both ways, and the line, are the same ring.
   line = line && p > 2;
@@ -67,6 +67,8 @@ void add_ring(SchedulePart& part, std::vector<std::uint32_t> ring, std::uint32_t
   }
 }
 
+namespace {
+
 // Reduce-scatter along each axis in order, then all-gather back in reverse order. An axis with
 // wraparound runs two rings, one each way; an axis without sends both ways along the line, where
 // a ring's closing hop would cross the whole line.
@@ -83,11 +85,11 @@ SchedulePart torus_part(const Torus& torus, std::uint32_t chip, const Collective
   const bool ag = spec.kind != CollectiveKind::ReduceScatter;
   if (rs)
     for (std::size_t i = 0; i < axes.size(); ++i)
-      add_ring(part, snake(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), !torus.wraps(axes[i]),
+      add_ring_passes(part, group_walk(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), !torus.wraps(axes[i]),
                axis_label(axes[i]), true, false);
   if (ag)
     for (std::size_t i = axes.size(); i-- > 0;)
-      add_ring(part, snake(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), !torus.wraps(axes[i]),
+      add_ring_passes(part, group_walk(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), !torus.wraps(axes[i]),
                axis_label(axes[i]), false, true);
   return part;
 }
@@ -127,7 +129,7 @@ SchedulePart all_to_all_part(const Torus& torus, std::uint32_t chip, const std::
   SchedulePart part;
   for (auto a : axes) {
     RingPass pass;
-    pass.ring = snake(torus, chip, {a});
+    pass.ring = group_walk(torus, chip, {a});
     pass.position = position_of(pass.ring, chip);
     const auto p = static_cast<std::uint64_t>(pass.ring.size());
     const std::uint64_t share = ceil_div<std::uint64_t>(bytes, p);
@@ -190,6 +192,11 @@ std::uint32_t group_size(const Torus& torus, std::uint32_t mask) {
 
 namespace {
 
+std::map<CollectiveAlgorithm, CollectivePlan>& registered_plans() {
+  static std::map<CollectiveAlgorithm, CollectivePlan> plans;
+  return plans;
+}
+
 // The passes within the slice.
 CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec) {
   CollectiveSchedule schedule;
@@ -198,7 +205,7 @@ CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, c
   if (schedule.group_size <= 1 || spec.bytes == 0) return schedule;
   if (spec.kind == CollectiveKind::Permute) {  // one step of a ring through the group
     RingPass pass;
-    pass.ring = snake(torus, chip, axes);
+    pass.ring = group_walk(torus, chip, axes);
     pass.position = position_of(pass.ring, chip);
     pass.reduce = false;
     // BidirRing: half the buffer goes to each neighbour (two chips have one link pair).
@@ -221,13 +228,18 @@ CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, c
     }
     return schedule;
   }
+  if (const auto registered = registered_plans().find(spec.algorithm); registered != registered_plans().end()) {
+    CollectiveSchedule planned = registered->second(torus, chip, spec, axes);
+    planned.group_size = schedule.group_size;
+    return planned;
+  }
   const bool rs = spec.kind != CollectiveKind::AllGather;
   const bool ag = spec.kind != CollectiveKind::ReduceScatter;
   switch (spec.algorithm) {
     case CollectiveAlgorithm::Ring:
     case CollectiveAlgorithm::BidirRing: {
       SchedulePart part;
-      add_ring(part, snake(torus, chip, axes), chip, spec.bytes, spec.algorithm == CollectiveAlgorithm::BidirRing, false,
+      add_ring_passes(part, group_walk(torus, chip, axes), chip, spec.bytes, spec.algorithm == CollectiveAlgorithm::BidirRing, false,
                "ring", rs, ag);
       schedule.parts.push_back(part);
       break;
@@ -250,6 +262,13 @@ CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, c
 }
 
 }  // namespace
+
+CollectiveAlgorithm register_collective_algorithm(const std::string& name, const std::string& description, CollectivePlan plan) {
+  if (!plan) throw std::invalid_argument("collective algorithm \"" + name + "\" has no plan");
+  const CollectiveAlgorithm algorithm = add_collective_algorithm_row(name, description);
+  registered_plans()[algorithm] = std::move(plan);
+  return algorithm;
+}
 
 CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec) {
   CollectiveSchedule schedule = plan_ici_collective(torus, chip, spec);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -78,6 +79,30 @@ struct CollectiveSchedule {
 std::uint32_t group_size(const Torus& torus, std::uint32_t group_axes_mask);
 
 CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec);
+
+// An algorithm of one's own: the passes `chip` makes for a reduce-scatter, an all-gather or an
+// all-reduce (spec.kind) among the chips that differ from it only along `axes` (the group's axes
+// longer than one chip, at least one). Every chip of the group must plan the same passes from
+// its own place; a ring's next chip need not be a neighbour (the links route it). A permute and
+// an all-to-all do not ask the algorithm, and the DCN stage of several slices is added to
+// whatever it plans.
+using CollectivePlan = std::function<CollectiveSchedule(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec,
+                                                        const std::vector<std::uint8_t>& axes)>;
+// Makes `name` a collective algorithm like tpusim's own (`collective --algorithm`, the workload's
+// training.all_reduce.algorithm); call it before cli_main. A slice whose program uses it is
+// simulated chip by chip (no folding of symmetric chips: its plan may treat them differently).
+// Throws std::invalid_argument for a name taken.
+CollectiveAlgorithm register_collective_algorithm(const std::string& name, const std::string& description, CollectivePlan plan);
+
+// What plans are made of. The chips of `chip`'s group along `axes`, in a walk where consecutive
+// chips are neighbours (a snake through them).
+std::vector<std::uint32_t> group_walk(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes);
+// The passes of a ring collective over `ring` (which holds `chip`) of `bytes`, the buffer each
+// chip holds before a reduce-scatter: its reduce-scatter pass, its all-gather pass or both, each
+// labelled "RS <where>" / "AG <where>". `bidirectional`: two rings, one each way, half the data
+// each; `line`: an open line, both ways along it (no closing hop).
+void add_ring_passes(SchedulePart& part, std::vector<std::uint32_t> ring, std::uint32_t chip, std::uint64_t bytes,
+                     bool bidirectional, bool line, const std::string& where, bool reduce_scatter, bool all_gather);
 
 // The bytes the chip a schedule was planned for puts on its links (each counted once, whatever
 // its hops): a shard in every direction and step it sends in. The end-of-run checks hold the

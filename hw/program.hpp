@@ -91,8 +91,17 @@ struct VectorWork {
 enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Permute, AllToAll };
 // A new algorithm is its value here, its row in hw/program.cpp's table (name, what it does,
 // whether it is one ring) and its plan in hw/collective.cpp; the command line, the workload
-// key's choices and the folding of symmetric chips read the table.
+// key's choices and the folding of symmetric chips read the table. A program of one's own adds
+// one without changing tpusim: register_collective_algorithm (hw/collective.hpp) gives it the
+// next value after these.
 enum class CollectiveAlgorithm : std::uint8_t { Ring, BidirRing, Torus, TorusAllAxes };
+// Adds a row for an algorithm registered at run time and returns its value; throws
+// std::invalid_argument for a name already taken. hw/collective.hpp's
+// register_collective_algorithm calls it with the algorithm's plan.
+CollectiveAlgorithm add_collective_algorithm_row(const std::string& name, const std::string& description);
+// Whether the algorithm is a program's own (registered at run time): tpusim cannot tell which
+// chips its plan treats alike, so hw/symmetry simulates every chip.
+bool collective_algorithm_is_registered(CollectiveAlgorithm a);
 const char* collective_kind_name(CollectiveKind k);
 const char* collective_algorithm_name(CollectiveAlgorithm a);
 const char* collective_algorithm_description(CollectiveAlgorithm a);

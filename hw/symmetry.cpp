@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 
 namespace tpusim {
 namespace {
@@ -64,6 +66,9 @@ SimulatedSlice plan_simulated_slice(const Torus& torus, const HwConfig& hw, cons
   for (const Op& op : program.ops) {
     if (op.kind == OpKind::Infeed) infeed = true;
     if (op.kind != OpKind::Collective) continue;
+    if (collective_algorithm_is_registered(op.collective.algorithm) && op.collective.kind != CollectiveKind::Permute &&
+        op.collective.kind != CollectiveKind::AllToAll)
+      return every_chip(torus, fmt::format("collective algorithm {} is a program's own", collective_algorithm_name(op.collective.algorithm)));
     const bool ring = collective_algorithm_is_ring(op.collective.algorithm) ||
                       op.collective.kind == CollectiveKind::Permute;  // a permute is one step of a ring
     if (!ring) continue;
