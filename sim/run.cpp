@@ -290,10 +290,16 @@ class RunOutputs {
       const std::string cwd = fs::current_path(ec).string();
       out_.write("command.txt", (ec ? "" : "# run in " + cwd + "\n") + options_.command_line + "\n");
     }
-    const ojson row = {{"point", config_.workload.name}, {"status", summary.status}, {"reason", ""},
-                       {"varied", ojson::object()}, {"summary", to_json(summary)}};
+    SweepRow row;  // the run as a sweep of one point, for the report
+    row.point = config_.workload.name;
+    row.status = summary.status;
+    row.summary = to_json(summary);
     if (!timeline.is_null()) out_.write("timeline.json", timeline.dump() + "\n");
-    out_.write("report.html", render_sweep_report({{"workload", config_.origin}, {"points", 1}, {"rows", ojson::array({row})}},
+    SweepDocument one_point;
+    one_point.workload = config_.origin;
+    one_point.points = 1;
+    one_point.rows = {row};
+    out_.write("report.html", render_sweep_report(one_point,
                                                   timeline, config_.workload.name));
     out_.commit();
   }

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/config.hpp"
 #include "sim/csv.hpp"
@@ -92,16 +93,14 @@ std::vector<Point> expand(const SweepRequest& r) {
 }
 
 // The row of one point: what varied, how it ended, and its summary.
-ojson row_of(const Point& p, const std::string& status, const std::string& reason, const ojson& summary) {
-  ojson row;
-  row["point"] = p.id;
-  row["index"] = p.index;
-  row["status"] = status;
-  row["reason"] = reason;
-  ojson varied = ojson::object();
-  for (const auto& [key, value] : p.values) varied[key] = value;
-  row["varied"] = varied;
-  row["summary"] = summary;
+SweepRow row_of(const Point& p, const std::string& status, const std::string& reason, const ojson& summary) {
+  SweepRow row;
+  row.point = p.id;
+  row.index = p.index;
+  row.status = status;
+  row.reason = reason;
+  for (const auto& [key, value] : p.values) row.varied.emplace_back(key, value);
+  row.summary = summary;
   return row;
 }
 
@@ -143,20 +142,20 @@ constexpr Ranking kRankings[] = {
      [](const RunSummary& s) { return s.goodput ? std::optional(s.goodput->samples_per_s) : std::nullopt; }, true}};
 
 // The summary of a row whose point finished its steps.
-std::optional<RunSummary> ok_summary(const ojson& row) {
-  if (row["status"] != "ok" || !row["summary"].is_object()) return std::nullopt;
-  return run_summary_from_json(row["summary"]);
+std::optional<RunSummary> ok_summary(const SweepRow& row) {
+  if (!row.ok() || !row.summary.is_object()) return std::nullopt;
+  return run_summary_from_json(row.summary);
 }
 
 // One row per finished point, in point order; snake_case headers: point, status, reason, the
 // varied keys, then every summary figure.
-std::string csv_of(const std::vector<ojson>& rows, const ojson& axes) {
+std::string csv_of(const std::vector<SweepRow>& rows, const std::vector<SweepAxisValues>& axes) {
   std::vector<std::string> columns = {"point", "status", "reason"};
-  for (const auto& a : axes) columns.push_back("vary_" + safe(a["key"].get<std::string>()));
+  for (const auto& a : axes) columns.push_back("vary_" + safe(a.key));
   for (const Ranking& r : kRankings) columns.push_back(std::string("rank_") + r.name);
   std::vector<std::vector<std::pair<std::string, ojson>>> flat;
   for (const auto& row : rows) {
-    flat.push_back(flatten_json(row["summary"], "_"));
+    flat.push_back(flatten_json(row.summary, "_"));
     for (const auto& [k, v] : flat.back())
       if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
   }
@@ -168,12 +167,11 @@ std::string csv_of(const std::vector<ojson>& rows, const ojson& axes) {
   text += "\n";
   for (std::size_t r = 0; r < rows.size(); ++r) {
     std::map<std::string, ojson> cells;
-    cells["point"] = rows[r]["point"];
-    cells["status"] = rows[r]["status"];
-    cells["reason"] = rows[r]["reason"];
-    if (rows[r].contains("rank"))
-      for (const auto& [k, v] : rows[r]["rank"].items()) cells["rank_" + k] = v;
-    for (const auto& [k, v] : rows[r]["varied"].items()) {
+    cells["point"] = rows[r].point;
+    cells["status"] = rows[r].status;
+    cells["reason"] = rows[r].reason;
+    for (const auto& [k, v] : rows[r].rank) cells["rank_" + k] = v ? ojson(*v) : ojson(nullptr);
+    for (const auto& [k, v] : rows[r].varied) {
       std::string col = "vary_" + safe(k);
       for (auto& ch : col)
         if (ch == '.') ch = '_';
@@ -191,21 +189,24 @@ std::string csv_of(const std::vector<ojson>& rows, const ojson& axes) {
   return text;
 }
 
-ojson sweep_header(const std::string& workload_path, const std::vector<SweepAxis>& axes, std::size_t point_count) {
-  ojson sweep;
-  sweep["workload"] = workload_path;
-  sweep["axes"] = ojson::array();
-  for (const auto& a : axes) sweep["axes"].push_back({{"key", a.key}, {"values", a.values}});
-  sweep["points"] = point_count;
+SweepDocument sweep_header(const std::string& workload_path, const std::vector<SweepAxis>& axes, std::size_t point_count) {
+  SweepDocument sweep;
+  sweep.workload = workload_path;
+  sweep.axes.emplace();
+  for (const auto& a : axes) sweep.axes->push_back({a.key, a.values});
+  sweep.points = point_count;
   return sweep;
 }
 
 // Each row's place among the finished points by each ranking, 1 the best and ties sharing a
 // place; null where the point has no such figure (no price, no stated dataset or failure rate,
 // not finished).
-std::vector<ojson> with_ranks(std::vector<ojson> rows) {
+std::vector<SweepRow> with_ranks(std::vector<SweepRow> rows) {
   std::vector<std::optional<RunSummary>> summaries;
-  for (const auto& row : rows) summaries.push_back(ok_summary(row));
+  for (auto& row : rows) {
+    summaries.push_back(ok_summary(row));
+    row.rank.clear();  // a shard's ranks were among its own points only
+  }
   for (const Ranking& r : kRankings) {
     std::vector<std::optional<double>> figures;
     std::vector<double> values;
@@ -214,12 +215,10 @@ std::vector<ojson> with_ranks(std::vector<ojson> rows) {
       if (figures.back()) values.push_back(*figures.back());
     }
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      if (!figures[i]) {
-        rows[i]["rank"][r.name] = nullptr;
-        continue;
-      }
-      const double x = *figures[i];
-      rows[i]["rank"][r.name] = 1 + std::count_if(values.begin(), values.end(), [&](double y) { return r.higher_is_better ? y > x : y < x; });
+      std::optional<std::uint64_t> place;
+      if (const auto x = figures[i])
+        place = 1 + std::count_if(values.begin(), values.end(), [&](double y) { return r.higher_is_better ? y > *x : y < *x; });
+      rows[i].rank.emplace_back(r.name, place);
     }
   }
   return rows;
@@ -227,18 +226,18 @@ std::vector<ojson> with_ranks(std::vector<ojson> rows) {
 
 // sweep.json, sweep.csv and report.html of the finished rows (in point order), each replaced
 // atomically so that a reader never sees half a file.
-void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojson>& rows_as_run) {
-  const std::vector<ojson> rows = with_ranks(rows_as_run);
+void write_sweep_outputs(const fs::path& dir, SweepDocument sweep, const std::vector<SweepRow>& rows_as_run) {
+  sweep.rows = with_ranks(rows_as_run);
+  const std::vector<SweepRow>& rows = sweep.rows;
   // An interrupted point has a row, but it did not finish.
-  const auto interrupted = static_cast<std::size_t>(
-      std::count_if(rows.begin(), rows.end(), [](const ojson& row) { return row["status"] == "interrupted"; }));
-  sweep["finished"] = rows.size() - interrupted;
-  sweep["interrupted"] = interrupted;
-  sweep["rows"] = rows;
-  write_atomically(dir / "sweep.json", sweep.dump(2) + "\n");
-  write_atomically(dir / "sweep.csv", csv_of(rows, sweep["axes"]));
+  const auto interrupted =
+      static_cast<std::size_t>(std::count_if(rows.begin(), rows.end(), [](const SweepRow& row) { return row.interrupted(); }));
+  sweep.finished = rows.size() - interrupted;
+  sweep.interrupted = interrupted;
+  write_atomically(dir / "sweep.json", to_json(sweep).dump(2) + "\n");
+  write_atomically(dir / "sweep.csv", csv_of(rows, sweep.axes.value_or(std::vector<SweepAxisValues>{})));
   // The timeline of the point with the highest throughput, from its own directory.
-  const ojson* best = nullptr;
+  const SweepRow* best = nullptr;
   double best_samples_per_s = 0;
   for (const auto& row : rows)
     if (const auto s = ok_summary(row); s && s->samples_per_s && (!best || *s->samples_per_s > best_samples_per_s)) {
@@ -247,7 +246,7 @@ void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojs
     }
   ojson timeline;
   if (best) {
-    std::ifstream in(dir / "points" / (*best)["point"].get<std::string>() / "timeline.json");
+    std::ifstream in(dir / "points" / best->point / "timeline.json");
     try {
       if (in) timeline = parse_bounded<ojson>(in, "timeline.json");
     } catch (const std::exception&) {  // damaged: the report goes without it
@@ -255,7 +254,7 @@ void write_sweep_outputs(const fs::path& dir, ojson sweep, const std::vector<ojs
     }
   }
   write_atomically(dir / "report.html",
-                   render_sweep_report(sweep, timeline, best ? (*best)["point"].get<std::string>() : std::string()));
+                   render_sweep_report(sweep, timeline, best ? best->point : std::string()));
 }
 
 }  // namespace
@@ -402,12 +401,13 @@ void check_same_arguments(const fs::path& dir, const ojson& arguments, const std
   } catch (const std::exception&) {
     before = nullptr;
   }
-  if (!before.is_object() || !before.contains("arguments") || !before["arguments"].is_object()) {
+  const std::optional<ojson> recorded = sweep_document_from_json(before).arguments;
+  if (!recorded || !recorded->is_object()) {
     if (!any_point) return;  // interrupted before its first point finished: nothing to keep
     throw InputError(fmt::format("--resume: -o {} holds finished points but no readable record of what they ran with "
                                  "(sweep.json); {}", shown, start_over));
   }
-  const ojson& was = before["arguments"];
+  const ojson& was = *recorded;
   const auto old_value = [&](const std::string& key) { return was.contains(key) ? was[key] : ojson(); };
   const ojson old_inputs = old_value("inputs_fnv1a64").is_object() ? old_value("inputs_fnv1a64") : ojson::object();
   for (const auto& [file, digest] : arguments["inputs_fnv1a64"].items()) {
@@ -548,12 +548,12 @@ class SweepRun {
         start_(std::chrono::steady_clock::now()) {}
 
   void publish() const {
-    std::vector<ojson> ready;
+    std::vector<SweepRow> ready;
     for (std::size_t i = 0; i < points_.size(); ++i)
       if (finished_[i]) ready.push_back(rows_[i]);
-    ojson sweep = sweep_header(r_.workload_path, r_.axes, points_.size());
-    if (r_.shard_count > 1) sweep["shard"] = fmt::format("{}/{}", r_.shard_index, r_.shard_count);
-    sweep["arguments"] = arguments_;
+    SweepDocument sweep = sweep_header(r_.workload_path, r_.axes, points_.size());
+    if (r_.shard_count > 1) sweep.shard = fmt::format("{}/{}", r_.shard_index, r_.shard_count);
+    sweep.arguments = arguments_;
     write_sweep_outputs(dir_, sweep, ready);
   }
 
@@ -721,16 +721,17 @@ class SweepRun {
   const bool hw_given_;
   const DirectoryLock& lock_;
   const std::size_t shard_points_;
-  std::vector<ojson> rows_;
+  std::vector<SweepRow> rows_;
   std::vector<bool> finished_;
   std::size_t done_ = 0, simulated_ = 0;
   Unfinished unfinished_;
   const std::chrono::steady_clock::time_point start_;
 };
 
-using MergedRows = std::map<std::size_t, std::pair<ojson, fs::path>>;  // point index -> row, the shard it came from
+using MergedRows = std::map<std::size_t, std::pair<SweepRow, fs::path>>;  // point index -> row, the shard it came from
 
-// A shard's sweep.json, with what merge reads of it. `shown`: the shard's directory as given.
+// A shard's sweep.json, with what merge reads of it (its rows are checked one by one, by
+// check_shard_row). `shown`: the shard's directory as given.
 ojson read_shard_sweep(const fs::path& dir, const std::string& shown) {
   std::ifstream in(dir / "sweep.json");
   if (!in) throw InputError(fmt::format("merge: {}: no sweep.json (not the output directory of a sweep)", shown));
@@ -740,38 +741,48 @@ ojson read_shard_sweep(const fs::path& dir, const std::string& shown) {
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("merge: {}/sweep.json: not JSON: {}", shown, e.what()));
   }
-  for (const char* key : {"workload", "axes", "points", "rows"})
-    if (!sweep.is_object() || !sweep.contains(key))
-      throw InputError(fmt::format("merge: {}/sweep.json: missing \"{}\"", shown, key));
-  if (!sweep["rows"].is_array() || !sweep["points"].is_number_unsigned() || !sweep["axes"].is_array())
-    throw InputError(fmt::format("merge: {}/sweep.json: \"rows\" and \"axes\" must be arrays, \"points\" a count", shown));
+  std::vector<std::string> unread;
+  const SweepDocument read = sweep_document_from_json(sweep, &unread);
+  if (!read.axes) unread.push_back("axes");
+  if (!sweep.is_object() || !unread.empty())
+    throw InputError(fmt::format("merge: {}/sweep.json: no \"{}\" as a sweep writes it", shown,
+                                 unread.empty() ? "workload" : unread.front()));
   return sweep;
 }
 
 // The shards of one sweep differ only in which shard they are.
-void check_same_sweep(const ojson& sweep, const ojson& first, const std::string& shown, const std::string& first_shown) {
-  auto unsharded_arguments = [](ojson s) {
-    if (s.contains("arguments") && s["arguments"].is_object()) s["arguments"].erase("shard");
-    return s.value("arguments", ojson());
+void check_same_sweep(const ojson& sweep_json, const ojson& first_json, const std::string& shown, const std::string& first_shown) {
+  // What the shards of one sweep must share: everything but the shard's place and its rows.
+  auto unsharded = [](const ojson& json) {
+    SweepDocument s = sweep_document_from_json(json);
+    if (s.arguments && s.arguments->is_object()) s.arguments->erase("shard");
+    s.shard.reset();
+    s.finished.reset();
+    s.interrupted.reset();
+    s.rows.clear();
+    return to_json(s);
   };
-  if (unsharded_arguments(sweep) != unsharded_arguments(first))
-    throw InputError(fmt::format("merge: {}/sweep.json: \"arguments\" differ from {}'s: not a shard of the same sweep", shown,
-                                 first_shown));
-  for (const char* key : {"workload", "axes", "points"})
-    if (sweep[key] != first[key])
-      throw InputError(fmt::format("merge: {}/sweep.json: \"{}\" differs from {}'s: not a shard of the same sweep", shown,
-                                   key, first_shown));
+  const ojson sweep = unsharded(sweep_json), first = unsharded(first_json);
+  std::vector<std::string> keys;
+  for (const ojson* s : {&sweep, &first})
+    for (const auto& [key, value] : s->items())
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  for (const std::string& key : keys)
+    if (!sweep.contains(key) || !first.contains(key) || sweep[key] != first[key])
+      throw InputError(fmt::format("merge: {}/sweep.json: \"{}\" differ{} from {}'s: not a shard of the same sweep", shown, key,
+                                   key == "arguments" ? "" : "s", first_shown));
 }
 
 // A row of the shard in `dir` that merge can take: complete, naming its point as tpusim names them.
-void check_shard_row(const ojson& row, const fs::path& dir, const std::string& shown) {
-  if (!row.is_object() || !row.contains("index") || !row["index"].is_number_unsigned() || !row.contains("point") ||
-      !row["point"].is_string() || !row.contains("status") || !row["status"].is_string() || !row.contains("reason") ||
-      !row["reason"].is_string() || !row.contains("varied") || !row["varied"].is_object() || !row.contains("summary") ||
-      !(row["summary"].is_object() || row["summary"].is_null()))
-    throw InputError(fmt::format("merge: {}/sweep.json: a row without \"index\", \"point\", \"status\", \"reason\", "
-                                 "\"varied\" and \"summary\" (written by an older tpusim?)", shown));
-  const std::string id = row["point"].get<std::string>();
+SweepRow check_shard_row(const ojson& json, const fs::path& dir, const std::string& shown) {
+  std::vector<std::string> unread;
+  SweepRow row = sweep_row_from_json(json, &unread);
+  if (!row.index) unread.insert(unread.begin(), "index");
+  if (!json.is_object() || !unread.empty() || !(row.summary.is_object() || row.summary.is_null()))
+    throw InputError(fmt::format("merge: {}/sweep.json: a row without {} as a sweep writes them (written by an older tpusim?)",
+                                 shown, json.is_object() && !unread.empty() ? fmt::format("\"{}\"", fmt::join(unread, "\", \""))
+                                                                            : "its point, status and summary"));
+  const std::string id = row.point;
   if (id.empty() || id == "." || id == ".." || safe(id) != id)
     throw InputError(fmt::format("merge: {}/sweep.json: point \"{}\" is not a point name tpusim writes", shown, id));
   // What merge copies must be what the shard's sweep wrote: a point directory or log that
@@ -784,6 +795,7 @@ void check_shard_row(const ojson& row, const fs::path& dir, const std::string& s
     if (const auto foreign = foreign_entry(dir / "points" / id))
       throw InputError(fmt::format("merge: {} is not a file tpusim wrote; merge copies only a sweep's own outputs",
                                    foreign->string()));
+  return row;
 }
 
 struct ShardSweeps {
@@ -802,13 +814,14 @@ ShardSweeps read_shards(const std::vector<std::string>& shard_dirs, const fs::pa
     const ojson sweep = read_shard_sweep(dir, d);
     if (shards.first.is_null()) shards.first = sweep;
     check_same_sweep(sweep, shards.first, d, shard_dirs.front());
-    for (const auto& row : sweep["rows"]) {
-      check_shard_row(row, dir, d);
-      const auto index = row["index"].get<std::size_t>();
-      const auto [it, fresh] = shards.rows.emplace(index, std::make_pair(row, dir));
+    for (const auto& json_row : sweep["rows"]) {
+      SweepRow row = check_shard_row(json_row, dir, d);
+      const auto index = static_cast<std::size_t>(*row.index);
+      const std::string point = row.point;
+      const auto [it, fresh] = shards.rows.emplace(index, std::make_pair(std::move(row), dir));
       if (!fresh)
-        throw InputError(fmt::format("merge: point {} is in both {} and {}: shards must not overlap",
-                                     row["point"].get<std::string>(), it->second.second.string(), dir.string()));
+        throw InputError(fmt::format("merge: point {} is in both {} and {}: shards must not overlap", point,
+                                     it->second.second.string(), dir.string()));
     }
   }
   return shards;
@@ -816,14 +829,14 @@ ShardSweeps read_shards(const std::vector<std::string>& shard_dirs, const fs::pa
 
 // Copies each point's directory and log from its shard into OUT/points; returns the rows in point
 // order, counted into `unfinished`.
-std::vector<ojson> copy_merged_points(const MergedRows& rows, const fs::path& out, Unfinished& unfinished) {
-  std::vector<ojson> ready;
+std::vector<SweepRow> copy_merged_points(const MergedRows& rows, const fs::path& out, Unfinished& unfinished) {
+  std::vector<SweepRow> ready;
   for (const auto& [index, entry] : rows) {
     const auto& [row, dir] = entry;
-    const std::string id = row["point"].get<std::string>();
+    const std::string& id = row.point;
     if (fs::exists(dir / "points" / id)) fs::copy(dir / "points" / id, out / "points" / id, fs::copy_options::recursive);
     if (fs::exists(dir / "points" / (id + ".log"))) fs::copy_file(dir / "points" / (id + ".log"), out / "points" / (id + ".log"));
-    unfinished.count(row["status"].get<std::string>());
+    unfinished.count(row.status);
     ready.push_back(row);
   }
   return ready;
@@ -892,20 +905,20 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   fs::create_directories(out, ec);
   const DirectoryLock lock(out, out_dir);
   std::vector<std::string> ids;
-  for (const auto& [index, entry] : shards.rows) ids.push_back(entry.first["point"].get<std::string>());
+  for (const auto& [index, entry] : shards.rows) ids.push_back(entry.first.point);
   ready_directory(out, out_dir, "merge", existed, ids);
 
   Unfinished unfinished;
-  const std::vector<ojson> ready = copy_merged_points(shards.rows, out, unfinished);
-  ojson sweep = shards.first;
-  sweep.erase("shard");
-  sweep.erase("finished");
-  sweep.erase("interrupted");
-  sweep.erase("rows");
-  if (sweep.contains("arguments") && sweep["arguments"].is_object()) sweep["arguments"]["shard"] = "1/1";
+  const std::vector<SweepRow> ready = copy_merged_points(shards.rows, out, unfinished);
+  SweepDocument sweep = sweep_document_from_json(shards.first);
+  sweep.shard.reset();
+  sweep.finished.reset();
+  sweep.interrupted.reset();
+  sweep.rows.clear();
+  if (sweep.arguments && sweep.arguments->is_object()) (*sweep.arguments)["shard"] = "1/1";
+  const auto total = static_cast<std::size_t>(sweep.points);
   write_sweep_outputs(out, sweep, ready);
 
-  const std::size_t total = shards.first["points"].get<std::size_t>();
   const std::size_t missing = total - std::min(total, ready.size());
   std::cerr << fmt::format("tpusim merge: {} of {} points from {} shard(s), {} failed{}; {}/sweep.csv\n", ready.size(), total,
                            shard_dirs.size(), unfinished.failed, unfinished.interrupted_note(), out_dir);

@@ -211,6 +211,7 @@ BOOST_AUTO_TEST_CASE(merged_shards_equal_the_whole_sweep) {
   const CommandResult damaged = run_tpusim("merge '" + dir.path("damaged") + "' -o '" + dir.path("d") + "'");
   BOOST_TEST(damaged.exit_code == 2);
   BOOST_TEST(damaged.err.find("damaged/sweep.json") != std::string::npos, damaged.err);
+  BOOST_TEST(damaged.err.find(R"(a row without "point", "status", "reason", "varied", "summary")") != std::string::npos, damaged.err);
   BOOST_TEST(!fs::exists(dir.path("d")));
 }
 

@@ -32,14 +32,14 @@ std::string escape(const std::string& text) {
 // A row of the sweep (its point, status, reason and varied values) and its run's summary, when
 // the point ran.
 struct Point {
-  const ojson& row;
+  SweepRow row;
   std::optional<RunSummary> summary;
 
-  explicit Point(const ojson& r) : row(r) {
-    if (row.contains("summary") && row["summary"].is_object()) summary = run_summary_from_json(row["summary"]);
+  explicit Point(const SweepRow& r) : row(r) {
+    if (row.summary.is_object()) summary = run_summary_from_json(row.summary);
   }
-  bool ok() const { return row["status"] == "ok"; }
-  bool out_of_memory() const { return row["status"] == "oom"; }
+  bool ok() const { return row.ok(); }
+  bool out_of_memory() const { return row.out_of_memory(); }
 };
 
 // A figure of a summary, NaN where the run has none.
@@ -505,7 +505,7 @@ std::string timeline_chart(const ojson& timeline) {
 // ---- Which point trains first, which cheapest
 
 struct Candidate {
-  const ojson* row = nullptr;
+  const SweepRow* row = nullptr;
   double time = NAN, usd = NAN, samples_per_usd = NAN;
   std::string label, color;
   bool front = false;
@@ -641,20 +641,19 @@ std::string timeline_section(const ojson& timeline, const std::string& point) {
 
 // ---- A single run: its figures as a table, its breakdown, utilization and memory as bars.
 
-std::string render_run_report(const ojson& sweep, const ojson& timeline, const std::string& timeline_point) {
-  const Point point(sweep["rows"][0]);
-  const ojson& row = point.row;
+std::string render_run_report(const SweepDocument& sweep, const ojson& timeline, const std::string& timeline_point) {
+  const Point point(sweep.rows[0]);
+  const SweepRow& row = point.row;
   const RunSummary none;
   const RunSummary& s = point.summary ? *point.summary : none;
-  const std::string workload = s.workload.empty() ? sweep["workload"].get<std::string>() : s.workload;
+  const std::string workload = s.workload.empty() ? sweep.workload : s.workload;
   const std::string& hw = s.hw;
   const std::string& topology = s.topology;
   const std::string title = fmt::format("tpusim run: {} on {} {}", workload, hw, topology);
   std::string html = page_head(title);
   html += "<h1>" + escape(title) + "</h1>\n";
-  html += fmt::format("<p class=\"note\">{}; status <b>{}</b>{}.</p>\n", escape(sweep["workload"].get<std::string>()),
-                      escape(row["status"].get<std::string>()),
-                      row.value("reason", std::string()).empty() ? "" : ": " + escape(row["reason"].get<std::string>()));
+  html += fmt::format("<p class=\"note\">{}; status <b>{}</b>{}.</p>\n", escape(sweep.workload),
+                      escape(row.status), row.reason.empty() ? "" : ": " + escape(row.reason));
   std::vector<std::pair<std::string, std::string>> figures;
   auto add = [&](const std::string& name, const std::string& value) {
     if (!value.empty()) figures.emplace_back(name, value);
@@ -722,13 +721,14 @@ std::string render_run_report(const ojson& sweep, const ojson& timeline, const s
 
 // ---- A sweep: the varied keys laid out as charts, a ranking by time and cost, the table of all points.
 
-std::string value_of(const ojson& row, const std::string& key) {
-  return row["varied"].contains(key) ? row["varied"][key].get<std::string>() : std::string();
+std::string value_of(const SweepRow& row, const std::string& key) {
+  for (const auto& [varied, value] : row.varied)
+    if (varied == key) return value;
+  return std::string();
 }
 
 // Which varied key is the charts' x axis and which make their series, and the points they show.
 struct SweepLayout {
-  const ojson& rows;
   std::vector<Point> points;  // one per row
   std::vector<std::string> differing;
   std::string x_key;
@@ -740,35 +740,36 @@ struct SweepLayout {
   std::string x_name;
   bool lines = false;
 
-  explicit SweepLayout(const ojson& sweep);
-  std::string series_of(const ojson& row) const;
-  PointLabel point_label(const ojson& row) const;
+  explicit SweepLayout(const SweepDocument& sweep);
+  std::string series_of(const SweepRow& row) const;
+  PointLabel point_label(const SweepRow& row) const;
   std::string color_of_series(const std::string& name) const;
   std::vector<Series> series(Figure figure) const;
   std::string chart(const std::string& id, const std::string& title, Unit unit, Figure figure, double reference = NAN,
                     const std::string& reference_name = "") const;
 };
 
-SweepLayout::SweepLayout(const ojson& sweep) : rows(sweep["rows"]) {
-  for (const ojson& row : rows) points.emplace_back(row);
+SweepLayout::SweepLayout(const SweepDocument& sweep) {
+  for (const SweepRow& row : sweep.rows) points.emplace_back(row);
   // The keys whose value differs between points, in the order the sweep varies them.
   std::vector<std::string> keys;
-  if (sweep.contains("axes"))
-    for (const auto& axis : sweep["axes"]) keys.push_back(axis["key"].get<std::string>());
-  for (const auto& row : rows)
-    for (const auto& [k, v] : row["varied"].items())
+  if (sweep.axes)
+    for (const SweepAxisValues& axis : *sweep.axes) keys.push_back(axis.key);
+  for (const Point& p : points)
+    for (const auto& [k, v] : p.row.varied)
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   for (const auto& k : keys)
-    if (std::any_of(rows.begin(), rows.end(), [&](const ojson& row) { return value_of(row, k) != value_of(rows[0], k); })) differing.push_back(k);
+    if (std::any_of(points.begin(), points.end(), [&](const Point& p) { return value_of(p.row, k) != value_of(points[0].row, k); }))
+      differing.push_back(k);
   // The x axis: the last varied key whose values are all numbers (lines across it), else the
   // last varied key (bars over its values). Every other varied key makes the series.
   for (auto it = differing.rbegin(); it != differing.rend() && !numeric_x; ++it) {
-    const bool numeric = std::all_of(rows.begin(), rows.end(), [&](const ojson& row) { return is_number(value_of(row, *it)); });
+    const bool numeric = std::all_of(points.begin(), points.end(), [&](const Point& p) { return is_number(value_of(p.row, *it)); });
     if (numeric) x_key = *it, numeric_x = true;
   }
   if (x_key.empty() && !differing.empty()) x_key = differing.back();
-  for (const auto& row : rows) {
-    const std::string v = value_of(row, x_key);
+  for (const Point& p : points) {
+    const std::string v = value_of(p.row, x_key);
     if (std::find(categories.begin(), categories.end(), v) == categories.end()) categories.push_back(v);
   }
   if (numeric_x)
@@ -786,14 +787,14 @@ SweepLayout::SweepLayout(const ojson& sweep) : rows(sweep["rows"]) {
   lines = numeric_x && categories.size() > 1;
 }
 
-std::string SweepLayout::series_of(const ojson& row) const {
+std::string SweepLayout::series_of(const SweepRow& row) const {
   std::string name;
   for (const auto& k : series_keys) name += (name.empty() ? "" : ", ") + part_label(k, value_of(row, k));
   return name;
 }
 
-PointLabel SweepLayout::point_label(const ojson& row) const {
-  PointLabel label{{}, row["point"].get<std::string>()};
+PointLabel SweepLayout::point_label(const SweepRow& row) const {
+  PointLabel label{{}, row.point};
   for (const auto& k : differing) label.parts.push_back(part_label(k, value_of(row, k)));
   return label;
 }
@@ -824,17 +825,17 @@ std::string SweepLayout::chart(const std::string& id, const std::string& title, 
   return series_chart(id, title, unit, x_name, categories, lines, series(f), reference, reference_name);
 }
 
-std::string sweep_page_head(const ojson& sweep, const SweepLayout& layout) {
-  const ojson& rows = layout.rows;
+std::string sweep_page_head(const SweepDocument& sweep, const SweepLayout& layout) {
+  const std::vector<Point>& rows = layout.points;
   const std::vector<std::string>& differing = layout.differing;
   const std::vector<const Point*>& charted = layout.charted;
-  const std::string workload = charted.empty() ? sweep["workload"].get<std::string>() : charted[0]->summary->workload;
+  const std::string workload = charted.empty() ? sweep.workload : charted[0]->summary->workload;
   const std::string title = "tpusim sweep: " + workload;
   std::string html = page_head(title);
-  const std::size_t interrupted = sweep.value("interrupted", std::size_t{0});
+  const auto interrupted = static_cast<std::size_t>(sweep.interrupted.value_or(0));
   html += "<h1>" + escape(title) + "</h1>\n";
-  html += fmt::format("<p class=\"note\">{}: {} of {} points finished{}", escape(sweep["workload"].get<std::string>()), rows.size() - interrupted,
-                      sweep["points"].get<std::size_t>(), interrupted ? fmt::format(", {} interrupted (partial)", interrupted) : "");
+  html += fmt::format("<p class=\"note\">{}: {} of {} points finished{}", escape(sweep.workload), rows.size() - interrupted,
+                      sweep.points, interrupted ? fmt::format(", {} interrupted (partial)", interrupted) : "");
   if (charted.size() < rows.size())
     html += fmt::format("; {} did not run or did not finish (their reasons are in the table at the end)", rows.size() - charted.size());
   html += ".";
@@ -842,8 +843,8 @@ std::string sweep_page_head(const ojson& sweep, const SweepLayout& layout) {
     html += " Varied: ";
     for (std::size_t k = 0; k < differing.size(); ++k) {
       std::vector<std::string> values;
-      for (const auto& row : rows)
-        if (std::find(values.begin(), values.end(), value_of(row, differing[k])) == values.end()) values.push_back(value_of(row, differing[k]));
+      for (const Point& p : rows)
+        if (std::find(values.begin(), values.end(), value_of(p.row, differing[k])) == values.end()) values.push_back(value_of(p.row, differing[k]));
       html += fmt::format("{}<b>{}</b> ({})", k ? "; " : "", escape(differing[k]), escape(fmt::format("{}", fmt::join(values, ", "))));
     }
     html += fmt::format(". Charts: x axis {}{}.", escape(layout.x_name.empty() ? "-" : layout.x_name),
@@ -957,7 +958,7 @@ std::vector<Candidate> ranking_candidates(const SweepLayout& layout, const Ranki
     if (!(c.time > 0) || !(c.usd >= 0) || !std::isfinite(c.time)) continue;
     const PointLabel l = layout.point_label(p->row);
     c.label = fmt::format("{}", fmt::join(l.parts, " "));
-    if (c.label.empty()) c.label = p->row["point"].get<std::string>();
+    if (c.label.empty()) c.label = p->row.point;
     c.color = layout.color_of_series(layout.series_of(p->row));
     candidates.push_back(std::move(c));
   }
@@ -999,7 +1000,7 @@ std::string ranking_section(const SweepLayout& layout) {
   for (const auto& c : ordered)
     html += fmt::format("<tr{}><td class=\"rank\">#{}</td><td class=\"left\" title=\"{}\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
                         "<td class=\"num\">{}</td><td class=\"rank\">#{}</td><td class=\"left\">{}</td></tr>\n",
-                        c.front ? " class=\"front\"" : "", c.time_rank, escape((*c.row)["point"].get<std::string>()), escape(c.label),
+                        c.front ? " class=\"front\"" : "", c.time_rank, escape(c.row->point), escape(c.label),
                         escape(format(Unit::seconds, c.time)), escape(format(Unit::usd, c.usd)),
                         escape(format(Unit::samples_per_usd, c.samples_per_usd)), c.usd_rank, c.front ? "yes" : "");
   html += "</table>\n";
@@ -1014,26 +1015,26 @@ std::string all_points_table_head(bool train_columns) {
 }
 
 std::string all_points_row(const SweepLayout& layout, const Point& p, bool train_columns) {
-  const ojson& row = p.row;
+  const SweepRow& row = p.row;
   const bool good = p.ok();
   auto cell = [&](Unit unit, Figure f) { return escape(format(unit, figure(p, f))); };
   // A sweep ranks its points (1: best).
   auto ranked = [&](Unit unit, Figure f, const char* rank) {
     std::string text = cell(unit, f);
-    if (!text.empty() && row.contains("rank") && row["rank"].is_object() && row["rank"].contains(rank) && row["rank"][rank].is_number())
-      text += fmt::format(" (#{})", row["rank"][rank].get<std::uint64_t>());
+    for (const auto& [ranking, place] : row.rank)
+      if (!text.empty() && ranking == rank && place) text += fmt::format(" (#{})", *place);
     return text;
   };
   // The point by its number and varied values; its directory's name as the tooltip.
-  const std::string point = row["point"].get<std::string>();
+  const std::string& point = row.point;
   const PointLabel label = layout.point_label(row);
   const std::string number = point.size() > 3 && point[3] == '_' ? point.substr(0, 3) + " " : "";
   std::string html = fmt::format("<tr{}><td class=\"left\" title=\"{}\">{}</td><td class=\"left\">{}</td><td class=\"num wrap\">{}</td>",
                                  good ? "" : " class=\"failed\"", escape(point),
                                  escape(label.parts.empty() ? point : number + fmt::format("{}", fmt::join(label.parts, " "))),
-                                 escape(row["status"].get<std::string>()), escape(memory_cell(p)));
+                                 escape(row.status), escape(memory_cell(p)));
   if (!good) {  // no step: the reason in place of its figures
-    html += fmt::format("<td colspan=\"{}\" class=\"reason\">{}</td></tr>\n", train_columns ? 10 : 8, escape(row.value("reason", std::string())));
+    html += fmt::format("<td colspan=\"{}\" class=\"reason\">{}</td></tr>\n", train_columns ? 10 : 8, escape(row.reason));
     return html;
   }
   html += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
@@ -1057,8 +1058,8 @@ std::string all_points_row(const SweepLayout& layout, const Point& p, bool train
 
 }  // namespace
 
-std::string render_sweep_report(const ojson& sweep, const ojson& timeline, const std::string& timeline_point) {
-  if (!sweep.contains("axes") && sweep["rows"].size() == 1) return render_run_report(sweep, timeline, timeline_point);
+std::string render_sweep_report(const SweepDocument& sweep, const ojson& timeline, const std::string& timeline_point) {
+  if (!sweep.axes && sweep.rows.size() == 1) return render_run_report(sweep, timeline, timeline_point);
 
   const SweepLayout layout(sweep);
   std::string html = sweep_page_head(sweep, layout);

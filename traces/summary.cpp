@@ -7,6 +7,15 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <typename T>
+struct IsNamedValues : std::false_type {};
+template <typename T>
+struct IsNamedValues<NamedValues<T>> : std::true_type {};
+
 template <typename T, typename = void>
 struct HasFields : std::false_type {};
 template <typename T>
@@ -46,6 +55,12 @@ class Writer {
       return j;
     } else if constexpr (std::is_same_v<T, ojson>) {
       return value;
+    } else if constexpr (IsOptional<T>::value) {
+      return value ? json_of(*value) : ojson(nullptr);
+    } else if constexpr (IsNamedValues<T>::value) {
+      ojson o = ojson::object();
+      for (const auto& [name, v] : value) o[name] = json_of(v);
+      return o;
     } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
       return value;
     } else if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) {  // a vector of blocks
@@ -64,11 +79,13 @@ class Writer {
 // Fills a block from a JSON object; what is missing or of another type keeps its default.
 class Reader {
  public:
-  explicit Reader(const ojson& in) : in_(in) {}
+  // `unread`: where to note the always-written fields that are missing or of another type.
+  explicit Reader(const ojson& in, std::vector<std::string>* unread = nullptr) : in_(in), unread_(unread) {}
 
   template <typename T>
   void field(const char* name, T& value) {
-    if (const ojson* j = find(name)) read(*j, value);
+    const ojson* j = find(name);
+    if (!(j && read(*j, value)) && unread_) unread_->push_back(name);
   }
   template <typename T>
   void nullable(const char* name, std::optional<T>& value) {
@@ -107,6 +124,21 @@ class Reader {
     } else if constexpr (std::is_same_v<T, ojson>) {
       value = j;
       return true;
+    } else if constexpr (IsOptional<T>::value) {
+      value.reset();
+      if (j.is_null()) return true;
+      typename T::value_type v{};
+      if (!read(j, v)) return false;
+      value = std::move(v);
+      return true;
+    } else if constexpr (IsNamedValues<T>::value) {
+      if (!j.is_object()) return false;
+      value.clear();
+      for (const auto& [name, item] : j.items()) {
+        typename T::value_type::second_type v{};
+        if (read(item, v)) value.emplace_back(name, std::move(v));
+      }
+      return true;
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (!j.is_string()) return false;
       value = j.get<std::string>();
@@ -131,12 +163,29 @@ class Reader {
   }
 
   const ojson& in_;
+  std::vector<std::string>* unread_;
 };
 
 }  // namespace
 
 ojson to_json(const RunSummary& summary) { return Writer::json_of(summary); }
 ojson to_json(const SimulationSummary& simulation) { return Writer::json_of(simulation); }
+ojson to_json(const SweepRow& row) { return Writer::json_of(row); }
+ojson to_json(const SweepDocument& sweep) { return Writer::json_of(sweep); }
+
+SweepDocument sweep_document_from_json(const ojson& json, std::vector<std::string>* unread) {
+  SweepDocument sweep;
+  Reader r(json, unread);
+  sweep.fields(r);
+  return sweep;
+}
+
+SweepRow sweep_row_from_json(const ojson& json, std::vector<std::string>* unread) {
+  SweepRow row;
+  Reader r(json, unread);
+  row.fields(r);
+  return row;
+}
 
 RunSummary run_summary_from_json(const ojson& json) {
   RunSummary s;

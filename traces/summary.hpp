@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -423,7 +424,80 @@ struct RunSummary {
   }
 };
 
+// Keys of one's own choosing and their values, in order: a JSON object.
+template <typename T>
+using NamedValues = std::vector<std::pair<std::string, T>>;
+
+// A row of sweep.json (and of a run's report): one point, how it ended, and its run's summary.
+struct SweepRow {
+  std::string point;                   // its directory under points/
+  std::optional<std::uint64_t> index;  // its number in the sweep; a single run's row has none
+  std::string status;                  // its summary's, or "input_error" / "sim_error" when it did not run
+  std::string reason;                  // why it is not ok: the error, or its summary's first warning
+  NamedValues<std::string> varied;     // each varied key and its value, as given
+  nlohmann::ordered_json summary;      // the point's summary.json as the point wrote it; null when it did not run
+  NamedValues<std::optional<std::uint64_t>> rank;  // its place by each ranking, 1 the best; empty: no such figure
+
+  bool ok() const { return status == "ok"; }
+  bool out_of_memory() const { return status == "oom"; }
+  bool interrupted() const { return status == "interrupted"; }
+
+  template <typename V>
+  void fields(V& v) {
+    v.field("point", point);
+    v.optional("index", index);
+    v.field("status", status);
+    v.field("reason", reason);
+    v.field("varied", varied);
+    v.field("summary", summary);
+    v.unless_empty("rank", rank);
+  }
+};
+
+struct SweepAxisValues {
+  std::string key;  // a workload.* or hw.* key, or hw / topology / slices
+  std::vector<std::string> values;
+
+  template <typename V>
+  void fields(V& v) {
+    v.field("key", key);
+    v.field("values", values);
+  }
+};
+
+// sweep.json: the sweep, what its points ran with, and a row per finished point. A run's report
+// reads its one point as such a document without axes.
+struct SweepDocument {
+  std::string workload;  // the workload file
+  std::optional<std::vector<SweepAxisValues>> axes;
+  std::uint64_t points = 0;                          // in the whole sweep
+  std::optional<std::string> shard;                  // "K/N": this document holds the K-th of N shards
+  std::optional<nlohmann::ordered_json> arguments;   // what the points ran with (sim/sweep.cpp): --resume and merge check it
+  std::optional<std::uint64_t> finished, interrupted;  // rows that finished, and that were cut short
+  std::vector<SweepRow> rows;
+
+  template <typename V>
+  void fields(V& v) {
+    v.field("workload", workload);
+    v.optional("axes", axes);
+    v.field("points", points);
+    v.optional("shard", shard);
+    v.optional("arguments", arguments);
+    v.optional("finished", finished);
+    v.optional("interrupted", interrupted);
+    v.field("rows", rows);
+  }
+};
+
 nlohmann::ordered_json to_json(const RunSummary& summary);
+nlohmann::ordered_json to_json(const SweepRow& row);
+nlohmann::ordered_json to_json(const SweepDocument& sweep);
+// `unread`, when given, gets the names of the document's always-written fields that `json` lacks
+// or holds with another type (not those of its rows: sweep_row_from_json checks a row).
+SweepDocument sweep_document_from_json(const nlohmann::ordered_json& json, std::vector<std::string>* unread = nullptr);
+// `unread`, when given, gets the names of the row's always-written fields that `json` lacks or
+// holds with another type.
+SweepRow sweep_row_from_json(const nlohmann::ordered_json& json, std::vector<std::string>* unread = nullptr);
 nlohmann::ordered_json to_json(const SimulationSummary& simulation);
 // Whatever of a summary `json` holds; a field missing or of another type keeps its default.
 RunSummary run_summary_from_json(const nlohmann::ordered_json& json);
