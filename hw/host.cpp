@@ -1,8 +1,31 @@
 #include "hw/host.hpp"
 
+#include <cmath>
+#include <random>
+
 #include <fmt/format.h>
 
 namespace tpusim {
+namespace {
+
+// A host's own stream of draws: splitmix64 of the seed and the host's index, so that a host draws
+// the same sequence whichever others are simulated.
+std::uint64_t host_stream_seed(std::uint64_t seed, std::uint32_t host) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(host) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// An exponentially distributed time of mean `mean_s`, by inverting its distribution on a uniform
+// draw in (0, 1] (mt19937_64's sequence is fixed by the standard; std::exponential_distribution's
+// results differ between implementations).
+Picos exponential_ps(std::mt19937_64& rng, double mean_s) {
+  const double u = static_cast<double>((rng() >> 11) + 1) * 0x1.0p-53;
+  return static_cast<Picos>(std::llround(-mean_s * std::log(u) * kPicosPerSecond));
+}
+
+}  // namespace
 
 Host::Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::uint32_t> chips,
            const HwConfig& hw, const InfeedSpec& infeed, std::uint32_t steps, EventSink* sink)
@@ -84,10 +107,12 @@ void Host::produce() {
   check_time_limit(0, exact_produce_ps * steps_);
   const auto produce_ps = static_cast<Picos>(exact_produce_ps);
   const std::uint64_t bytes_per_chip = infeed_.bytes_per_core * hw_.chip.cores;
+  std::mt19937_64 jitter_rng(host_stream_seed(infeed_.jitter_seed, index_));
   for (std::uint32_t step = 0; step < steps_; ++step) {
     while (step >= fully_consumed_ + infeed_.prefetch_batches) sc_core::wait(batch_consumed_);
-    check_time_limit(now_ps(), produce_ps);
-    const Interval work{now_ps(), now_ps() + produce_ps};
+    const Picos jitter_ps = infeed_.batch_jitter_mean_s > 0 ? exponential_ps(jitter_rng, infeed_.batch_jitter_mean_s) : 0;
+    check_time_limit(now_ps(), produce_ps + jitter_ps);
+    const Interval work{now_ps(), now_ps() + produce_ps + jitter_ps};
     producer_reporter_.busy(work, &batch_names_[step], step);
     wakes.wait_until(work.end);
     ++produced_;

@@ -16,6 +16,10 @@ struct InfeedSpec {
   std::uint64_t samples_per_core = 0;  // per step
   double host_samples_per_s = 0;       // preprocessing rate of one host; 0: unlimited
   std::uint32_t prefetch_batches = 2;
+  // A batch's preparation takes this much longer on average, drawn at random for each host and
+  // batch (exponentially distributed) from `jitter_seed`; 0: never.
+  double batch_jitter_mean_s = 0;
+  std::uint64_t jitter_seed = 1;
   // The program copies activations to the host and back (OpKind::HostTransfer): the PCIe links'
   // chip-to-host direction gets tracks of its own.
   bool host_offload = false;

@@ -876,6 +876,8 @@ Workload build_workload(const json& d, const std::string& origin) {
   w.host_samples_per_s = get<double>(d, "input_pipeline.host_samples_per_s");
   w.prefetch_batches = get<std::uint32_t>(d, "input_pipeline.prefetch_batches");
   w.bytes_per_sample = get<std::uint64_t>(d, "input_pipeline.bytes_per_sample");
+  w.batch_jitter_mean_s = get<double>(d, "input_pipeline.batch_jitter_mean_s");
+  w.jitter_seed = get<std::uint64_t>(d, "input_pipeline.jitter_seed");
   return w;
 }
 
@@ -1084,6 +1086,11 @@ Config load_config(const ConfigRequest& request_as_given) {
   config.origin = request.workload_path.empty() ? hw_origin : request.workload_path;
   if (!request.sets.empty() || !request.topology.empty()) config.origin += " with overrides";
   if (!request.workload_path.empty()) config.workload = build_workload(config.workload_doc, config.origin);
+  // One slice stands for all: hosts whose batches come at random would make them differ.
+  if (config.hw.slices > 1 && config.workload.batch_jitter_mean_s > 0)
+    fail(config.origin, "workload.input_pipeline.batch_jitter_mean_s",
+         fmt::format("{} slices are simulated as one, so their hosts must be identical; batch jitter makes them differ: not "
+                     "modelled with more than one slice", config.hw.slices));
   return config;
 }
 

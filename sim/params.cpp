@@ -223,6 +223,10 @@ void add_input_pipeline_keys(std::vector<ParamSpec>& r) {
       wl("input_pipeline.host_samples_per_s", T::Float, "samples/s", 0, "Preprocessing rate of one host; 0: never the bottleneck", 0, 1e12),
       wl("input_pipeline.prefetch_batches", T::Int, "batches", 2, "Batches the host may prepare ahead of the TPU (tf.data prefetch)", 1, 1024),
       wl("input_pipeline.bytes_per_sample", T::Int, "bytes", 0, "Bytes of one sample on the host-to-chip link; 0: input_shape x input_dtype", 0, 1e10),
+      wl("input_pipeline.batch_jitter_mean_s", T::Float, "s", 0,
+         "Mean extra time a host takes to prepare a batch, drawn at random per host and batch (exponentially distributed): "
+         "the tail of synchronous training; 0: none", 0, 1e4),
+      wl("input_pipeline.jitter_seed", T::Int, "", 1, "Seed of the hosts' batch jitter (mt19937_64): another seed, other draws", 0, 1e18),
   });
 }
 

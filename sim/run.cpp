@@ -384,10 +384,16 @@ void explain_out_of_memory(const Config& config, const LoweredStep& step, Memory
                                  layout->model_shards > 1 ? fmt::format(" (a model axis of {} chips)", layout->model_shards) : ""));
 }
 
-// The chips to simulate: one per class of symmetric chips unless --all-chips, or unless the
-// trace names a chip a representative would stand for (a trace of it needs it simulated).
-SimulatedSlice plan_slice(const Torus& torus, const HwConfig& hw, const Program& program, const RunOptions& options) {
+// The chips to simulate: one per class of symmetric chips unless --all-chips, unless the hosts
+// draw their batches' jitter (each its own), or unless the trace names a chip a representative
+// would stand for (a trace of it needs it simulated).
+SimulatedSlice plan_slice(const Torus& torus, const HwConfig& hw, const LoweredStep& step, const RunOptions& options) {
+  const Program& program = step.program;
   SimulatedSlice simulated = plan_simulated_slice(torus, hw, program, !options.all_chips);
+  if (simulated.folded() && step.infeed.batch_jitter_mean_s > 0) {
+    simulated = plan_simulated_slice(torus, hw, program, false);
+    simulated.all_chips_because = "the hosts' batch jitter (workload.input_pipeline.batch_jitter_mean_s) makes them differ";
+  }
   if (simulated.folded() && options.trace_chips_given && options.trace.chips.empty()) {
     simulated = plan_simulated_slice(torus, hw, program, false);
     simulated.all_chips_because = "--trace-chips all names every chip";
@@ -412,7 +418,10 @@ struct SimulatedRun {
   const Recorder& recorder;
   const SimulatedSlice& simulated;
   const std::vector<Picos>& ends;  // each simulated step's end
-  Window window;                   // the steady-state step: the last
+  // What the figures are of: the last step, or with batch jitter every step after the first
+  // (each a draw), `window_steps` steps; step_s is their mean.
+  Window window;
+  std::size_t window_steps = 1;
   double step_s = 0;
   double chips = 0;
 
@@ -486,7 +495,7 @@ CoreWaits add_breakdown(RunSummary& summary, const SimulatedRun& run) {
     input_ps += b.input_wait * stands_for;
     idle_ps += b.idle * stands_for;
   }
-  const double cores = static_cast<double>(hw.core_count());
+  const double cores = static_cast<double>(hw.core_count()) * static_cast<double>(run.window_steps);  // core-steps
   const double input_s = seconds(input_ps);
   summary.breakdown = {seconds(compute_ps) / cores, seconds(memory_ps) / cores, seconds(comm_ps) / cores, input_s / cores,
                        seconds(idle_ps) / cores};
@@ -496,14 +505,15 @@ CoreWaits add_breakdown(RunSummary& summary, const SimulatedRun& run) {
 // Busy time and bytes of the last step's work per kind of unit, over the steady-state step time.
 class UnitUse {
  public:
-  explicit UnitUse(const SimulatedRun& run) : window_ps_(run.window.length()) {
+  explicit UnitUse(const SimulatedRun& run) : window_ps_(run.window.length()), window_steps_(run.window_steps) {
     const std::uint64_t stands_for = run.simulated.multiplicity;
-    const auto last = static_cast<std::uint32_t>(run.steps() - 1);
     for (std::uint32_t u = 0; u < run.recorder.units().size(); ++u) {
       KindUse& k = use_[run.recorder.units()[u].kind];
-      k.busy += run.recorder.totals(u, last).busy_ps * stands_for;
+      for (std::size_t s = run.steps() - run.window_steps; s < run.steps(); ++s) {
+        k.busy += run.recorder.totals(u, static_cast<std::uint32_t>(s)).busy_ps * stands_for;
+        k.bytes += run.recorder.totals(u, static_cast<std::uint32_t>(s)).bytes * stands_for;
+      }
       k.units += stands_for;
-      k.bytes += run.recorder.totals(u, last).bytes * stands_for;
     }
   }
   double fraction(UnitKind kind) const {
@@ -512,9 +522,10 @@ class UnitUse {
                ? 0.0
                : static_cast<double>(k->second.busy) / (static_cast<double>(k->second.units) * static_cast<double>(window_ps_));
   }
+  // Per step, over the window's steps.
   std::uint64_t bytes(UnitKind kind) const {
     const auto k = use_.find(kind);
-    return k == use_.end() ? 0 : k->second.bytes;
+    return k == use_.end() ? 0 : k->second.bytes / window_steps_;
   }
 
  private:
@@ -525,6 +536,7 @@ class UnitUse {
   };
   std::map<UnitKind, KindUse> use_;
   Picos window_ps_;
+  std::uint64_t window_steps_;
 };
 
 // The steady-state step's time in pipeline iterations on its busiest core, and in the
@@ -564,6 +576,25 @@ StragglerSummary straggler_of(std::vector<std::pair<Picos, std::size_t>> waits, 
           seconds(waits[waits.size() / 2].first - least_wait)};
 }
 
+// The times of the steps after the first, when there are at least two: their spread under the
+// hosts' batch jitter. (Without it the steps differ only while a run settles, which the steady
+// state's check reports.)
+std::optional<StepTimesSummary> step_times_after_the_first(const std::vector<Picos>& ends) {
+  if (ends.size() < 3) return std::nullopt;
+  std::vector<Picos> times;
+  for (std::size_t s = 1; s < ends.size(); ++s) times.push_back(ends[s] - ends[s - 1]);
+  std::sort(times.begin(), times.end());
+  const auto rank = [&](double p) { return seconds(times[static_cast<std::size_t>(std::ceil(p * static_cast<double>(times.size()))) - 1]); };
+  StepTimesSummary out;
+  out.steps = times.size();
+  out.mean_s = seconds(ends.back() - ends.front()) / static_cast<double>(times.size());
+  out.p50_s = rank(0.5);
+  out.p90_s = rank(0.9);
+  out.p99_s = rank(0.99);
+  out.max_s = seconds(times.back());
+  return out;
+}
+
 // The figures of the steady-state step: rates, where the time went, how busy each kind of unit
 // was, cost, energy and goodput, and the warnings they call for.
 void summarize_steps(RunSummary& summary, std::vector<std::string>& warnings, const SimulatedRun& run, const MemorySummary& memory,
@@ -578,10 +609,16 @@ void summarize_steps(RunSummary& summary, std::vector<std::string>& warnings, co
   // program's launch, which later steps overlap.
   // With three steps or more, the last two must also agree: an input pipeline can take several
   // steps to drain what it prefetched during the first.
+  // With batch jitter every step is a draw, not a transient: the figures are of their mean.
+  const bool jittered = step.infeed.batch_jitter_mean_s > 0;
   const double previous_step_s = n >= 3 ? seconds(run.ends[n - 2] - run.ends[n - 3]) : step_s;
-  const bool settled = std::abs(step_s - previous_step_s) <= 0.01 * step_s;
+  const bool settled = jittered || std::abs(step_s - previous_step_s) <= 0.01 * step_s;
   summary.steady_state = n >= 2 && settled;
   summary.first_step_time_s = seconds(run.ends[0]);
+  if (jittered) summary.step_times = step_times_after_the_first(run.ends);
+  if (jittered && n < 101)
+    warnings.push_back(fmt::format("batch jitter: {} step{} after the first give a rough tail (a p99 needs about 100: "
+                                   "workload.training.steps)", n - 1, n == 2 ? "" : "s"));
   add_rates(summary, run);
   const CoreWaits waits = add_breakdown(summary, run);
   const UnitUse use(run);
@@ -616,9 +653,9 @@ void summarize_steps(RunSummary& summary, std::vector<std::string>& warnings, co
     warnings.push_back(fmt::format("not yet steady: the last two steps took {} and {}; the figures are the last step's "
                                    "(simulate more steps: workload.training.steps)",
                                    seconds_text(previous_step_s), seconds_text(step_s)));
-  const double cores = static_cast<double>(hw.core_count());
-  if (waits.input_s / cores > 0.1 * step_s)
-    warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * waits.input_s / cores / step_s));
+  const double core_steps = static_cast<double>(hw.core_count()) * static_cast<double>(run.window_steps);
+  if (waits.input_s / core_steps > 0.1 * step_s)
+    warnings.push_back(fmt::format("input-bound: cores wait {:.0f}% of the step for their batch", 100 * waits.input_s / core_steps / step_s));
   summary.warnings = warnings;
 }
 
@@ -641,7 +678,7 @@ RunSummary run_simulation(const Config& config, const RunOptions& options) {
   }
 
   const Torus torus = Torus::of(hw);
-  const SimulatedSlice simulated = plan_slice(torus, hw, step.program, options);
+  const SimulatedSlice simulated = plan_slice(torus, hw, step, options);
   const std::uint32_t traced_chips =
       options.trace.level >= TraceLevel::Ops ? options.trace.chip_count(simulated.chip_count()) : 0;
   check_memory(estimate_memory(hw, step.program, traced_chips, simulated), options.max_memory_bytes,
@@ -688,13 +725,24 @@ RunSummary run_simulation(const Config& config, const RunOptions& options) {
     return summary;
   }
   const std::size_t n = ends.size();
-  const Window window{n >= 2 ? ends[n - 2] : 0, ends[n - 1]};
-  const SimulatedRun run{config, step, system, recorder, simulated, ends, window, seconds(window.length()),
+  const Window last{n >= 2 ? ends[n - 2] : 0, ends[n - 1]};
+  // With batch jitter each step is a draw: the figures are of every step after the first.
+  const std::size_t window_steps = step.infeed.batch_jitter_mean_s > 0 && n >= 2 ? n - 1 : 1;
+  const Window window = window_steps > 1 ? Window{ends[0], ends[n - 1]} : last;
+  const SimulatedRun run{config,
+                         step,
+                         system,
+                         recorder,
+                         simulated,
+                         ends,
+                         window,
+                         window_steps,
+                         seconds(window.length()) / static_cast<double>(window_steps),
                          static_cast<double>(hw.total_chip_count())};
   summarize_steps(summary, warnings, run, memory, checks, failures);
   if (trace && hw.chip.power) trace_chip_power(*trace, recorder, *hw.chip.power, ends);
   close_trace();
-  out.publish(summary, chip0_timeline(recorder, window));
+  out.publish(summary, chip0_timeline(recorder, last));
   return summary;
 }
 
@@ -823,6 +871,10 @@ std::string format_step(const RunSummary& s) {
                      format_time(*s.first_step_time_s));
   else
     t += fmt::format("  step time      {} (the first step: one step was simulated, no steady state)\n", format_time(step));
+  if (const auto& times = s.step_times)
+    t += fmt::format("  step times     mean {}, p50 {}, p90 {}, p99 {}, max {} over the {} steps after the first\n",
+                     format_time(times->mean_s), format_time(times->p50_s), format_time(times->p90_s), format_time(times->p99_s),
+                     format_time(times->max_s), times->steps);
   t += fmt::format("  throughput     {} samples/s, {} samples/s per chip{}\n", format_rate(*s.samples_per_s),
                    format_rate(*s.samples_per_s_per_chip),
                    s.tokens_per_s_per_chip ? fmt::format(" ({} tokens/s per chip)", format_rate(*s.tokens_per_s_per_chip)) : "");

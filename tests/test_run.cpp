@@ -422,13 +422,62 @@ BOOST_AUTO_TEST_CASE(a_summary_reads_back_as_it_was_written) {
                               " --set workload.training.goodput.failures_per_chip_hour=0.001"
                               " --set workload.training.goodput.checkpoint_storage_gbps_per_host=1";
   for (const std::string& args : {figures, figures + " --set hw.hbm.capacity_bytes=2097152",
-                                  std::string(" --trace none --topology 4x4 --set 'hw.slow_chips=[{\"chip\":5,\"core_freq_scale\":0.5}]'")}) {
+                                  std::string(" --trace none --topology 4x4 --set 'hw.slow_chips=[{\"chip\":5,\"core_freq_scale\":0.5}]'"),
+                                  std::string(" --trace none --set workload.input_pipeline.batch_jitter_mean_s=0.0001")}) {
     const auto run = run_example(args);
     const std::string written = read_file(run->out() + "/summary.json");
     const RunSummary summary = run_summary_from_json(nlohmann::ordered_json::parse(written));
     BOOST_TEST(to_json(summary).dump(2) + "\n" == written, args);
     BOOST_TEST(summary.ran() == (summary.status == "ok"), args);
   }
+}
+
+// Hosts that now and then prepare a batch late (workload.input_pipeline.batch_jitter_mean_s, an
+// exponentially distributed delay per host and batch) give synchronous training its tail: every
+// step waits for the last host's batch.
+BOOST_AUTO_TEST_CASE(batch_jitter_gives_synchronous_steps_their_tail) {
+  const double mean_jitter_s = 0.01;  // against a step of about 50 us: the hosts set the pace
+  const std::string jittered = " --trace none --set workload.training.steps=201 --set workload.input_pipeline.prefetch_batches=1"
+                               " --set workload.input_pipeline.batch_jitter_mean_s=" + std::to_string(mean_jitter_s);
+  const auto one_host = run_example(jittered + " --set hw.host.chips_per_host=4");
+  const auto four_hosts = run_example(jittered + " --set hw.host.chips_per_host=1");
+  const json& one = one_host->summary["step_times"];
+  const json& four = four_hosts->summary["step_times"];
+  BOOST_REQUIRE(one.is_object() && four.is_object());
+  BOOST_TEST(one["steps"] == 200);
+  // One host: each step lasts its draw. 200 draws' mean lies within three standard errors
+  // (3 x 10 ms / sqrt(200) = 2.1 ms) of 10 ms.
+  BOOST_TEST(std::abs(one["mean_s"].get<double>() - mean_jitter_s) < 3 * mean_jitter_s / std::sqrt(200.0));
+  // Four hosts: each step waits for the last of four batches, though a host whose batch came
+  // early starts its next one sooner. The mean lies above one host's and below the expected
+  // maximum of four independent draws, 10 ms x (1 + 1/2 + 1/3 + 1/4).
+  const double harmonic_4 = 1 + 1.0 / 2 + 1.0 / 3 + 1.0 / 4;
+  BOOST_TEST(four["mean_s"].get<double>() > 1.2 * one["mean_s"].get<double>());
+  BOOST_TEST(four["mean_s"].get<double>() < mean_jitter_s * harmonic_4);
+  BOOST_TEST(four["p50_s"].get<double>() <= four["p90_s"].get<double>());
+  BOOST_TEST(four["p90_s"].get<double>() <= four["p99_s"].get<double>());
+  BOOST_TEST(four["p99_s"].get<double>() <= four["max_s"].get<double>());
+  // The figures are of the mean step; every host draws its own, so every chip is simulated.
+  BOOST_TEST(four_hosts->summary["step_time_s"] == four["mean_s"]);
+  BOOST_TEST(four_hosts->summary["simulation"]["mode"] == "all_chips");
+  BOOST_TEST(contains(four_hosts->result.out, "step times     mean"));
+  // The same seed draws the same; another draws others.
+  BOOST_TEST(run_example(jittered + " --set hw.host.chips_per_host=1")->summary == four_hosts->summary);
+  const auto reseeded = run_example(jittered + " --set hw.host.chips_per_host=1 --set workload.input_pipeline.jitter_seed=2");
+  BOOST_TEST(reseeded->summary["step_times"]["p99_s"] != four["p99_s"]);
+  // A second batch prefetched hides a jitter of a fifth of the step.
+  const std::string light = " --trace none --set workload.training.steps=201 --set hw.host.chips_per_host=1";
+  const auto steady = run_example(light);
+  const auto hidden = run_example(light + " --set workload.input_pipeline.batch_jitter_mean_s=0.00001");
+  const double steady_s = steady->summary["step_time_s"].get<double>();
+  BOOST_TEST(!steady->summary.contains("step_times"));  // no jitter, no distribution
+  BOOST_TEST(std::abs(hidden->summary["step_times"]["p50_s"].get<double>() - steady_s) < 0.001 * steady_s);
+  BOOST_TEST(std::abs(hidden->summary["step_times"]["mean_s"].get<double>() - steady_s) < 0.01 * steady_s);
+  // Several slices are simulated as one, which hosts drawing their own cannot be.
+  const CommandResult slices = run_tpusim("run '" + example_workload() + "' --hw tpu_v5e --topology 2x2 --slices 2 -o '" +
+                                          one_host->dir.path("slices") + "'" + jittered);
+  BOOST_TEST(slices.exit_code == 2);
+  BOOST_TEST(contains(slices.err, "workload.input_pipeline.batch_jitter_mean_s"), slices.err);
 }
 
 BOOST_AUTO_TEST_CASE(a_step_that_does_not_fit_hbm_is_reported_as_oom_without_a_step_time) {

@@ -664,6 +664,10 @@ std::string render_run_report(const SweepDocument& sweep, const ojson& timeline,
   }
   add("step time (steady state)", format(Unit::seconds, figure(s.step_time_s)));
   add("first step", format(Unit::seconds, figure(s.first_step_time_s)));
+  if (const auto& times = s.step_times; times && s.ran())
+    add("steps after the first", fmt::format("mean {}, p50 {}, p99 {}, max {} ({} steps)", format(Unit::seconds, times->mean_s),
+                                             format(Unit::seconds, times->p50_s), format(Unit::seconds, times->p99_s),
+                                             format(Unit::seconds, times->max_s), times->steps));
   add("throughput", format(Unit::samples_per_s, figure(s.samples_per_s)));
   add("throughput per chip", format(Unit::samples_per_s, figure(s.samples_per_s_per_chip)));
   add("MFU", format(Unit::percent, figure(s.mfu)));
@@ -862,6 +866,10 @@ std::string throughput_cost_and_energy_charts(const SweepLayout& layout) {
                        [](const RunSummary& s) { return figure(s.samples_per_s_per_chip); });
   html += layout.chart("step_time", "Step time (steady state)", Unit::seconds, [](const RunSummary& s) { return figure(s.step_time_s); });
   html += layout.chart("mfu", "Model FLOPs utilization (MFU)", Unit::percent, [](const RunSummary& s) { return figure(s.mfu); });
+  // With the hosts' batch jitter: the tail of the step times beside their mean.
+  if (std::any_of(layout.charted.begin(), layout.charted.end(), [](const Point* p) { return p->summary->step_times.has_value(); }))
+    html += layout.chart("step_time_p99", "Step time's tail: p99 of the steps after the first (batch jitter)", Unit::seconds,
+                         [](const RunSummary& s) { return figure(s.step_times, &StepTimesSummary::p99_s); });
 
   html += "<h2>Cost and energy</h2>\n<p class=\"note\">On-demand price per chip-hour and a modelled chip power "
           "(see docs/cost_energy.md: the energy figures are estimates, not measurements).</p>\n";

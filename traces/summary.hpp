@@ -70,6 +70,24 @@ struct EvalSummary {
   }
 };
 
+// The times of the steps after the first (at least two) when the hosts' batches come at random
+// (workload.input_pipeline.batch_jitter_mean_s): synchronous training's tail. Percentiles by
+// nearest rank.
+struct StepTimesSummary {
+  std::uint64_t steps = 0;
+  double mean_s = kNoFigure, p50_s = kNoFigure, p90_s = kNoFigure, p99_s = kNoFigure, max_s = kNoFigure;
+
+  template <typename V>
+  void fields(V& v) {
+    v.field("steps", steps);
+    v.field("mean_s", mean_s);
+    v.field("p50_s", p50_s);
+    v.field("p90_s", p90_s);
+    v.field("p99_s", p99_s);
+    v.field("max_s", max_s);
+  }
+};
+
 // Averaged over every core of the slice in the steady-state step.
 struct BreakdownSummary {
   double compute_s = kNoFigure, memory_bound_s = kNoFigure, exposed_communication_s = kNoFigure, input_wait_s = kNoFigure,
@@ -328,6 +346,7 @@ struct RunSummary {
   std::optional<double> step_time_s;
   bool steady_state = false;
   std::optional<double> first_step_time_s, samples_per_s, samples_per_s_per_chip;
+  std::optional<StepTimesSummary> step_times;
   std::optional<double> tokens_per_s_per_chip;  // a language model's
   std::optional<double> mfu;
   ValidationBand validation;
@@ -390,6 +409,7 @@ struct RunSummary {
     v.nullable("step_time_s", step_time_s);  // read first: whether a step ran decides what follows
     if (ran()) v.field("steady_state", steady_state);
     v.nullable("first_step_time_s", first_step_time_s);
+    if (ran()) v.optional("step_times", step_times);
     v.nullable("samples_per_s", samples_per_s);
     v.nullable("samples_per_s_per_chip", samples_per_s_per_chip);
     if (ran()) v.optional("tokens_per_s_per_chip", tokens_per_s_per_chip);

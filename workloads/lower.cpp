@@ -548,6 +548,8 @@ void StepLowering::emit_infeed() {
   out_.infeed.bytes_per_core = out_.infeed.samples_per_core * sample_bytes;
   out_.infeed.host_samples_per_s = w_.host_samples_per_s;
   out_.infeed.prefetch_batches = w_.prefetch_batches;
+  out_.infeed.batch_jitter_mean_s = w_.batch_jitter_mean_s;
+  out_.infeed.jitter_seed = w_.jitter_seed;
   Op infeed;
   infeed.kind = OpKind::Infeed;
   infeed.phase = Phase::Input;

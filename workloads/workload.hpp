@@ -180,6 +180,10 @@ struct Workload {
   double host_samples_per_s = 0;  // per host; 0: the host is never the bottleneck
   std::uint32_t prefetch_batches = 2;
   std::uint64_t bytes_per_sample = 0;  // 0: input_shape x input_dtype
+  // Each host's batches take this much longer on average, at random (exponentially distributed,
+  // drawn per host and batch from the seed): a storage read, a pause of the host's runtime.
+  double batch_jitter_mean_s = 0;
+  std::uint64_t jitter_seed = 1;
 };
 
 }  // namespace tpusim
