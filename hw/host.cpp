@@ -110,7 +110,7 @@ void Host::produce() {
   std::mt19937_64 jitter_rng(host_stream_seed(infeed_.jitter_seed, index_));
   for (std::uint32_t step = 0; step < steps_; ++step) {
     while (step >= fully_consumed_ + infeed_.prefetch_batches) sc_core::wait(batch_consumed_);
-    const Picos jitter_ps = infeed_.batch_jitter_mean_s > 0 ? exponential_ps(jitter_rng, infeed_.batch_jitter_mean_s) : 0;
+    const Picos jitter_ps = infeed_.jittered() ? exponential_ps(jitter_rng, infeed_.batch_jitter_mean_s) : 0;
     check_time_limit(now_ps(), produce_ps + jitter_ps);
     const Interval work{now_ps(), now_ps() + produce_ps + jitter_ps};
     producer_reporter_.busy(work, &batch_names_[step], step);

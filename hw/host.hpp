@@ -20,6 +20,8 @@ struct InfeedSpec {
   // batch (exponentially distributed) from `jitter_seed`; 0: never.
   double batch_jitter_mean_s = 0;
   std::uint64_t jitter_seed = 1;
+  // Whether the hosts' batches come late at random: each host then differs from the next.
+  bool jittered() const { return batch_jitter_mean_s > 0; }
   // The program copies activations to the host and back (OpKind::HostTransfer): the PCIe links'
   // chip-to-host direction gets tracks of its own.
   bool host_offload = false;

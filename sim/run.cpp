@@ -390,7 +390,7 @@ void explain_out_of_memory(const Config& config, const LoweredStep& step, Memory
 SimulatedSlice plan_slice(const Torus& torus, const HwConfig& hw, const LoweredStep& step, const RunOptions& options) {
   const Program& program = step.program;
   SimulatedSlice simulated = plan_simulated_slice(torus, hw, program, !options.all_chips);
-  if (simulated.folded() && step.infeed.batch_jitter_mean_s > 0) {
+  if (simulated.folded() && step.infeed.jittered()) {
     simulated = plan_simulated_slice(torus, hw, program, false);
     simulated.all_chips_because = "the hosts' batch jitter (workload.input_pipeline.batch_jitter_mean_s) makes them differ";
   }
@@ -495,14 +495,15 @@ CoreWaits add_breakdown(RunSummary& summary, const SimulatedRun& run) {
     input_ps += b.input_wait * stands_for;
     idle_ps += b.idle * stands_for;
   }
-  const double cores = static_cast<double>(hw.core_count()) * static_cast<double>(run.window_steps);  // core-steps
+  const double core_steps = static_cast<double>(hw.core_count()) * static_cast<double>(run.window_steps);
   const double input_s = seconds(input_ps);
-  summary.breakdown = {seconds(compute_ps) / cores, seconds(memory_ps) / cores, seconds(comm_ps) / cores, input_s / cores,
-                       seconds(idle_ps) / cores};
+  summary.breakdown = {seconds(compute_ps) / core_steps, seconds(memory_ps) / core_steps, seconds(comm_ps) / core_steps,
+                       input_s / core_steps, seconds(idle_ps) / core_steps};
   return {std::move(waits), input_s};
 }
 
-// Busy time and bytes of the last step's work per kind of unit, over the steady-state step time.
+// Busy time and bytes per kind of unit over the run's window (the last step, or with batch jitter
+// every step after the first), as a fraction of it and per step.
 class UnitUse {
  public:
   explicit UnitUse(const SimulatedRun& run) : window_ps_(run.window.length()), window_steps_(run.window_steps) {
@@ -610,7 +611,7 @@ void summarize_steps(RunSummary& summary, std::vector<std::string>& warnings, co
   // With three steps or more, the last two must also agree: an input pipeline can take several
   // steps to drain what it prefetched during the first.
   // With batch jitter every step is a draw, not a transient: the figures are of their mean.
-  const bool jittered = step.infeed.batch_jitter_mean_s > 0;
+  const bool jittered = step.infeed.jittered();
   const double previous_step_s = n >= 3 ? seconds(run.ends[n - 2] - run.ends[n - 3]) : step_s;
   const bool settled = jittered || std::abs(step_s - previous_step_s) <= 0.01 * step_s;
   summary.steady_state = n >= 2 && settled;
@@ -727,7 +728,7 @@ RunSummary run_simulation(const Config& config, const RunOptions& options) {
   const std::size_t n = ends.size();
   const Window last{n >= 2 ? ends[n - 2] : 0, ends[n - 1]};
   // With batch jitter each step is a draw: the figures are of every step after the first.
-  const std::size_t window_steps = step.infeed.batch_jitter_mean_s > 0 && n >= 2 ? n - 1 : 1;
+  const std::size_t window_steps = step.infeed.jittered() && n >= 2 ? n - 1 : 1;
   const Window window = window_steps > 1 ? Window{ends[0], ends[n - 1]} : last;
   const SimulatedRun run{config,
                          step,

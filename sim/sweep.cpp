@@ -142,10 +142,7 @@ constexpr Ranking kRankings[] = {
      [](const RunSummary& s) { return s.goodput ? std::optional(s.goodput->samples_per_s) : std::nullopt; }, true}};
 
 // The summary of a row whose point finished its steps.
-std::optional<RunSummary> ok_summary(const SweepRow& row) {
-  if (!row.ok() || !row.summary.is_object()) return std::nullopt;
-  return run_summary_from_json(row.summary);
-}
+std::optional<RunSummary> ok_summary(const SweepRow& row) { return row.ok() ? row.run_summary() : std::nullopt; }
 
 // One row per finished point, in point order; snake_case headers: point, status, reason, the
 // varied keys, then every summary figure.
@@ -703,9 +700,9 @@ class SweepRun {
     unfinished_.count(status);
     publish();
     std::string what = status;
-    if (const RunSummary s = run_summary_from_json(summary); s.ok() && s.step_time_s)
-      what = fmt::format("ok, step {:.3f} ms", *s.step_time_s * 1e3);
-    else if (!reason.empty()) what += ": " + reason;
+    if (status == "ok") {
+      if (const auto step_s = run_summary_from_json(summary).step_time_s) what = fmt::format("ok, step {:.3f} ms", *step_s * 1e3);
+    } else if (!reason.empty()) what += ": " + reason;
     // The time left from the points simulated so far: resumed and refused ones took none.
     if (secs > 0) ++simulated_;
     const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

@@ -35,9 +35,7 @@ struct Point {
   SweepRow row;
   std::optional<RunSummary> summary;
 
-  explicit Point(const SweepRow& r) : row(r) {
-    if (row.summary.is_object()) summary = run_summary_from_json(row.summary);
-  }
+  explicit Point(const SweepRow& r) : row(r), summary(r.run_summary()) {}
   bool ok() const { return row.ok(); }
   bool out_of_memory() const { return row.out_of_memory(); }
 };

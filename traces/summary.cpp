@@ -171,6 +171,11 @@ class Reader {
 ojson to_json(const RunSummary& summary) { return Writer::json_of(summary); }
 ojson to_json(const SimulationSummary& simulation) { return Writer::json_of(simulation); }
 ojson to_json(const SweepRow& row) { return Writer::json_of(row); }
+
+std::optional<RunSummary> SweepRow::run_summary() const {
+  if (!summary.is_object()) return std::nullopt;
+  return run_summary_from_json(summary);
+}
 ojson to_json(const SweepDocument& sweep) { return Writer::json_of(sweep); }
 
 SweepDocument sweep_document_from_json(const ojson& json, std::vector<std::string>* unread) {

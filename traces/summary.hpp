@@ -461,6 +461,8 @@ struct SweepRow {
   bool ok() const { return status == "ok"; }
   bool out_of_memory() const { return status == "oom"; }
   bool interrupted() const { return status == "interrupted"; }
+  // The point's summary read back, when it has one.
+  std::optional<RunSummary> run_summary() const;
 
   template <typename V>
   void fields(V& v) {
