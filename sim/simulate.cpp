@@ -79,9 +79,11 @@ bool simulate(System& system, const std::string& what, const std::function<void(
       if (each_slice) each_slice();
     }
   } catch (const std::exception& e) {
+    return_asan_to_this_stack();
     clear_stale_stack_poison();
     throw SimError(fmt::format("{} failed: {}", what, first_line_of_report(e.what())));
   }
+  return_asan_to_this_stack();
   clear_stale_stack_poison();
   system.flush_reports();
   if (interrupted) return false;
