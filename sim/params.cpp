@@ -122,7 +122,7 @@ void add_layer_keys(std::vector<ParamSpec>& r) {
       wl("model.layers[].strides", T::Window, "pixels", 0, "convolutions, pools: stride, one number or [height, width]; 0: 1 for convolutions, the pool size for pools", 0, 1024),
       wl("model.layers[].dilation", T::Window, "pixels", 1, "convolutions: spacing of the kernel's taps, one number or [height, width] (atrous convolutions, WaveNet's dilated causal conv1d); 1: adjacent", 1, 1024),
       wl("model.layers[].depth_multiplier", T::Int, "", 1, "depthwise_conv2d: output channels per input channel", 1, 1024),
-      wl("model.layers[].groups", T::Int, "", 1, "conv2d: channel groups", 1, 1e5),
+      wl("model.layers[].groups", T::Int, "", 1, "conv2d: channel groups; group_norm: groups of channels that share statistics (required)", 1, 1e5),
       wl("model.layers[].padding", T::String, "", "same", "convolutions, pools: output size ceil(in/stride) (same) or floor((in-span)/stride)+1 (valid, span the dilated kernel's); conv1d also causal (Keras Conv1D's: the span - 1 steps padded before, none after)", -kInf, kInf, {"same", "valid", "causal"}),
       optional(wl("model.layers[].pads", T::IntList, "pixels", nullptr, "convolutions, pools: explicit zero padding [top, bottom, left, right] (as Keras ZeroPadding2D or ONNX pads give it; [before, after] over a sequence), instead of padding", 0, 1024)),
       wl("model.layers[].ceil_mode", T::Bool, "", false, "max_pool, avg_pool: also count a last window that overhangs the (padded) input, as torch's ceil_mode does"),
@@ -222,7 +222,7 @@ void add_input_pipeline_keys(std::vector<ParamSpec>& r) {
   r.insert(r.end(), {
       wl("input_pipeline.host_samples_per_s", T::Float, "samples/s", 0, "Preprocessing rate of one host; 0: never the bottleneck", 0, 1e12),
       wl("input_pipeline.prefetch_batches", T::Int, "batches", 2, "Batches the host may prepare ahead of the TPU (tf.data prefetch)", 1, 1024),
-      wl("input_pipeline.bytes_per_sample", T::Int, "bytes", 0, "Bytes of one sample on the host-to-chip link; 0: input_shape x input_dtype", 0, 1e10),
+      wl("input_pipeline.bytes_per_sample", T::Int, "bytes", 0, "Bytes of one sample on the host-to-chip link; 0: input_shape and the input layers' shapes x input_dtype", 0, 1e10),
       wl("input_pipeline.batch_jitter_mean_s", T::Float, "s", 0,
          "Mean extra time a host takes to prepare a batch, drawn at random per host and batch (exponentially distributed): "
          "the tail of synchronous training; 0: none", 0, 1e4),

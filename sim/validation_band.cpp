@@ -29,8 +29,14 @@ std::string training_run_kind(const std::string& hw_name, const ModelGraph& mode
     convolution = convolution || node.spec.type == "conv2d" || node.spec.type == "depthwise_conv2d";
   }
   // A mixture of experts is a family of its own: its routing, all-to-alls and grouped matmuls are
-  // nothing a dense transformer's points measured.
-  const char* family = experts ? "mixture-of-experts" : attention ? "transformer" : convolution ? "convolutional" : "other";
+  // nothing a dense transformer's points measured; so is a model of convolutions and attention
+  // (a diffusion UNet), whose group norms, resampling and attention over pixels neither a
+  // transformer's nor a convolutional network's points measured.
+  const char* family = experts                   ? "mixture-of-experts"
+                       : attention && convolution ? "convolution-and-attention"
+                       : attention                ? "transformer"
+                       : convolution              ? "convolutional"
+                                                  : "other";
   return fmt::format("{} {} training{}{}{}{}", hw_name, family, tensor_parallel ? ", tensor parallel" : "", fsdp ? ", FSDP" : "",
                      pipeline ? ", pipeline" : "", multislice ? kMultislice : "");
 }

@@ -343,8 +343,8 @@ BOOST_AUTO_TEST_CASE(bad_keras_files_are_refused_naming_the_layer_and_nothing_is
        "batch_input_shape[1]: expected a positive size"},
       {"not a model", [](json& k) { k = json::array({1, 2}); }, "expected a Keras model JSON object"},
       {"shapes that do not fit", [](json& k) { k["config"]["layers"][7]["config"]["filters"] = 8; },
-       "imported, but tpusim cannot use the result: workload.model.layers[8].inputs: shapes differ: [32, 32, 16] and [32, 32, 8] "
-       "(layer \"block1_add\")"},
+       "imported, but tpusim cannot use the result: workload.model.layers[8].inputs: [32, 32, 8] does not broadcast to [32, 32, 16], "
+       "the first input's shape (layer \"block1_add\")"},
   };
   for (const Case& c : cases) {
     BOOST_TEST_CONTEXT(c.what) {

@@ -1231,6 +1231,95 @@ BOOST_AUTO_TEST_CASE(concat_multiply_and_kept_pooled_axes_infer_and_lower) {
   });
 }
 
+// A UNet's pieces on a toy: a second and third model input (a timestep's features, caption
+// tokens), a timestep embedding added at every position, group norm, upsampling, and
+// cross-attention written as its products.
+BOOST_AUTO_TEST_CASE(unet_pieces_infer_and_lower) {
+  tpusim::test::TempDir dir;
+  const std::string workload = dir.write("unet.json", R"({
+    "name": "unet", "model": {"input_shape": [8, 8, 4], "loss": "mse", "layers": [
+      {"type": "conv2d", "name": "conv_in", "filters": 32, "kernel": 3},
+      {"type": "input", "name": "t", "shape": [16]},
+      {"type": "dense", "name": "temb", "units": 32},
+      {"type": "input", "name": "tokens", "shape": [6]},
+      {"type": "embedding", "name": "text", "vocab": 100, "dim": 24, "trainable": false},
+      {"type": "add", "name": "with_time", "inputs": ["conv_in", "temb"]},
+      {"type": "group_norm", "name": "norm", "groups": 8},
+      {"type": "upsample", "name": "up"},
+      {"type": "reshape", "name": "tokens_of_image", "shape": [256, 32]},
+      {"type": "dense", "name": "k", "units": 32, "inputs": ["text"]},
+      {"type": "permute", "name": "k_t", "perm": [1, 0]},
+      {"type": "matmul", "name": "scores", "inputs": ["tokens_of_image", "k_t"]},
+      {"type": "activation", "name": "softmax", "activation": "softmax"},
+      {"type": "dense", "name": "v", "units": 32, "inputs": ["text"]},
+      {"type": "matmul", "name": "context", "inputs": ["softmax", "v"]},
+      {"type": "reshape", "name": "image", "shape": [16, 16, 32]},
+      {"type": "conv2d", "name": "conv_out", "filters": 4, "kernel": 3}]},
+    "training": {"per_replica_batch": 4, "fusion": false, "precision": "mixed_bfloat16"}})");
+  ConfigRequest request;
+  request.workload_path = workload;
+  request.hw = "tpu_v5e";
+  const Config c = load_config(request);
+  const LoweredStep step = lower_training_step(c.workload, c.hw);
+  auto node = [&](const std::string& name) {
+    for (const Node& n : step.model.nodes)
+      if (n.spec.name == name) return n;
+    BOOST_FAIL("no layer " << name);
+    return Node{};
+  };
+  BOOST_TEST(node("with_time").out == Shape({8, 8, 32}), boost::test_tools::per_element());
+  BOOST_TEST(node("up").out == Shape({16, 16, 32}), boost::test_tools::per_element());
+  BOOST_TEST(node("scores").out == Shape({256, 6}), boost::test_tools::per_element());
+  BOOST_TEST(node("norm").params == 2u * 32);
+  BOOST_TEST(node("text").frozen == 100u * 24);
+  // The host feeds each sample's latents, timestep features and tokens (float32 by default).
+  const std::uint64_t b = step.per_core_batch;
+  BOOST_TEST(step.infeed.bytes_per_core == b * (8 * 8 * 4 + 16 + 6) * 4);
+  const auto& ops = step.program.ops;
+  auto op = [&](const std::string& name) -> const Op& {
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == name; });
+    if (it == ops.end())
+      for (const Op& o : ops) BOOST_TEST_MESSAGE(o.name);
+    BOOST_REQUIRE_MESSAGE(it != ops.end(), "no op " << name);
+    return *it;
+  };
+  // Upsampling copies each element to a 2x2 block; its gradient adds the block back up.
+  const std::uint64_t act = 2, e_in = b * 8 * 8 * 32, e_out = 4 * e_in;
+  BOOST_TEST(op("up/fwd/upsample").vector.hbm_read_bytes == e_in * act);
+  BOOST_TEST(op("up/fwd/upsample").vector.hbm_write_bytes == e_out * act);
+  BOOST_TEST(op("up/bwd/upsample").vector.hbm_read_bytes == e_out * act);
+  BOOST_TEST(op("up/bwd/upsample").vector.hbm_write_bytes == e_in * act);
+  // The timestep embedding's gradient is the output gradient summed over the positions: the
+  // projection's weight gradient waits for that sum, which reads the whole output gradient.
+  const Op& sum = op("with_time/bwd/sum1");
+  BOOST_TEST(sum.vector.hbm_read_bytes == e_in * act);
+  BOOST_TEST(sum.vector.hbm_write_bytes == b * 32 * act);
+  const auto& dw_deps = op("temb/bwd/dW+dbias").deps;
+  BOOST_TEST((std::find(dw_deps.begin(), dw_deps.end(), sum.id) != dw_deps.end()));
+  // The frozen text table gets no gradient; nothing flows back into the inputs.
+  BOOST_TEST(std::none_of(ops.begin(), ops.end(), [](const Op& o) { return o.name.rfind("text/bwd", 0) == 0; }));
+
+  auto refused = [&](const std::string& from, const std::string& to, const std::string& message) {
+    tpusim::test::TempDir bad;
+    std::string text = tpusim::test::read_file(workload);
+    text.replace(text.find(from), from.size(), to);
+    request.workload_path = bad.write("bad.json", text);
+    BOOST_CHECK_EXCEPTION(
+        {
+          const Config broken = load_config(request);
+          lower_training_step(broken.workload, broken.hw);
+        },
+        std::exception, [&](const std::exception& e) {
+      BOOST_TEST_INFO(e.what());
+      return tpusim::test::contains(e.what(), message);
+    });
+  };
+  refused("\"groups\": 8", "\"groups\": 5", "workload.model.layers[6].groups: 5 groups do not divide the 32 channels");
+  refused("\"name\": \"t\", \"shape\": [16]", "\"name\": \"t\", \"shape\": [16], \"inputs\": [\"conv_in\"]",
+          "workload.model.layers[1].inputs: an input layer takes no layer's output");
+  refused("\"units\": 32}", "\"units\": 31}", "workload.model.layers[5].inputs: [31] does not broadcast to [8, 8, 32]");
+}
+
 // A projection shortcut's batch norm feeds only the block's add: XLA's loop fusion takes it into
 // the add's fusion, which reads both convolutions' raw outputs, so it has no pass of its own
 // either way; its statistics come from its convolution's epilogue, and the fused backward writes

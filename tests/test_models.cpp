@@ -71,6 +71,18 @@ BOOST_AUTO_TEST_CASE(parameter_counts_match_the_published_models) {
   BOOST_TEST(model("bert_base_128").params() == model("bert_base_512").params());
 }
 
+// Stable Diffusion 2's UNet trains 865,910,724 parameters (the stabilityai/stable-diffusion-2
+// release's count; MLPerf quotes 865M). Its frozen text encoder is OpenCLIP ViT-H/14's text tower
+// up to the penultimate layer: 23 pre-norm blocks of 12 d^2 + 13 d, the token and position tables
+// and the final norm, d = 1024.
+BOOST_AUTO_TEST_CASE(the_sd2_unet_trains_the_published_count_beside_its_frozen_text_encoder) {
+  const ModelGraph unet = model("sd2_unet");
+  BOOST_TEST(unet.trainable() == 865910724u);
+  const std::uint64_t d = 1024;
+  BOOST_TEST(unet.frozen() == 23 * (12 * d * d + 13 * d) + (49408 + 77) * d + 2 * d);
+  BOOST_TEST(unet.nodes.back().out == Shape({64, 64, 4}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(forward_flops_match_the_published_figures) {
   // ResNet-50 v1: 3.8 G multiply-adds per 224x224 image (He et al. 2015, table 1); the 4.1 G
   // often quoted is v1.5, with the stride on the 3x3 convolution.

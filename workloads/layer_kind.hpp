@@ -97,6 +97,9 @@ class LayerKind {
   // defaults. A new key of a kind is its declaration and its use, in the kind's file.
   virtual std::vector<ParamSpec> own_keys() const { return {}; }
   virtual bool takes_several_inputs() const { return false; }
+  // A further input of the model, fed by the host with each sample (a UNet's text states beside
+  // its latents): takes no layer's output, and its elements join the sample's infeed.
+  virtual bool is_model_input() const { return false; }
 
   // Fills node.out, params, trainable and forward_flops from node.spec and node.in (the first
   // input's shape); refuses what does not fit through ctx.fail.

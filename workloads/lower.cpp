@@ -544,7 +544,7 @@ void StepLowering::configure_emitter() {
 void StepLowering::emit_infeed() {
   out_.infeed.samples_per_core = pipelined_ ? outside_batch_ : b_;
   const std::uint32_t in_elem_bytes = w_.input_dtype == "uint8" ? 1 : w_.input_dtype == "bfloat16" ? 2 : 4;
-  const std::uint64_t sample_bytes = w_.bytes_per_sample > 0 ? w_.bytes_per_sample : elements(model_.input) * in_elem_bytes;
+  const std::uint64_t sample_bytes = w_.bytes_per_sample > 0 ? w_.bytes_per_sample : model_.sample_elements() * in_elem_bytes;
   out_.infeed.bytes_per_core = out_.infeed.samples_per_core * sample_bytes;
   out_.infeed.host_samples_per_s = w_.host_samples_per_s;
   out_.infeed.prefetch_batches = w_.prefetch_batches;
@@ -631,7 +631,8 @@ void StepLowering::gathered_before(std::size_t node, bool forward, std::vector<s
 bool StepLowering::ends_a_chain_feeding_only(std::size_t input, const Node& node) const {
   return input != kModelInput && chain_of_[input] != kModelInput && model_.nodes[input].consumers.size() == 1 &&
          chains_[chain_of_[input]].back() == &model_.nodes[input] && token_shards(model_.nodes[input]) == token_shards(node) &&
-         region(input) == region(node.index);  // a chain stays on one side of a pipeline chunk's edges
+         region(input) == region(node.index) &&  // a chain stays on one side of a pipeline chunk's edges
+         elements(model_.nodes[input].out) == elements(node.out);  // a chain's pass covers one shape (not a broadcast input's)
 }
 
 // Chains of elementwise layers, each layer feeding only the next, run fused as one pass. A layer

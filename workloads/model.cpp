@@ -53,6 +53,13 @@ std::string shape_string(const Shape& shape) {
   return s + "]";
 }
 
+std::uint64_t ModelGraph::sample_elements() const {
+  std::uint64_t n = elements(input);
+  for (const auto& node : nodes)
+    if (node.kind->is_model_input()) n += elements(node.out);
+  return n;
+}
+
 std::uint64_t ModelGraph::params() const {
   std::uint64_t n = 0;
   for (const auto& node : nodes) n += node.params;
@@ -116,7 +123,16 @@ ModelGraph analyze_model(const Workload& w) {
     if (s.name.empty()) s.name = fmt::format("{}_{}", s.type, i);
     if (by_name.count(s.name))
       throw std::invalid_argument(fmt::format("{}: \"{}\" names an earlier layer too", layer_path(i, "name"), s.name));
-    if (s.inputs.empty()) {
+    const InferContext ctx(g, i, s.name);
+    try {
+      node.kind = &layer_kind(s.type);
+    } catch (const std::invalid_argument& e) {
+      ctx.fail("type", e.what());
+    }
+    if (node.kind->is_model_input()) {
+      if (!s.inputs.empty()) ctx.fail("inputs", "an input layer takes no layer's output (the host feeds it)");
+      node.inputs.push_back(kModelInput);
+    } else if (s.inputs.empty()) {
       node.inputs.push_back(i == 0 ? kModelInput : i - 1);
     } else {
       for (const auto& name : s.inputs) {
@@ -126,13 +142,8 @@ ModelGraph analyze_model(const Workload& w) {
         node.inputs.push_back(it->second);
       }
     }
-    const InferContext ctx(g, i, s.name);
     node.in = ctx.shape_of(node.inputs[0]);
-    try {
-      node.kind = &layer_kind(s.type);
-    } catch (const std::invalid_argument& e) {
-      ctx.fail("type", e.what());
-    }
+    for (auto input : node.inputs) node.input_shapes.push_back(ctx.shape_of(input));
     if (!node.kind->takes_several_inputs() && node.inputs.size() != 1)
       ctx.fail("inputs", fmt::format("a {} layer takes one input", s.type));
     node.kind->infer(node, ctx);

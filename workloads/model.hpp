@@ -30,6 +30,7 @@ struct Node {
   std::vector<std::size_t> inputs;  // node indices, or kModelInput
   std::vector<std::size_t> consumers;
   Shape in;                       // shape of the first input
+  std::vector<Shape> input_shapes;  // of every input, in order
   Shape out;
   std::uint64_t params = 0;       // all of them, as Keras counts (batch norm's moving statistics included)
   std::uint64_t trainable = 0;    // those with gradients and optimizer state
@@ -43,6 +44,8 @@ struct Node {
 struct ModelGraph {
   Shape input;
   std::vector<Node> nodes;
+  // Of a sample, as the host feeds it: the input and the further inputs' (input layers).
+  std::uint64_t sample_elements() const;
   std::uint64_t params() const;
   std::uint64_t trainable() const;
   std::uint64_t frozen() const;

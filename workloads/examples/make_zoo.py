@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the model-zoo workloads of this folder (resnet50, bert_*, vit_b16, gpt2_*, gpt3_*, llama*, gemma_*, mixtral_8x7b,
-deepseek_moe_16b) from their published architectures, so each JSON is reproducible: python3 workloads/examples/make_zoo.py
+deepseek_moe_16b, sd2_unet) from their published architectures, so each JSON is reproducible: python3 workloads/examples/make_zoo.py
 """
 import json
 import sys
@@ -367,6 +367,148 @@ def write(doc, folder=HERE):
         f.write("\n")
 
 
+# Stable Diffusion 2's UNet (Rombach et al. 2022; the stabilityai/stable-diffusion-2-base release,
+# which MLPerf Training's text-to-image benchmark trains at 512x512: latents of 64x64x4):
+# channels per level, heads of 64 per level (the release's attention_head_dim lists the heads),
+# ResNet blocks per level, GroupNorm groups, and the text encoder's (OpenCLIP ViT-H/14's text
+# tower: width, heads, layers run, vocabulary, context).
+SD2_LEVELS = (320, 640, 1280, 1280)
+SD2_HEADS = (5, 10, 20, 20)
+SD2_BLOCKS, SD2_GROUPS, SD2_TIME = 2, 32, 1280
+SD2_TEXT = (1024, 16, 23, 49408, 77)
+
+
+def sd2_resnet(m, p, x, c_in, c_out, temb):
+    """A UNet ResNet block: GroupNorm, SiLU, 3x3 convolution, the timestep's projection added
+    at every position, GroupNorm, SiLU, 3x3 convolution, and the shortcut (a 1x1 convolution
+    when the channels change). Its dropout rate is 0."""
+    h = m.add("group_norm", p + "_norm1", groups=SD2_GROUPS, inputs=[x])
+    h = m.add("activation", p + "_silu1", activation="silu")
+    h = m.add("conv2d", p + "_conv1", filters=c_out, kernel=3)
+    t = m.add("dense", p + "_time_emb_proj", units=c_out, inputs=[temb])
+    h = m.add("add", p + "_add_time", inputs=[h, t])
+    h = m.add("group_norm", p + "_norm2", groups=SD2_GROUPS)
+    h = m.add("activation", p + "_silu2", activation="silu")
+    h = m.add("conv2d", p + "_conv2", filters=c_out, kernel=3)
+    if c_in != c_out:
+        x = m.add("conv2d", p + "_conv_shortcut", filters=c_out, kernel=1, inputs=[x])
+    return m.add("add", p + "_out", inputs=[h, x])
+
+
+def sd2_heads(m, p, x, tokens, heads, perm):
+    """[tokens, heads x 64] as heads of [tokens, 64] (perm [1, 0, 2]) or of [64, tokens] ([1, 2, 0])."""
+    x = m.add("reshape", p + "_heads", shape=[tokens, heads, 64], inputs=[x])
+    return m.add("permute", p + "_by_head", perm=perm)
+
+
+def sd2_transformer(m, p, x, c, heads, side, context):
+    """A UNet transformer (linear projections in and out): GroupNorm, the positions as tokens,
+    self-attention, cross-attention to the text states (written as its products: its keys and
+    values come from the 77 text tokens, not the image's), a GeGLU MLP of 4c (its gate and value
+    halves as two projections), each pre-LayerNorm with a residual add, and the residual around
+    the whole."""
+    tokens, text_tokens = side * side, SD2_TEXT[4]
+    h = m.add("group_norm", p + "_norm", groups=SD2_GROUPS, inputs=[x])
+    h = m.add("reshape", p + "_tokens", shape=[tokens, c])
+    h = m.add("dense", p + "_proj_in", units=c)
+    a = m.add("layer_norm", p + "_norm1")
+    a = m.add("attention", p + "_attn1", heads=heads, use_bias=False)
+    a = m.add("add_parameter", p + "_attn1_out_bias", shape=[c])
+    h = m.add("add", p + "_res1", inputs=[a, h])
+    a = m.add("layer_norm", p + "_norm2")
+    q = m.add("dense", p + "_attn2_q", units=c, use_bias=False)
+    q = sd2_heads(m, p + "_attn2_q", q, tokens, heads, [1, 0, 2])
+    k = m.add("dense", p + "_attn2_k", units=c, use_bias=False, inputs=[context])
+    k = sd2_heads(m, p + "_attn2_k", k, text_tokens, heads, [1, 2, 0])
+    v = m.add("dense", p + "_attn2_v", units=c, use_bias=False, inputs=[context])
+    v = sd2_heads(m, p + "_attn2_v", v, text_tokens, heads, [1, 0, 2])
+    s = m.add("matmul", p + "_attn2_scores", inputs=[q, k])
+    s = m.add("activation", p + "_attn2_softmax", activation="softmax")
+    a = m.add("matmul", p + "_attn2_context", inputs=[s, v])
+    a = m.add("permute", p + "_attn2_by_token", perm=[1, 0, 2])
+    a = m.add("reshape", p + "_attn2_merged", shape=[tokens, c])
+    a = m.add("dense", p + "_attn2_out", units=c)
+    h = m.add("add", p + "_res2", inputs=[a, h])
+    f = m.add("layer_norm", p + "_norm3")
+    g = m.add("dense", p + "_ff_gate", units=4 * c, activation="gelu")
+    u = m.add("dense", p + "_ff_value", units=4 * c, inputs=[f])
+    f = m.add("multiply", p + "_ff_geglu", inputs=[g, u])
+    f = m.add("dense", p + "_ff_out", units=c)
+    h = m.add("add", p + "_res3", inputs=[f, h])
+    h = m.add("dense", p + "_proj_out", units=c)
+    h = m.add("reshape", p + "_image", shape=[side, side, c])
+    return m.add("add", p + "_out", inputs=[h, x])
+
+
+def sd2_unet():
+    """Stable Diffusion 2's UNet as MLPerf Training trains it: the image latents precomputed (the
+    VAE does not run), the caption encoded in each step by the frozen OpenCLIP text tower (its
+    penultimate layer's output, then its final LayerNorm), the timestep's 320 sinusoidal features
+    through a two-layer MLP, and the UNet predicting the noise (mean squared error)."""
+    m = Layers()
+    width, text_heads, text_layers, vocab, context = SD2_TEXT
+    side = 64
+    x = m.add("conv2d", "conv_in", filters=SD2_LEVELS[0], kernel=3)  # the noised latents [64, 64, 4]
+    m.add("input", "timestep_features", shape=[SD2_LEVELS[0]])
+    m.add("dense", "time_embedding_1", units=SD2_TIME, activation="silu")
+    m.add("dense", "time_embedding_2", units=SD2_TIME)
+    temb = m.add("activation", "time_embedding_silu", activation="silu")  # each ResNet block's, computed once
+    m.add("input", "caption_tokens", shape=[context])
+    c = m.add("embedding", "text_token_embedding", vocab=vocab, dim=width, positions=context, trainable=False)
+    for i in range(text_layers):
+        p = f"text{i}"
+        h = m.add("layer_norm", p + "_ln1", trainable=False, inputs=[c])
+        h = m.add("attention", p + "_attn", heads=text_heads, causal=True, trainable=False)
+        c = m.add("add", p + "_res1", inputs=[h, c])
+        h = m.add("layer_norm", p + "_ln2", trainable=False)
+        h = m.add("dense", p + "_mlp_fc", units=4 * width, activation="gelu", trainable=False)
+        h = m.add("dense", p + "_mlp_proj", units=width, trainable=False)
+        c = m.add("add", p + "_res2", inputs=[h, c])
+    context_states = m.add("layer_norm", "text_ln_final", trainable=False)
+
+    skips = [(x, SD2_LEVELS[0])]
+    c_prev = SD2_LEVELS[0]
+    for level, (c_out, heads) in enumerate(zip(SD2_LEVELS, SD2_HEADS)):
+        attends = level < len(SD2_LEVELS) - 1
+        for j in range(SD2_BLOCKS):
+            p = f"down{level}_{j}"
+            x = sd2_resnet(m, p + "_resnet", x, c_prev, c_out, temb)
+            if attends:
+                x = sd2_transformer(m, p + "_attn", x, c_out, heads, side, context_states)
+            skips.append((x, c_out))
+            c_prev = c_out
+        if attends:
+            x = m.add("conv2d", f"down{level}_downsample", filters=c_out, kernel=3, strides=2)
+            side //= 2
+            skips.append((x, c_out))
+    x = sd2_resnet(m, "mid_resnet0", x, c_prev, c_prev, temb)
+    x = sd2_transformer(m, "mid_attn", x, c_prev, SD2_HEADS[-1], side, context_states)
+    x = sd2_resnet(m, "mid_resnet1", x, c_prev, c_prev, temb)
+    for level, (c_out, heads) in enumerate(zip(reversed(SD2_LEVELS), reversed(SD2_HEADS))):
+        attends = level > 0
+        for j in range(SD2_BLOCKS + 1):
+            p = f"up{level}_{j}"
+            skip, c_skip = skips.pop()
+            x = m.add("concat", p + "_concat", inputs=[x, skip])
+            x = sd2_resnet(m, p + "_resnet", x, c_prev + c_skip, c_out, temb)
+            if attends:
+                x = sd2_transformer(m, p + "_attn", x, c_out, heads, side, context_states)
+            c_prev = c_out
+        if level < len(SD2_LEVELS) - 1:
+            m.add("upsample", f"up{level}_upsample", scale=2)
+            x = m.add("conv2d", f"up{level}_upsample_conv", filters=c_out, kernel=3)
+            side *= 2
+    m.add("group_norm", "norm_out", groups=SD2_GROUPS)
+    m.add("activation", "silu_out", activation="silu")
+    m.add("conv2d", "conv_out", filters=4, kernel=3)
+    doc = workload("sd2_unet", "Stable Diffusion 2's UNet (865,910,724 parameters) at 512x512 (latents of 64x64x4) as MLPerf "
+                   "Training's text-to-image benchmark trains it: latents precomputed, captions of 77 tokens encoded each step "
+                   "by the frozen OpenCLIP ViT-H/14 text tower (23 of its layers), noise predicted with a squared error loss.",
+                   [side, side, 4], "float32", m.layers, 8, "adamw", 1e-4)
+    doc["model"]["loss"] = "mse"
+    return doc
+
+
 if __name__ == "__main__":
     write(resnet50())
     write(resnet50_mlperf())
@@ -383,6 +525,7 @@ if __name__ == "__main__":
         write(llama(name))
     for name in MOE_SIZES:
         write(moe(name))
+    write(sd2_unet())
     if not sys.argv[1:]:  # a submission's layout, tied to its slice: beside the zoo, not in it
         write(gpt3_mlperf(), HERE.parent / "mlperf")
         maxtext = HERE.parent / "maxtext"

@@ -16,9 +16,10 @@ class Embedding : public LayerKind {
 
   void infer(Node& node, const InferContext& ctx) const override {
     const LayerSpec& s = node.spec;
-    // Only the model input holds token ids; another layer's output is activations.
-    if (node.inputs[0] != kModelInput)
-      ctx.fail(s.inputs.empty() ? "" : "inputs", "an embedding looks up token ids: it reads the model input, not another layer's output");
+    // Only the model's inputs hold token ids; another layer's output is activations.
+    if (node.inputs[0] != kModelInput && !ctx.graph().nodes[node.inputs[0]].kind->is_model_input())
+      ctx.fail(s.inputs.empty() ? "" : "inputs",
+               "an embedding looks up token ids: it reads the model input (or an input layer), not another layer's output");
     ctx.need_rank(node, 1, "a [tokens] (token ids)");
     node.out = {node.in[0], s.dim};
     node.params = node.trainable = ctx.checked_mul(s.vocab + s.positions + s.segments, s.dim);

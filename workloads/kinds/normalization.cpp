@@ -1,7 +1,11 @@
-// Batch normalization (statistics over the batch and spatial axes, per channel), layer
-// normalization (statistics over each row's features) and RMS normalization (Zhang and Sennrich
-// 2019; Llama, Gemma: each row divided by its root mean square and scaled, no mean and no
-// shift): the same passes, different statistics and vector work.
+// Batch normalization (statistics over the batch and spatial axes, per channel), group
+// normalization (Wu and He 2018; Stable Diffusion's UNet: statistics per sample over the spatial
+// axes and each group of channels), layer normalization (statistics over each row's features)
+// and RMS normalization (Zhang and Sennrich 2019; Llama, Gemma: each row divided by its root mean
+// square and scaled, no mean and no shift): the same passes, different statistics and vector
+// work.
+#include <fmt/format.h>
+
 #include "workloads/kinds/common.hpp"
 #include "workloads/kinds/registry.hpp"
 
@@ -16,18 +20,28 @@ constexpr double kRmsNormGradVpuOps = 8;
 
 class Normalization : public LayerKind {
  public:
-  enum class Statistics { Batch, Row, RootMeanSquare };
-  Normalization(const char* name, Statistics statistics) : LayerKind(name), over_batch_(statistics == Statistics::Batch),
+  enum class Statistics { Batch, Group, Row, RootMeanSquare };
+  Normalization(const char* name, Statistics statistics)
+      : LayerKind(name),
+        per_group_(statistics == Statistics::Group),
+        over_batch_(statistics == Statistics::Batch || statistics == Statistics::Group),
       forward_ops_(statistics == Statistics::RootMeanSquare ? kRmsNormVpuOps : kNormVpuOps),
       backward_ops_(statistics == Statistics::RootMeanSquare ? kRmsNormGradVpuOps : kNormGradVpuOps),
       shifts_(statistics != Statistics::RootMeanSquare) {}
 
-  void infer(Node& node, const InferContext&) const override {
+  std::vector<std::string> keys() const override { return per_group_ ? std::vector<std::string>{"groups"} : std::vector<std::string>{}; }
+  std::vector<std::string> required_keys() const override { return keys(); }
+
+  void infer(Node& node, const InferContext& ctx) const override {
+    const std::uint64_t channels = node.in.back();
+    if (per_group_ && channels % node.spec.groups)
+      ctx.fail("groups", fmt::format("{} groups do not divide the {} channels of the input {}", node.spec.groups, channels,
+                                     shape_string(node.in)));
     node.out = node.in;
     // gamma (and beta); batch norm also keeps two moving statistics, which Keras counts as
     // (non-trainable) parameters.
-    node.trainable = (shifts_ ? 2 : 1) * node.in.back();
-    node.params = over_batch_ ? 4 * node.in.back() : node.trainable;
+    node.trainable = (shifts_ ? 2 : 1) * channels;
+    node.params = over_batch_ && !per_group_ ? 4 * channels : node.trainable;
   }
 
   // Statistics then normalization. A batch norm's statistics need the whole tensor before the
@@ -79,12 +93,16 @@ class Normalization : public LayerKind {
 
  private:
   // A layer norm's statistics (the mean and the mean square in one reduction, their gradients'
-  // two sums in another) run along each row, the last axis; a batch norm's over the rows.
+  // two sums in another) run along each row, the last axis; a batch norm's over the rows, and so
+  // do a group norm's: each lane sums its channel over a sample's rows, and the few lanes of a
+  // group are added once per sample, not per element.
   std::uint32_t lane_reductions() const { return over_batch_ ? 0 : 1; }
-  // Forward reads of the input: a batch norm's statistics are known only after a whole pass.
+  // Forward reads of the input: a batch norm's statistics (a group norm's: a sample's, larger
+  // than vector memory at a UNet's resolutions) are known only after a whole pass.
   std::uint64_t input_passes() const { return over_batch_ ? 2 : 1; }
 
-  bool over_batch_;
+  bool per_group_;
+  bool over_batch_;  // statistics over more than a row: a batch norm's, a group norm's
   double forward_ops_, backward_ops_;
   bool shifts_;  // has beta
 };
@@ -93,6 +111,11 @@ class Normalization : public LayerKind {
 
 const LayerKind& batch_norm_kind() {
   static const Normalization kind("batch_norm", Normalization::Statistics::Batch);
+  return kind;
+}
+
+const LayerKind& group_norm_kind() {
+  static const Normalization kind("group_norm", Normalization::Statistics::Group);
   return kind;
 }
 

@@ -1,5 +1,8 @@
 // Max and average pooling over windows of [height, width, channels], or along the steps of a
-// sequence [steps, channels] (Keras MaxPooling1D, AveragePooling1D).
+// sequence [steps, channels] (Keras MaxPooling1D, AveragePooling1D), and their inverse,
+// nearest-neighbour upsampling (Stable Diffusion's UNet, Keras UpSampling2D).
+#include <fmt/format.h>
+
 #include "workloads/kinds/common.hpp"
 #include "workloads/kinds/registry.hpp"
 
@@ -42,7 +45,45 @@ class Pool : public LayerKind {
   bool max_;
 };
 
+// Each position of [height, width, channels] repeated scale x scale times: a copy, each input
+// element read once and each output element written. Its gradient sums each output block back
+// into its input position (scale^2 - 1 adds per input element, the output gradient read once).
+class Upsample : public LayerKind {
+ public:
+  Upsample() : LayerKind("upsample") {}
+  std::vector<ParamSpec> own_keys() const override {
+    return {layer_key("scale", ParamType::Int, "", 2,
+                      "upsample: how many times each position is repeated along the height and along the width (nearest "
+                      "neighbour)",
+                      1, 64)};
+  }
+
+  void infer(Node& node, const InferContext& ctx) const override {
+    ctx.need_rank(node, 3, "an image [height, width, channels]");
+    const std::uint64_t scale = node.spec.own_key<std::uint64_t>("scale");
+    node.out = {ctx.checked_mul(node.in[0], scale), ctx.checked_mul(node.in[1], scale), node.in[2]};
+  }
+
+  std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
+    const std::uint64_t e_out = out_elements(em, node);
+    return em.vector(node.spec.name + "/fwd/upsample", Phase::Forward, e_out, 0, in_elements(em, node) * em.act_bytes(),
+                     e_out * em.act_bytes(), std::move(deps));
+  }
+
+  Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext&) const override {
+    const std::uint64_t e_in = in_elements(em, node), e_out = out_elements(em, node);
+    const auto scale = static_cast<double>(node.spec.own_key<std::uint64_t>("scale"));
+    return pass_through(em.vector(node.spec.name + "/bwd/upsample", Phase::Backward, e_in, scale * scale - 1, e_out * em.act_bytes(),
+                                  e_in * em.act_bytes(), std::move(dy)));
+  }
+};
+
 }  // namespace
+
+const LayerKind& upsample_kind() {
+  static const Upsample kind;
+  return kind;
+}
 
 const LayerKind& max_pool_kind() {
   static const Pool kind(true);

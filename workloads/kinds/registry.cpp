@@ -21,6 +21,7 @@ std::vector<const LayerKind*>& all_kinds() {
       &concat_kind(),   &multiply_kind(),     &depthwise_conv2d_kind(), &matmul_kind(),   &reshape_kind(),
       &slice_kind(),    &add_parameter_kind(), &prepend_tokens_kind(), &multiply_parameter_kind(), &subtract_kind(),
       &divide_kind(),   &reduce_mean_kind(), &moe_kind(),     &conv1d_kind(),   &global_max_pool_kind(), &permute_kind(),
+      &group_norm_kind(), &upsample_kind(), &input_kind(),
   };
   return kinds;
 }

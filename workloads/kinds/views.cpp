@@ -110,7 +110,29 @@ class Slice : public View {
   bool takes_disjoint_part() const override { return true; }
 };
 
+// A further input of the model: a tensor of `shape` per sample that arrives from the host with
+// the first (tokens to condition on, a timestep's features). It costs the infeed its bytes and
+// the step nothing else.
+class Input : public View {
+ public:
+  Input() : View("input") {}
+  std::vector<std::string> keys() const override { return {"shape"}; }
+  std::vector<std::string> required_keys() const override { return {"shape"}; }
+  bool is_model_input() const override { return true; }
+  void infer(Node& node, const InferContext& ctx) const override {
+    if (node.spec.shape.empty()) ctx.fail("shape", "expected at least one dimension");
+    for (auto d : node.spec.shape)
+      if (d == 0) ctx.fail("shape", fmt::format("{}: every dimension at least 1", shape_string(node.spec.shape)));
+    node.out = node.spec.shape;
+  }
+};
+
 }  // namespace
+
+const LayerKind& input_kind() {
+  static const Input kind;
+  return kind;
+}
 
 const LayerKind& reshape_kind() {
   static const Reshape kind;
