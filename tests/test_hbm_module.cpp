@@ -1,10 +1,12 @@
-// A SystemC module alone (issue 40): a chip's memory as the model `datasheet` builds it
-// (hw/memory.hpp, hw/hbm.hpp), asked by a fake requester, so that every booking has a closed
-// form: a transfer spreads over the channels of its partition at the datasheet rate, bookings
-// of one partition never overlap (a later request may take a gap before an earlier booking),
-// partitions (a core's own HBM, hw.chip.hbm_per_core) are independent, and the data is there
-// the on-chip latency after the booking ends. SystemC elaborates once per process: every
-// scenario is built, then simulated together.
+// A SystemC module alone (issue 40): a chip's memory as each built-in model builds it
+// (hw/memory.hpp, hw/hbm.hpp, hw/hbm_burst.hpp), asked by a fake requester, so that every booking
+// has a closed form. `datasheet`: a transfer spreads over the channels of its partition at the
+// datasheet rate, bookings of one partition never overlap (a later request may take a gap before
+// an earlier booking), partitions (a core's own HBM, hw.chip.hbm_per_core) are independent, and
+// the data is there the on-chip latency after the booking ends. `calibrated`: the same at the
+// rates the burst-group model's stream profile gives, the data later by its first access.
+// `burst_group`: the DRAM model itself, which must reproduce that profile. SystemC elaborates once
+// per process: every scenario is built, then simulated together.
 #define BOOST_TEST_MODULE hbm_module
 #include <boost/test/unit_test.hpp>
 
@@ -14,7 +16,9 @@
 
 #include <tlm_utils/simple_initiator_socket.h>
 
+#include "hw/hbm_bench.hpp"
 #include "hw/memory.hpp"
+#include "sim/config.hpp"
 
 using namespace tpusim;
 
@@ -47,6 +51,9 @@ class Requester : public sc_core::sc_module {
   struct Read {
     std::uint64_t address;
     Picos not_before_ps;
+    std::uint64_t bytes = kBytes;
+    bool write = false;
+    std::uint64_t run_bytes = 0;  // a gather's or scatter's pieces; 0: one stream
   };
   struct Answer {
     Interval served;
@@ -64,8 +71,9 @@ class Requester : public sc_core::sc_module {
   void run() {
     for (const Read& read : reads_) {
       Request request;
-      request.set_access(tlm::TLM_READ_COMMAND, read.address, kBytes);
-      request.job().bytes = kBytes;
+      request.set_access(read.write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND, read.address, read.bytes);
+      request.job().bytes = read.bytes;
+      request.job().run_bytes = read.run_bytes;
       sc_core::sc_time delay = ps_time(read.not_before_ps);
       socket->b_transport(request.payload(), delay);
       BOOST_TEST(request.payload().is_response_ok());
@@ -80,7 +88,9 @@ struct Scenario {
   std::unique_ptr<ChipMemory> memory;
   std::unique_ptr<Requester> requester;
 
-  Scenario(const std::string& name, bool hbm_per_core, std::vector<Requester::Read> reads) : hw(hardware(hbm_per_core)) {
+  Scenario(const std::string& name, bool hbm_per_core, std::vector<Requester::Read> reads)
+      : Scenario(name, hardware(hbm_per_core), std::move(reads)) {}
+  Scenario(const std::string& name, HwConfig config, std::vector<Requester::Read> reads) : hw(std::move(config)) {
     memory = make_chip_memory(hw.hbm.model, (name + "_hbm").c_str(), MemorySite{hw, 0, nullptr});
     requester = std::make_unique<Requester>((name + "_requester").c_str(), std::move(reads));
     requester->socket.bind(memory->socket);
@@ -90,8 +100,25 @@ struct Scenario {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(the_datasheet_memory_books_its_channels) {
+// v5e's memory (its preset: 32 channels, 819 GB/s, HBM2e timing) under `model`.
+HwConfig v5e_memory(const std::string& model) {
+  ConfigRequest request;
+  request.hw = "tpu_v5e";
+  HwConfig hw = load_config(request).hw;
+  hw.hbm.model = model;
+  return hw;
+}
+
+BOOST_AUTO_TEST_CASE(each_memory_model_books_as_its_closed_form_says) {
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
+  // The calibrated model: a read, a write and a gather of 64-byte pieces, each 1 MiB, one after
+  // another.
+  constexpr std::uint64_t kMiB = 1 << 20;
+  Scenario calibrated("calibrated", v5e_memory("calibrated"),
+                      {{0, 0, kMiB}, {0, 0, kMiB, true}, {0, 0, kMiB, false, 64}});
+  // The DRAM model itself: one burst on an idle memory, then a long stream.
+  const HwConfig v5e = v5e_memory("burst_group");
+  Scenario burst("burst", v5e, {{0, 0, v5e.hbm.burst_bytes()}, {0, 0, 64 * kMiB}});
   // Two reads at once, a third that may only start at 5 us, a fourth that fits before it.
   Scenario shared("shared", false, {{0, 0}, {0, 0}, {0, 5 * kWholeChipPs}, {0, 0}});
   // Each core's HBM is half the channels: a read takes twice as long, and a read of the other
@@ -117,5 +144,39 @@ BOOST_AUTO_TEST_CASE(the_datasheet_memory_books_its_channels) {
     BOOST_TEST(a[1].served.start == 0u);  // the other core's partition
     BOOST_TEST(a[2].served.start == 2 * kWholeChipPs);
     BOOST_TEST(a[2].data_ps == 4 * kWholeChipPs + kLatencyPs);
+  }
+  BOOST_TEST_CONTEXT("calibrated: the burst-group model's stream rates and first access") {
+    const HbmConfig& hbm = calibrated.hw.hbm;
+    const HbmStreamProfile& profile = hbm_stream_profile(hbm);
+    const double channel_gbps = hbm.bw_gbps / hbm.channels;
+    const std::uint64_t channel_bytes = kMiB / hbm.channels;
+    const auto& a = calibrated.answers();
+    BOOST_TEST_REQUIRE(a.size() == 3u);
+    BOOST_TEST(a[0].served.start == 0u);
+    BOOST_TEST(a[0].served.end == transfer_ps(channel_bytes, channel_gbps * profile.read_efficiency));
+    BOOST_TEST(a[0].data_ps == a[0].served.end + ns_to_ps(hbm.latency_ns) + profile.first_access_ps);
+    BOOST_TEST(a[1].served.start == a[0].served.end);
+    BOOST_TEST(a[1].served.end - a[1].served.start == transfer_ps(channel_bytes, channel_gbps * profile.write_efficiency));
+    const double gather = hbm_gather_efficiency(hbm, 64, false);
+    BOOST_TEST(a[2].served.end - a[2].served.start == transfer_ps(channel_bytes, channel_gbps * gather));
+    // What a DRAM costs: row switches and refresh below the peak, writes' recovery below reads,
+    // and a 64-byte piece a row activation of its own: a channel activates at most one row per
+    // tRRD, so 64 bytes per tRRD bound the gather (0.63 of v5e's channel peak; a stream, 0.90).
+    BOOST_TEST(profile.read_efficiency < 1.0);
+    BOOST_TEST(profile.write_efficiency < profile.read_efficiency);
+    BOOST_TEST(gather < profile.read_efficiency);
+    BOOST_TEST(gather <= 64 / hbm.timing.trrd_s_ns / channel_gbps);
+  }
+  BOOST_TEST_CONTEXT("burst_group: the DRAM model the calibrated rates come from") {
+    const HbmConfig& hbm = burst.hw.hbm;
+    const HbmStreamProfile& profile = hbm_stream_profile(hbm);
+    const auto& a = burst.answers();
+    BOOST_TEST_REQUIRE(a.size() == 2u);
+    // One burst from an idle memory: the profile's first access, measured the same way.
+    BOOST_TEST(a[0].served.end == profile.first_access_ps);
+    BOOST_TEST(a[0].data_ps == profile.first_access_ps + ns_to_ps(hbm.latency_ns));
+    // A long stream through the model runs at the rate the profile measured with eight streams.
+    const double achieved_gbps = static_cast<double>(64 * kMiB) / static_cast<double>(a[1].served.end - a[1].served.start) * 1000;
+    BOOST_TEST(achieved_gbps == hbm.bw_gbps * profile.read_efficiency, boost::test_tools::tolerance(0.02));
   }
 }

@@ -26,6 +26,14 @@ Config example(const std::string& hw = "tpu_v2", std::vector<std::string> sets =
   return load_config(request);
 }
 
+// The step's layer of that name; the test fails without one.
+Node node_named(const LoweredStep& step, const std::string& name) {
+  for (const Node& n : step.model.nodes)
+    if (n.spec.name == name) return n;
+  BOOST_FAIL("no layer " << name);
+  return Node{};
+}
+
 std::size_t count(const Program& p, OpKind kind) {
   return static_cast<std::size_t>(std::count_if(p.ops.begin(), p.ops.end(), [&](const Op& o) { return o.kind == kind; }));
 }
@@ -1201,12 +1209,7 @@ BOOST_AUTO_TEST_CASE(concat_multiply_and_kept_pooled_axes_infer_and_lower) {
   request.workload_path = workload;
   const Config c = load_config(request);
   const LoweredStep step = lower_training_step(c.workload, c.hw);
-  auto node = [&](const std::string& name) {
-    for (const Node& n : step.model.nodes)
-      if (n.spec.name == name) return n;
-    BOOST_FAIL("no layer " << name);
-    return Node{};
-  };
+  const auto node = [&](const std::string& name) { return node_named(step, name); };
   BOOST_TEST(node("joined").out == Shape({8, 8, 14}), boost::test_tools::per_element());
   BOOST_TEST(node("squeeze").out == Shape({1, 1, 14}), boost::test_tools::per_element());
   BOOST_TEST(node("scaled").out == Shape({8, 8, 14}), boost::test_tools::per_element());
@@ -1261,12 +1264,7 @@ BOOST_AUTO_TEST_CASE(unet_pieces_infer_and_lower) {
   request.hw = "tpu_v5e";
   const Config c = load_config(request);
   const LoweredStep step = lower_training_step(c.workload, c.hw);
-  auto node = [&](const std::string& name) {
-    for (const Node& n : step.model.nodes)
-      if (n.spec.name == name) return n;
-    BOOST_FAIL("no layer " << name);
-    return Node{};
-  };
+  const auto node = [&](const std::string& name) { return node_named(step, name); };
   BOOST_TEST(node("with_time").out == Shape({8, 8, 32}), boost::test_tools::per_element());
   BOOST_TEST(node("up").out == Shape({16, 16, 32}), boost::test_tools::per_element());
   BOOST_TEST(node("scores").out == Shape({256, 6}), boost::test_tools::per_element());
