@@ -45,7 +45,7 @@ namespace {
 // The kinds of track --trace-units may name, from the unit kinds' table.
 std::vector<std::string> selectable_unit_kinds() {
   std::vector<std::string> names;
-  for (const UnitKindTraits& kind : kUnitKinds)
+  for (const UnitKindTraits& kind : unit_kinds())
     if (kind.selectable) names.push_back(kind.name);
   return names;
 }
@@ -408,7 +408,7 @@ class RunCommand : public Command {
     for (std::string k; std::getline(kinds, k, ',');) {
       if (k.empty()) continue;
       bool known = false;
-      for (const UnitKindTraits& kind : kUnitKinds)
+      for (const UnitKindTraits& kind : unit_kinds())
         if (kind.selectable && k == kind.name) {
           options_.trace.kinds.push_back(kind.kind);
           known = true;

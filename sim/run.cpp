@@ -625,7 +625,7 @@ void summarize_steps(RunSummary& summary, std::vector<std::string>& warnings, co
   const UnitUse use(run);
   // The kinds of unit the table gives a utilization or traffic key (traces/event_sink.hpp).
   // Every slice moves what the simulated one does.
-  for (const UnitKindTraits& kind : kUnitKinds) {
+  for (const UnitKindTraits& kind : unit_kinds()) {
     summary.utilization[kind.kind] = use.fraction(kind.kind);
     summary.traffic_per_step[kind.kind] = use.bytes(kind.kind) * hw.slices;
   }
@@ -906,9 +906,12 @@ std::string format_step(const RunSummary& s) {
     t += fmt::format("  straggler      {}: the median core waits {} ({}) longer for it\n", s.straggler.core,
                      format_time(s.straggler.time_lost_s), format_pct(s.straggler.time_lost_s / step));
   const UtilizationSummary& u = s.utilization;
-  t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}{}\n", format_pct(u[UnitKind::Mxu]), format_pct(u[UnitKind::Vpu]),
+  std::string own_kinds;  // a program's own kinds of unit (register_unit_kind), by their keys
+  for (std::size_t k = std::size(kBuiltInUnitKinds); k < unit_kinds().size(); ++k)
+    if (const char* key = unit_kinds()[k].utilization) own_kinds += fmt::format(", {} {}", key, format_pct(u[static_cast<UnitKind>(k)]));
+  t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}{}{}\n", format_pct(u[UnitKind::Mxu]), format_pct(u[UnitKind::Vpu]),
                    format_pct(u[UnitKind::Hbm]), format_pct(u[UnitKind::IciLink]),
-                   s.slices > 1 ? ", DCN " + format_pct(u[UnitKind::Dcn]) : "");
+                   s.slices > 1 ? ", DCN " + format_pct(u[UnitKind::Dcn]) : "", own_kinds);
   const CollectivesSummary& c = s.collectives_per_step;
   if (c.model || c.expert || c.pipeline) {
     std::string axes = fmt::format("data {} ({})", c.data.count, format_bytes(static_cast<double>(c.data.bytes)));

@@ -5,17 +5,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tpusim {
 
 // How much of a run a trace shows: a kind of unit appears from its level on.
 enum class TraceLevel { None, Steps, Ops, Tiles };
 
+// tpusim's own kinds; a program's own follow them (register_unit_kind).
 enum class UnitKind : std::uint8_t { Sequencer, Mxu, Vpu, Dma, Hbm, IciLink, Pcie, Host, Collective, Steps, Dcn };
 
-// What the rest of tpusim knows of a kind of unit, one row each: a new kind of unit is its value
-// above and its row below; the trace, the statistics, the end-of-run checks, --trace-units and
-// the summary's utilization and traffic read the row.
+// What the rest of tpusim knows of a kind of unit, one row each: a new kind of tpusim's is its
+// value above and its row below, a program's own kind its row given to register_unit_kind; the
+// trace, the statistics, the end-of-run checks, --trace-units and the summary's utilization and
+// traffic read the rows (unit_kinds()).
 struct UnitKindTraits {
   UnitKind kind;
   const char* name;          // in traces, timeline.json and --trace-units
@@ -28,7 +31,7 @@ struct UnitKindTraits {
   const char* traffic;       // its key in the summary's traffic_per_step, or none
   const char* counter;       // its bandwidth counter in the trace, or none ("" : each unit's own, named by its label)
 };
-inline constexpr UnitKindTraits kUnitKinds[] = {
+inline constexpr UnitKindTraits kBuiltInUnitKinds[] = {
     {UnitKind::Sequencer, "op", TraceLevel::Ops, true, true, false, 8, nullptr, nullptr, nullptr},
     {UnitKind::Mxu, "mxu", TraceLevel::Tiles, true, true, true, 5, "mxu", nullptr, nullptr},
     {UnitKind::Vpu, "vpu", TraceLevel::Tiles, true, true, true, 6, "vpu", nullptr, nullptr},
@@ -41,7 +44,18 @@ inline constexpr UnitKindTraits kUnitKinds[] = {
     {UnitKind::Steps, "steps", TraceLevel::Steps, true, false, false, 0, nullptr, nullptr, nullptr},
     {UnitKind::Dcn, "dcn", TraceLevel::Ops, true, false, true, 2, "dcn", "dcn_bytes", "DCN GB/s"},
 };
-constexpr const UnitKindTraits& traits_of(UnitKind kind) { return kUnitKinds[static_cast<std::size_t>(kind)]; }
+// At most this many kinds, tpusim's and a program's own.
+inline constexpr std::size_t kMaxUnitKinds = 32;
+// Every kind of unit in the order of their values: tpusim's, then a program's own in the order
+// it registered them.
+const std::vector<UnitKindTraits>& unit_kinds();
+// Adds a kind of unit of one's own after tpusim's (tests/custom_unit_main.cpp is a whole
+// program with one) and returns its value; `traits.kind` is ignored. Register before the command
+// line is read (--trace-units lists the kinds). The strings are copied. Throws
+// std::invalid_argument for a name, summary key or counter another kind has, or beyond
+// kMaxUnitKinds kinds.
+UnitKind register_unit_kind(const UnitKindTraits& traits);
+inline const UnitKindTraits& traits_of(UnitKind kind) { return unit_kinds()[static_cast<std::size_t>(kind)]; }
 inline const char* unit_kind_name(UnitKind kind) { return traits_of(kind).name; }
 
 // The op engines of a TensorCore: the tracks on which its sequencer runs each kind of op, one per

@@ -103,18 +103,18 @@ struct BreakdownSummary {
   }
 };
 
-// A figure for each kind of unit whose row in kUnitKinds names a key for it: its busy fraction
+// A figure for each kind of unit whose row (unit_kinds()) names a key for it: its busy fraction
 // (`utilization`) or its bytes per step (`traffic_per_step`).
 template <typename T, const char* UnitKindTraits::*Key>
 struct PerUnitKind {
-  std::array<T, std::size(kUnitKinds)> values{};
+  std::array<T, kMaxUnitKinds> values{};
 
   T& operator[](UnitKind kind) { return values[static_cast<std::size_t>(kind)]; }
   T operator[](UnitKind kind) const { return values[static_cast<std::size_t>(kind)]; }
 
   template <typename V>
   void fields(V& v) {
-    for (const UnitKindTraits& kind : kUnitKinds)
+    for (const UnitKindTraits& kind : unit_kinds())
       if (kind.*Key) v.field(kind.*Key, (*this)[kind.kind]);
   }
 };
