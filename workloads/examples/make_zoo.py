@@ -378,16 +378,16 @@ SD2_BLOCKS, SD2_GROUPS, SD2_TIME = 2, 32, 1280
 SD2_TEXT = (1024, 16, 23, 49408, 77)
 
 
-def sd2_resnet(m, p, x, c_in, c_out, temb):
+def sd2_resnet(m, p, x, c_in, c_out, temb, groups=SD2_GROUPS):
     """A UNet ResNet block: GroupNorm, SiLU, 3x3 convolution, the timestep's projection added
     at every position, GroupNorm, SiLU, 3x3 convolution, and the shortcut (a 1x1 convolution
     when the channels change). Its dropout rate is 0."""
-    h = m.add("group_norm", p + "_norm1", groups=SD2_GROUPS, inputs=[x])
+    h = m.add("group_norm", p + "_norm1", groups=groups, inputs=[x])
     h = m.add("activation", p + "_silu1", activation="silu")
     h = m.add("conv2d", p + "_conv1", filters=c_out, kernel=3)
     t = m.add("dense", p + "_time_emb_proj", units=c_out, inputs=[temb])
     h = m.add("add", p + "_add_time", inputs=[h, t])
-    h = m.add("group_norm", p + "_norm2", groups=SD2_GROUPS)
+    h = m.add("group_norm", p + "_norm2", groups=groups)
     h = m.add("activation", p + "_silu2", activation="silu")
     h = m.add("conv2d", p + "_conv2", filters=c_out, kernel=3)
     if c_in != c_out:
@@ -401,14 +401,14 @@ def sd2_heads(m, p, x, tokens, heads, perm):
     return m.add("permute", p + "_by_head", perm=perm)
 
 
-def sd2_transformer(m, p, x, c, heads, side, context):
+def sd2_transformer(m, p, x, c, heads, side, context, groups=SD2_GROUPS):
     """A UNet transformer (linear projections in and out): GroupNorm, the positions as tokens,
     self-attention, cross-attention to the text states (written as its products: its keys and
     values come from the 77 text tokens, not the image's), a GeGLU MLP of 4c (its gate and value
     halves as two projections), each pre-LayerNorm with a residual add, and the residual around
     the whole."""
     tokens, text_tokens = side * side, SD2_TEXT[4]
-    h = m.add("group_norm", p + "_norm", groups=SD2_GROUPS, inputs=[x])
+    h = m.add("group_norm", p + "_norm", groups=groups, inputs=[x])
     h = m.add("reshape", p + "_tokens", shape=[tokens, c])
     h = m.add("dense", p + "_proj_in", units=c)
     a = m.add("layer_norm", p + "_norm1")
@@ -440,19 +440,21 @@ def sd2_transformer(m, p, x, c, heads, side, context):
     return m.add("add", p + "_out", inputs=[h, x])
 
 
-def sd2_unet():
-    """Stable Diffusion 2's UNet as MLPerf Training trains it: the image latents precomputed (the
-    VAE does not run), the caption encoded in each step by the frozen OpenCLIP text tower (its
-    penultimate layer's output, then its final LayerNorm), the timestep's 320 sinusoidal features
-    through a two-layer MLP, and the UNet predicting the noise (mean squared error)."""
+def sd2_unet_layers(text_encoder=True, groups=SD2_GROUPS):
+    """Stable Diffusion 2's UNet: the image latents precomputed (the VAE does not run), the
+    caption encoded in each step by the frozen OpenCLIP text tower (its penultimate layer's
+    output, then its final LayerNorm) or its states precomputed (an input of 77 x 1024), the
+    timestep's 320 sinusoidal features through a two-layer MLP, and the UNet predicting the noise
+    (mean squared error)."""
     m = Layers()
     width, text_heads, text_layers, vocab, context = SD2_TEXT
-    side = 64
     x = m.add("conv2d", "conv_in", filters=SD2_LEVELS[0], kernel=3)  # the noised latents [64, 64, 4]
     m.add("input", "timestep_features", shape=[SD2_LEVELS[0]])
     m.add("dense", "time_embedding_1", units=SD2_TIME, activation="silu")
     m.add("dense", "time_embedding_2", units=SD2_TIME)
     temb = m.add("activation", "time_embedding_silu", activation="silu")  # each ResNet block's, computed once
+    if not text_encoder:
+        return sd2_unet_body(m, x, temb, m.add("input", "caption_states", shape=[context, width]), groups)
     m.add("input", "caption_tokens", shape=[context])
     c = m.add("embedding", "text_token_embedding", vocab=vocab, dim=width, positions=context, trainable=False)
     for i in range(text_layers):
@@ -464,48 +466,76 @@ def sd2_unet():
         h = m.add("dense", p + "_mlp_fc", units=4 * width, activation="gelu", trainable=False)
         h = m.add("dense", p + "_mlp_proj", units=width, trainable=False)
         c = m.add("add", p + "_res2", inputs=[h, c])
-    context_states = m.add("layer_norm", "text_ln_final", trainable=False)
+    return sd2_unet_body(m, x, temb, m.add("layer_norm", "text_ln_final", trainable=False), groups)
 
+
+def sd2_unet_body(m, x, temb, context_states, groups):
+    """The UNet after its input convolution: levels down, the middle, levels up, the output."""
+    side = 64
     skips = [(x, SD2_LEVELS[0])]
     c_prev = SD2_LEVELS[0]
     for level, (c_out, heads) in enumerate(zip(SD2_LEVELS, SD2_HEADS)):
         attends = level < len(SD2_LEVELS) - 1
         for j in range(SD2_BLOCKS):
             p = f"down{level}_{j}"
-            x = sd2_resnet(m, p + "_resnet", x, c_prev, c_out, temb)
+            x = sd2_resnet(m, p + "_resnet", x, c_prev, c_out, temb, groups)
             if attends:
-                x = sd2_transformer(m, p + "_attn", x, c_out, heads, side, context_states)
+                x = sd2_transformer(m, p + "_attn", x, c_out, heads, side, context_states, groups)
             skips.append((x, c_out))
             c_prev = c_out
         if attends:
             x = m.add("conv2d", f"down{level}_downsample", filters=c_out, kernel=3, strides=2)
             side //= 2
             skips.append((x, c_out))
-    x = sd2_resnet(m, "mid_resnet0", x, c_prev, c_prev, temb)
-    x = sd2_transformer(m, "mid_attn", x, c_prev, SD2_HEADS[-1], side, context_states)
-    x = sd2_resnet(m, "mid_resnet1", x, c_prev, c_prev, temb)
+    x = sd2_resnet(m, "mid_resnet0", x, c_prev, c_prev, temb, groups)
+    x = sd2_transformer(m, "mid_attn", x, c_prev, SD2_HEADS[-1], side, context_states, groups)
+    x = sd2_resnet(m, "mid_resnet1", x, c_prev, c_prev, temb, groups)
     for level, (c_out, heads) in enumerate(zip(reversed(SD2_LEVELS), reversed(SD2_HEADS))):
         attends = level > 0
         for j in range(SD2_BLOCKS + 1):
             p = f"up{level}_{j}"
             skip, c_skip = skips.pop()
             x = m.add("concat", p + "_concat", inputs=[x, skip])
-            x = sd2_resnet(m, p + "_resnet", x, c_prev + c_skip, c_out, temb)
+            x = sd2_resnet(m, p + "_resnet", x, c_prev + c_skip, c_out, temb, groups)
             if attends:
-                x = sd2_transformer(m, p + "_attn", x, c_out, heads, side, context_states)
+                x = sd2_transformer(m, p + "_attn", x, c_out, heads, side, context_states, groups)
             c_prev = c_out
         if level < len(SD2_LEVELS) - 1:
             m.add("upsample", f"up{level}_upsample", scale=2)
             x = m.add("conv2d", f"up{level}_upsample_conv", filters=c_out, kernel=3)
             side *= 2
-    m.add("group_norm", "norm_out", groups=SD2_GROUPS)
+    m.add("group_norm", "norm_out", groups=groups)
     m.add("activation", "silu_out", activation="silu")
     m.add("conv2d", "conv_out", filters=4, kernel=3)
+    return m.layers
+
+
+def sd2_unet():
+    """Stable Diffusion 2's UNet as MLPerf Training's reference trains it."""
+    side = 64
     doc = workload("sd2_unet", "Stable Diffusion 2's UNet (865,910,724 parameters) at 512x512 (latents of 64x64x4) as MLPerf "
                    "Training's text-to-image benchmark trains it: latents precomputed, captions of 77 tokens encoded each step "
                    "by the frozen OpenCLIP ViT-H/14 text tower (23 of its layers), noise predicted with a squared error loss.",
-                   [side, side, 4], "float32", m.layers, 8, "adamw", 1e-4)
+                   [side, side, 4], "float32", sd2_unet_layers(), 8, "adamw", 1e-4)
     doc["model"]["loss"] = "mse"
+    return doc
+
+
+def sd2_unet_mlperf():
+    """Stable Diffusion 2's UNet as Google's MLPerf Training v4.1 TPU submissions run it
+    (maxdiffusion, mlcommons/training_results_v4.1@b87b9e3:Google/benchmarks/stable_diffusion):
+    the caption's states and the latents' moments precomputed (neither encoder runs), GroupNorm
+    of 16 groups (run.sh's norm_num_groups), pure data parallelism, 32 images per chip, AdamW
+    after a global-norm clip, no remat, a flash kernel."""
+    side, context, width = 64, SD2_TEXT[4], SD2_TEXT[0]
+    doc = workload("sd2_unet_mlperf", "Stable Diffusion 2's UNet as Google's MLPerf Training v4.1 TPU submissions run it "
+                   "(maxdiffusion): latent moments (64x64x8) and caption states (77x1024) precomputed and fed as float32, "
+                   "GroupNorm of 16 groups, data parallel, 32 images per chip, AdamW after a global-norm clip. Run it with "
+                   "--hw v5p-16 (8 chips, global batch 256).",
+                   [side, side, 4], "float32", sd2_unet_layers(text_encoder=False, groups=16), 32, "adamw", 1e-4)
+    doc["model"]["loss"] = "mse"
+    doc["input_pipeline"]["bytes_per_sample"] = (side * side * 8 + context * width) * 4
+    doc["training"].update({"gradient_clipping": "after_all_reduce", "flash_attention": True})
     return doc
 
 
@@ -528,6 +558,7 @@ if __name__ == "__main__":
     write(sd2_unet())
     if not sys.argv[1:]:  # a submission's layout, tied to its slice: beside the zoo, not in it
         write(gpt3_mlperf(), HERE.parent / "mlperf")
+        write(sd2_unet_mlperf(), HERE.parent / "mlperf")
         maxtext = HERE.parent / "maxtext"
         maxtext.mkdir(exist_ok=True)
         write(maxtext_moe("mixtral_8x7b", 8, "Mixtral 8x7B as tpu-recipes' training/trillium/Mixtral-8x7B-MaxText runs it "
