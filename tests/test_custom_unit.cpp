@@ -59,6 +59,11 @@ BOOST_AUTO_TEST_CASE(a_users_unit_has_its_trace_track) {
   for (const json& e : trace["traceEvents"])
     if (e.value("ph", "") == "X" && e.value("cat", "") == "compressor") ++compressor_slices;
   BOOST_TEST(compressor_slices > 0u);
+  // A bar of its own among the report's utilization bars (the timeline shows its track either way).
+  const std::string report = read_file(dir.path("traced/report.html"));
+  const auto from = report.find("id=\"utilization\""), to = report.find("id=\"memory\"");
+  BOOST_TEST_REQUIRE((from != std::string::npos && to != std::string::npos && from < to));
+  BOOST_TEST(contains(report.substr(from, to - from), ">compressor<"));
   const CommandResult stock = run_tpusim(kMemoryBoundRun + " --trace-units compressor -o '" + dir.path("stock") + "'");
   BOOST_TEST(stock.exit_code == 2);
   BOOST_TEST(contains(stock.err, "--trace-units compressor: unknown kind \"compressor\""), stock.err);

@@ -610,11 +610,21 @@ std::vector<Series> breakdown_components(const std::vector<const Point*>& points
 }
 
 std::vector<Series> utilization_components(const std::vector<const Point*>& points) {
-  return components(points, {{"MFU", "#000000", [](const RunSummary& s) { return figure(s.mfu); }},
-                             {"MXU", "#2ca02c", [](const RunSummary& s) { return s.utilization[UnitKind::Mxu]; }},
-                             {"VPU", "#17becf", [](const RunSummary& s) { return s.utilization[UnitKind::Vpu]; }},
-                             {"HBM", "#9467bd", [](const RunSummary& s) { return s.utilization[UnitKind::Hbm]; }},
-                             {"ICI", "#d62728", [](const RunSummary& s) { return s.utilization[UnitKind::IciLink]; }}});
+  std::vector<Series> out =
+      components(points, {{"MFU", "#000000", [](const RunSummary& s) { return figure(s.mfu); }},
+                          {"MXU", "#2ca02c", [](const RunSummary& s) { return s.utilization[UnitKind::Mxu]; }},
+                          {"VPU", "#17becf", [](const RunSummary& s) { return s.utilization[UnitKind::Vpu]; }},
+                          {"HBM", "#9467bd", [](const RunSummary& s) { return s.utilization[UnitKind::Hbm]; }},
+                          {"ICI", "#d62728", [](const RunSummary& s) { return s.utilization[UnitKind::IciLink]; }}});
+  // A program's own kinds of unit (register_unit_kind), after tpusim's.
+  for (std::size_t k = std::size(kBuiltInUnitKinds); k < unit_kinds().size(); ++k) {
+    if (!unit_kinds()[k].utilization) continue;
+    Series own{unit_kinds()[k].name, "#7f7f7f", {}, {}};
+    for (const Point* p : points)
+      own.values.push_back(p->summary && p->summary->ran() ? p->summary->utilization[static_cast<UnitKind>(k)] : NAN);
+    out.push_back(std::move(own));
+  }
+  return out;
 }
 
 std::vector<Series> memory_components(const std::vector<const Point*>& points) {
