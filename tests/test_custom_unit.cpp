@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test_helpers.hpp"
+#include "memory_bound_run.hpp"
 #include "traces/event_sink.hpp"
 
 using namespace tpusim::test;
@@ -16,15 +16,8 @@ using json = nlohmann::json;
 
 namespace {
 
-// GPT-2 small at 2 sequences per v5e chip: over half of its step is memory-bound.
-const std::string kMemoryBoundRun = "run '" + source_path("workloads/examples/gpt2_small.json") +
-                                    "' --hw tpu_v5e --topology 2x2 --set workload.training.steps=2 "
-                                    "--set workload.training.per_replica_batch=2";
-
 json summary_of(const TempDir& dir, const std::string& name, const std::string& extra) {
-  const CommandResult r = run_program(CUSTOM_UNIT_BINARY, kMemoryBoundRun + " " + extra + " -o '" + dir.path(name) + "'");
-  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, name + ": " + r.err);
-  return json::parse(read_file(dir.path(name + "/summary.json")));
+  return memory_bound_summary(CUSTOM_UNIT_BINARY, dir, name, extra);
 }
 
 }  // namespace
@@ -64,7 +57,7 @@ BOOST_AUTO_TEST_CASE(a_users_unit_has_its_trace_track) {
   const auto from = report.find("id=\"utilization\""), to = report.find("id=\"memory\"");
   BOOST_TEST_REQUIRE((from != std::string::npos && to != std::string::npos && from < to));
   BOOST_TEST(contains(report.substr(from, to - from), ">compressor<"));
-  const CommandResult stock = run_tpusim(kMemoryBoundRun + " --trace-units compressor -o '" + dir.path("stock") + "'");
+  const CommandResult stock = run_tpusim(memory_bound_run() + " --trace-units compressor -o '" + dir.path("stock") + "'");
   BOOST_TEST(stock.exit_code == 2);
   BOOST_TEST(contains(stock.err, "--trace-units compressor: unknown kind \"compressor\""), stock.err);
 }

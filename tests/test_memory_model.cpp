@@ -6,22 +6,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test_helpers.hpp"
+#include "memory_bound_run.hpp"
 
 using namespace tpusim::test;
 using json = nlohmann::json;
 
 namespace {
 
-// GPT-2 small at 2 sequences per v5e chip: over half of its step is memory-bound.
-const std::string kMemoryBoundRun = "run '" + source_path("workloads/examples/gpt2_small.json") +
-                                    "' --hw tpu_v5e --topology 2x2 --set workload.training.steps=2 "
-                                    "--set workload.training.per_replica_batch=2 --trace none";
-
 json summary_of(const std::string& binary, const TempDir& dir, const std::string& name, const std::string& extra) {
-  const CommandResult r = run_program(binary, kMemoryBoundRun + " " + extra + " -o '" + dir.path(name) + "'");
-  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, name + ": " + r.err);
-  return json::parse(read_file(dir.path(name + "/summary.json")));
+  return memory_bound_summary(binary, dir, name, "--trace none " + extra);
 }
 
 }  // namespace
