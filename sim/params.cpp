@@ -136,7 +136,7 @@ void add_layer_keys(std::vector<ParamSpec>& r) {
       optional(wl("model.layers[].dim", T::Int, "features", nullptr, "embedding, patch_embedding: model width (required)", 1, 1e6)),
       wl("model.layers[].positions", T::Int, "positions", 0, "embedding, patch_embedding: rows of a learned position table", 0, 1e7),
       wl("model.layers[].segments", T::Int, "segments", 0, "embedding: rows of a segment (token type) table", 0, 1e4),
-      optional(wl("model.layers[].shape", T::IntList, "elements", nullptr, "reshape, slice: the output shape of one sample (reshape: one 0 stands for the size the others leave, Keras Reshape's -1); add_parameter, multiply_parameter: the learned tensor's shape, broadcast over the input (required)", 0, 1e9)),
+      optional(wl("model.layers[].shape", T::IntList, "elements", nullptr, "reshape, slice: the output shape of one sample (reshape: one 0 stands for the size the others leave, Keras Reshape's -1); input: one sample of the further input; add_parameter, multiply_parameter: the learned tensor's shape, broadcast over the input (required)", 0, 1e9)),
       optional(wl("model.layers[].experts", T::Int, "experts", nullptr, "moe: routed experts, each a gated (or plain) MLP of units hidden features (required)", 1, 4096)),
       optional(wl("model.layers[].tokens", T::Int, "tokens", nullptr, "prepend_tokens: learned rows put before the sequence (a class token: 1) (required)", 1, 1e6)),
   });

@@ -906,9 +906,9 @@ std::string format_step(const RunSummary& s) {
     t += fmt::format("  straggler      {}: the median core waits {} ({}) longer for it\n", s.straggler.core,
                      format_time(s.straggler.time_lost_s), format_pct(s.straggler.time_lost_s / step));
   const UtilizationSummary& u = s.utilization;
-  std::string own_kinds;  // a program's own kinds of unit (register_unit_kind), by their keys
+  std::string own_kinds;  // a program's own kinds of unit (register_unit_kind), by their names as the report shows them
   for (std::size_t k = std::size(kBuiltInUnitKinds); k < unit_kinds().size(); ++k)
-    if (const char* key = unit_kinds()[k].utilization) own_kinds += fmt::format(", {} {}", key, format_pct(u[static_cast<UnitKind>(k)]));
+    if (unit_kinds()[k].utilization) own_kinds += fmt::format(", {} {}", unit_kinds()[k].name, format_pct(u[static_cast<UnitKind>(k)]));
   t += fmt::format("  utilization    MXU {}, VPU {}, HBM {}, ICI {}{}{}\n", format_pct(u[UnitKind::Mxu]), format_pct(u[UnitKind::Vpu]),
                    format_pct(u[UnitKind::Hbm]), format_pct(u[UnitKind::IciLink]),
                    s.slices > 1 ? ", DCN " + format_pct(u[UnitKind::Dcn]) : "", own_kinds);

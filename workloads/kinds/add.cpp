@@ -19,7 +19,7 @@ class Add : public LayerKind {
   void infer(Node& node, const InferContext& ctx) const override {
     if (node.inputs.size() < 2) ctx.fail("inputs", "an add layer needs two or more inputs");
     for (const Shape& in : node.input_shapes)
-      if (!broadcasts(in, node.in))
+      if (!broadcasts_to(in, node.in))
         ctx.fail("inputs", fmt::format("{} does not broadcast to {}, the first input's shape", shape_string(in), shape_string(node.in)));
     node.out = node.in;
   }
@@ -65,14 +65,6 @@ class Add : public LayerKind {
   }
 
  private:
-  static bool broadcasts(const Shape& in, const Shape& out) {
-    if (in.size() > out.size()) return false;
-    for (std::size_t d = 0; d < in.size(); ++d) {
-      const std::uint64_t o = out[out.size() - in.size() + d];
-      if (in[d] != o && in[d] != 1) return false;
-    }
-    return true;
-  }
   static std::uint64_t other_input_elements(const StepEmitter& em, const Node& node) {
     std::uint64_t n = 0;
     for (std::size_t i = 1; i < node.input_shapes.size(); ++i) n += em.rows(elements(node.input_shapes[i]));

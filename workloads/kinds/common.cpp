@@ -7,6 +7,15 @@
 
 namespace tpusim::kinds {
 
+bool broadcasts_to(const Shape& in, const Shape& out) {
+  if (in.size() > out.size()) return false;
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    const std::uint64_t o = out[out.size() - in.size() + d];
+    if (in[d] != o && in[d] != 1) return false;
+  }
+  return true;
+}
+
 Spatial spatial_of(const Shape& in) {
   if (in.size() == 2) return {1, in[0], in[1]};
   return {in.at(0), in.at(1), in.at(2)};

@@ -8,6 +8,10 @@
 
 namespace tpusim::kinds {
 
+// Whether a tensor of shape `in` broadcasts to `out` as numpy broadcasts: aligned from the right,
+// each of its axes equal to out's or 1, fewer axes allowed.
+bool broadcasts_to(const Shape& in, const Shape& out);
+
 // Elements of the node's (first) input and of its output this core computes.
 inline std::uint64_t in_elements(const StepEmitter& em, const Node& node) { return em.rows(elements(node.in)); }
 inline std::uint64_t out_elements(const StepEmitter& em, const Node& node) { return em.rows(elements(node.out)); }

@@ -20,12 +20,7 @@ class ParameterOp : public LayerKind {
 
   void infer(Node& node, const InferContext& ctx) const override {
     const Shape& p = node.spec.shape;
-    bool broadcasts = !p.empty() && p.size() <= node.in.size();
-    for (std::size_t d = 0; broadcasts && d < p.size(); ++d) {
-      const std::uint64_t x = node.in[node.in.size() - p.size() + d];
-      broadcasts = p[d] == x || p[d] == 1;
-    }
-    if (!broadcasts)
+    if (p.empty() || !broadcasts_to(p, node.in))
       ctx.fail("shape", fmt::format("a parameter of {} does not broadcast to the input {}", shape_string(p), shape_string(node.in)));
     node.out = node.in;
     node.params = node.trainable = elements(p);

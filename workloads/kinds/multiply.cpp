@@ -20,7 +20,7 @@ class Binary : public LayerKind {
   void infer(Node& node, const InferContext& ctx) const override {
     if (node.inputs.size() != 2) ctx.fail("inputs", fmt::format("a {} layer takes two inputs", name()));
     const Shape& x = node.in;
-    const Shape& s = ctx.shape_of(node.inputs[1]);
+    const Shape& s = node.input_shapes[1];
     bool broadcasts = s.size() == x.size();
     for (std::size_t d = 0; broadcasts && d < x.size(); ++d) broadcasts = s[d] == x[d] || s[d] == 1;
     if (!broadcasts)
@@ -44,10 +44,7 @@ class Binary : public LayerKind {
   bool keeps_input(const Node&) const override { return true; }
 
  private:
-  static std::uint64_t second_elements(const StepEmitter& em, const Node& node) {
-    const std::size_t s = node.inputs[1];
-    return em.rows(elements(s == kModelInput ? em.graph().input : em.graph().nodes[s].out));
-  }
+  static std::uint64_t second_elements(const StepEmitter& em, const Node& node) { return em.rows(elements(node.input_shapes[1])); }
   double forward_ops_, backward_ops_;
 };
 
