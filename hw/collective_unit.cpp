@@ -1,6 +1,7 @@
 #include "hw/collective_unit.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -11,7 +12,7 @@ CollectiveUnit::CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip,
                                const Torus& torus, WakeQueue& wakes, std::uint32_t chip_slot_in_host, EventSink* sink)
     : sc_module(name), socket("socket"), ici_socket("ici_socket"), hbm_socket("hbm_socket"),
       vpu_socket("vpu_socket"), arrivals("arrivals"), hw_(hw), torus_(torus), wakes_(wakes), sink_(sink), chip_(chip), chip_slot_in_host_(chip_slot_in_host) {
-  socket.register_b_transport(this, &CollectiveUnit::from_core);
+  socket.register_nb_transport_fw(this, &CollectiveUnit::from_core);
   arrivals.bind(*this);
   part_count_ = std::max<std::uint32_t>(1, torus.axes());  // one part per axis at most
   add_lane();  // lane 0, so that a chip's first collective tracks are there from the start
@@ -72,8 +73,9 @@ void CollectiveUnit::book_in_order() {
     }
   }
   posted_.clear();
-  for (std::uint32_t part = 0; part < kMaxParts; ++part)
-    if (completed_parts >> part & 1u) step_arrived_[part].notify(sc_core::SC_ZERO_TIME);
+  // The parts waiting for a step of their index to be complete go on in the next delta cycle.
+  for (PartRun* run : running_parts_)
+    if (completed_parts >> (run->part % kMaxParts) & 1u) wakes_.call_at(now_ps(), run->task);
 }
 
 void CollectiveUnit::take_in(const RingWork& w, Picos head, Picos tail, std::uint32_t& completed_parts) {
@@ -88,17 +90,13 @@ void CollectiveUnit::take_in(const RingWork& w, Picos head, Picos tail, std::uin
   if (box.piece_ready_ps.size() == w.pieces) completed_parts |= 1u << (w.key.part % kMaxParts);
 }
 
-CollectiveUnit::Inbox CollectiveUnit::take_step(const StepKey& key, std::uint64_t pieces) {
-  for (;;) {
-    const auto it = std::find_if(inbox_.begin(), inbox_.end(), [&key](const Inbox& b) { return b.key == key; });
-    if (it != inbox_.end() && it->piece_ready_ps.size() == pieces) {
-      Inbox taken = std::move(*it);
-      *it = std::move(inbox_.back());  // the order of the entries does not matter
-      inbox_.pop_back();
-      return taken;
-    }
-    sc_core::wait(step_arrived_[key.part % kMaxParts]);
-  }
+bool CollectiveUnit::take_step(const StepKey& key, std::uint64_t pieces, Inbox& into) {
+  const auto it = std::find_if(inbox_.begin(), inbox_.end(), [&key](const Inbox& b) { return b.key == key; });
+  if (it == inbox_.end() || it->piece_ready_ps.size() != pieces) return false;
+  into = std::move(*it);
+  *it = std::move(inbox_.back());  // the order of the entries does not matter
+  inbox_.pop_back();
+  return true;
 }
 
 void CollectiveUnit::add_lane() {
@@ -132,165 +130,334 @@ void CollectiveUnit::end_of_elaboration() {
   vpu_ = vpu_socket.operator->();
 }
 
-void CollectiveUnit::from_core(int, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
-  if (delay != sc_core::SC_ZERO_TIME) wakes_.wait_for(delay);
-  delay = sc_core::SC_ZERO_TIME;
-  UnitRequest& job = job_of(payload);
-  const CollectiveSpec& spec = *job.collective;
-  auto& slot = joining_[job.instance];
-  if (!slot) slot = std::make_shared<Joining>();
-  const std::shared_ptr<Joining> joining = slot;  // keeps the event alive for every waiter
-  if (joining->arrived == 0) joining->what = Pending{job.instance, &spec, job.label, job.step};
-  if (++joining->arrived < hw_.chip.cores) {
-    while (!joining->done) sc_core::wait(joining->released);
-  } else {
-    // Whichever core arrives last runs the chip's part, which must not take that core's rank.
-    const std::uint64_t core_rank = wakes_.set_rank(wake_rank(0));
-    const Context ctx{spec, job.instance, job.label, job.step};
-    if (hw_.chip.cores > 1 && !spec.cores_combined &&
-        (spec.kind == CollectiveKind::AllReduce || spec.kind == CollectiveKind::ReduceScatter)) {
-      // The cores' contributions are summed through HBM before the chips exchange anything.
-      const std::uint64_t elements = ceil_div<std::uint64_t>(spec.bytes, dtype_bytes(spec.dtype));
-      wakes_.wait_until(hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx.label, ctx.step));
-      wakes_.wait_until(vpu_add(elements * (hw_.chip.cores - 1), now_ps(), ctx.label, ctx.step));
-      wakes_.wait_until(hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx.label, ctx.step));
-    }
-    if (!hw_.has_fault(FaultKind::SkipCollective, chip_)) run(spec, job.instance, job.label, job.step);
-    ++counts_.completed;
-    joining->done = true;
-    joining->released.notify(sc_core::SC_ZERO_TIME);
-    joining_.erase(job.instance);
-    wakes_.set_rank(core_rank);
-  }
-  payload.set_response_status(tlm::TLM_OK_RESPONSE);
-}
-
-void CollectiveUnit::run(const CollectiveSpec& spec, std::uint64_t instance, const std::string* label,
-                         std::uint32_t step) {
-  const CollectiveSchedule schedule = plan_collective(torus_, chip_, spec);
-  const Context ctx{spec, instance, label, step};
-  const std::uint32_t lane = take_lane(instance);
-  // The start is the peers' handshake: a chip alone in its group (an empty schedule) has none.
-  if (!schedule.parts.empty()) wakes_.wait_until(now_ps() + ns_to_ps(hw_.ici.collective_start_ns));
-  auto run_part = [this, &ctx, &schedule, lane](std::uint32_t part) {
-    wakes_.set_rank(wake_rank(1 + lane * kMaxParts + part));
-    const Picos start = now_ps();
-    const auto& passes = schedule.parts[part].passes;
-    for (std::uint32_t i = 0; i < passes.size(); ++i) {
-      if (passes[i].over_dcn()) run_dcn_pass(ctx, passes[i], part, i);
-      else run_pass(ctx, passes[i], part, i);
-    }
-    lanes_[lane].parts[part].busy({start, now_ps()}, ctx.label, ctx.step);
+CollectiveUnit::Instance& CollectiveUnit::new_instance() {
+  for (auto& in : instances_)
+    if (!in->in_use) return *in;
+  instances_.push_back(std::make_unique<Instance>());
+  Instance& in = *instances_.back();
+  in.task.rank = wake_rank(0);  // the chip-level part of a collective, whichever core came last
+  in.task.run = [this, &in] {
+    if (in.in_use) advance_instance(in);
   };
-  if (schedule.parts.size() == 1) {
-    run_part(0);
-  } else if (schedule.parts.size() > 1) {
-    std::vector<sc_core::sc_process_handle> parts;
-    for (std::uint32_t p = 0; p < schedule.parts.size(); ++p)
-      parts.push_back(sc_core::sc_spawn([&run_part, p] { run_part(p); }));
-    for (auto& h : parts)
-      if (!h.terminated()) sc_core::wait(h.terminated_event());
-  }
-  lanes_[lane].busy = false;
-  // The result is complete once the last piece has arrived and been added. Its write-back to HBM
-  // goes on in the background: it still occupies the channels, so whatever reads it next queues
-  // behind it there.
+  return in;
 }
 
-void CollectiveUnit::run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index) {
-  const auto p = static_cast<std::uint32_t>(pass.ring.size());
-  const std::uint32_t neighbour[2] = {pass.ring[(pass.position + 1) % p], pass.ring[(pass.position + p - 1) % p]};
-  const std::uint32_t directions = pass.directions();
-  const RingPieces split = ring_pieces(pass, ctx.spec.chunk_bytes);
-  const std::uint64_t pieces = split.count;
-  const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
-  const auto hops = [&](std::uint32_t to) { return static_cast<std::uint32_t>(torus_.route(chip_, to).size()); };
-  const std::uint32_t hops_to[2] = {hops(neighbour[0]), directions == 2 ? hops(neighbour[1]) : 0};
+CollectiveUnit::PartRun& CollectiveUnit::new_part_run() {
+  for (auto& run : part_runs_)
+    if (run->instance == nullptr) return *run;
+  part_runs_.push_back(std::make_unique<PartRun>());
+  PartRun& run = *part_runs_.back();
+  run.task.run = [this, &run] {
+    if (run.instance != nullptr) advance_part(run);
+  };
+  return run;
+}
 
-  // What the step before brought in each direction, which this step forwards (with this chip's
-  // own shard added, in a reduce-scatter) as it arrives; a direction with nothing from the step
-  // before sends this chip's own data, there now.
-  Inbox before[2];
-  bool forwards[2] = {false, false};
-  Picos own_before = 0;  // the own shard added in the step before, read from HBM by then
-  Picos done = now_ps();
-  for (std::uint32_t s = 0; s < pass.steps; ++s) {
-    // Sends in the order their data starts to arrive (the directions can differ on a line).
-    std::uint32_t order[2] = {0, 1};
-    const auto from = [&](std::uint32_t dir) { return forwards[dir] ? std::max(before[dir].head_ps, now_ps()) : now_ps(); };
-    if (directions == 2 && from(1) < from(0)) std::swap(order[0], order[1]);
-    for (std::uint32_t i = 0; i < directions; ++i) {
-      const std::uint32_t dir = order[i];
-      if (!ring_sends(pass, dir, s)) continue;
-      wakes_.wait_until(from(dir));
-      const RingDelivery delivery{ctx.instance, part, index, dir, s, static_cast<std::uint32_t>(pieces), pass.reduce, elem_bytes};
-      for (std::uint64_t j = 0; j < pieces; ++j) {
-        const Picos available = forwards[dir] ? std::max(before[dir].piece_ready_ps[j], own_before) : now_ps();
-        send(neighbour[dir], hops_to[dir], split.bytes(j), available, delivery, ctx.label, ctx.step);
-      }
-    }
-
-    // This chip's own shard of what arrives streams from HBM while the links are busy.
-    std::uint32_t receiving = 0;
-    for (std::uint32_t dir = 0; dir < directions; ++dir) receiving += ring_receives(pass, dir, s) ? 1 : 0;
-    Picos own_ready = now_ps();
-    if (pass.reduce && receiving > 0) {
-      own_ready = kPending;
-      post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::OwnShardRead, now_ps(), 0, pass.shard_bytes * receiving,
-            true, elem_bytes, 1, ctx.label, ctx.step, &own_ready});
-    }
-    // The neighbours' pieces are booked as they are sent; wait until all of this step's are.
-    for (std::uint32_t dir = 0; dir < directions; ++dir) {
-      forwards[dir] = ring_receives(pass, dir, s);
-      if (!forwards[dir]) continue;
-      before[dir] = take_step(StepKey{ctx.instance, part, index, dir, s}, pieces);
-      done = std::max(done, before[dir].piece_ready_ps.back());
-    }
-    while (own_ready == kPending) sc_core::wait(step_arrived_[part % kMaxParts]);
-    own_before = own_ready;
-    done = std::max(done, own_ready);
+tlm::tlm_sync_enum CollectiveUnit::from_core(int core, tlm::tlm_generic_payload& payload, tlm::tlm_phase& phase,
+                                             sc_core::sc_time& delay) {
+  if (phase != tlm::BEGIN_REQ || delay != sc_core::SC_ZERO_TIME)
+    SC_REPORT_FATAL("tpusim", "the collective unit takes a collective as BEGIN_REQ, now");
+  UnitRequest& job = job_of(payload);
+  Instance*& slot = joining_[job.instance];
+  if (slot == nullptr) {
+    slot = &new_instance();
+    slot->in_use = true;
+    slot->what = Pending{job.instance, job.collective, job.label, job.step};
+    slot->cores.clear();
+    slot->phase = 0;
+    slot->armed_ps = 0;
   }
-  // The pass is over here once what came last is in; a reduce-scatter's result, this chip's
-  // shard (both rings' halves of it), goes back to HBM.
-  if (pass.reduce)
-    post({StepKey{ctx.instance, part, index, kOwnShard, pass.steps}, WorkKind::WriteBack, done, 0, pass.result_bytes(), true,
-          elem_bytes, 1, ctx.label, ctx.step, nullptr});
-  wakes_.wait_until(done);
+  Instance& in = *slot;
+  in.cores.emplace_back(core, &payload);
+  // The last core to arrive starts the chip's part.
+  if (in.cores.size() == hw_.chip.cores) advance_instance(in);
+  return tlm::TLM_ACCEPTED;
+}
+
+namespace {
+// Where an instance is (Instance::phase).
+enum InstancePhase : std::uint32_t { kCombineRead, kCombineAdd, kCombineWrite, kPlan, kHandshake, kParts, kAnswer };
+}  // namespace
+
+void CollectiveUnit::advance_instance(Instance& in) {
+  const CollectiveSpec& spec = *in.what.spec;
+  const Context ctx = context(in);
+  for (;;) {
+    switch (in.phase) {
+      case kCombineRead:
+        in.phase = kPlan;
+        if (hw_.chip.cores > 1 && !spec.cores_combined &&
+            (spec.kind == CollectiveKind::AllReduce || spec.kind == CollectiveKind::ReduceScatter)) {
+          // The cores' contributions are summed through HBM before the chips exchange anything.
+          in.resume_ps = hbm_access(tlm::TLM_READ_COMMAND, spec.bytes * hw_.chip.cores, ctx.label, ctx.step);
+          in.phase = kCombineAdd;
+        }
+        break;
+      case kCombineAdd: {
+        if (!wakes_.reached(in.resume_ps, in.task, in.armed_ps)) return;
+        const std::uint64_t elements = ceil_div<std::uint64_t>(spec.bytes, dtype_bytes(spec.dtype));
+        in.resume_ps = vpu_add(elements * (hw_.chip.cores - 1), now_ps(), ctx.label, ctx.step);
+        in.phase = kCombineWrite;
+        break;
+      }
+      case kCombineWrite:
+        if (!wakes_.reached(in.resume_ps, in.task, in.armed_ps)) return;
+        in.resume_ps = hbm_access(tlm::TLM_WRITE_COMMAND, spec.bytes, ctx.label, ctx.step);
+        in.phase = kPlan;
+        break;
+      case kPlan:
+        if (!wakes_.reached(in.resume_ps, in.task, in.armed_ps)) return;
+        in.phase = kAnswer;
+        if (hw_.has_fault(FaultKind::SkipCollective, chip_)) break;
+        in.schedule = plan_collective(torus_, chip_, spec);
+        in.lane = take_lane(in.what.instance);
+        // The start is the peers' handshake: a chip alone in its group (an empty schedule) has none.
+        in.resume_ps = now_ps() + (in.schedule.parts.empty() ? 0 : ns_to_ps(hw_.ici.collective_start_ns));
+        in.phase = kHandshake;
+        break;
+      case kHandshake:
+        if (!wakes_.reached(in.resume_ps, in.task, in.armed_ps)) return;
+        in.phase = kParts;
+        in.parts_left = static_cast<std::uint32_t>(in.schedule.parts.size());
+        for (std::uint32_t part = 0; part < in.schedule.parts.size(); ++part) {
+          PartRun& run = new_part_run();
+          run.instance = &in;
+          run.part = part;
+          run.task.rank = wake_rank(1 + in.lane * kMaxParts + part);
+          run.start_ps = now_ps();
+          run.pass = 0;
+          run.s = PassState{};
+          running_parts_.push_back(&run);
+        }
+        // Each part goes as far as it can now, in order; they share nothing but the chip's HBM and
+        // vector unit, which book in a canonical order (book_in_order).
+        for (PartRun* run : std::vector<PartRun*>(running_parts_))
+          if (run->instance == &in) advance_part(*run);
+        break;
+      case kParts:
+        if (in.parts_left > 0) return;
+        lanes_[in.lane].busy = false;
+        in.phase = kAnswer;
+        break;
+      case kAnswer:
+        // The result is complete once the last piece has arrived and been added. Its write-back to
+        // HBM goes on in the background: it still occupies the channels, so whatever reads it next
+        // queues behind it there.
+        ++counts_.completed;
+        joining_.erase(in.what.instance);
+        in.in_use = false;
+        for (const auto& [core, payload] : in.cores) {
+          payload->set_response_status(tlm::TLM_OK_RESPONSE);
+          tlm::tlm_phase phase = tlm::BEGIN_RESP;
+          sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+          socket[core]->nb_transport_bw(*payload, phase, delay);
+        }
+        return;
+    }
+  }
+}
+
+void CollectiveUnit::advance_part(PartRun& run) {
+  Instance& in = *run.instance;
+  const Context ctx = context(in);
+  const auto& passes = in.schedule.parts[run.part].passes;
+  while (run.pass < passes.size()) {
+    const RingPass& pass = passes[run.pass];
+    if (!(pass.over_dcn() ? continue_dcn_pass(run, ctx, pass) : continue_ring_pass(run, ctx, pass))) return;
+    ++run.pass;
+    run.s = PassState{};
+  }
+  lanes_[in.lane].parts[run.part].busy({run.start_ps, now_ps()}, ctx.label, ctx.step);
+  running_parts_.erase(std::find(running_parts_.begin(), running_parts_.end(), &run));
+  run.instance = nullptr;
+  // The instance goes on once its last part is over, in the next delta cycle (as a thread
+  // waiting for its parts' processes to end would).
+  if (--in.parts_left == 0) wakes_.call_at(now_ps(), in.task);
+}
+
+namespace {
+// Where a ring pass is (PartRun::phase).
+enum PassPhase : std::uint32_t { kStepStart, kSend, kSendPieces, kReceive, kTake, kOwnShardReady, kPassEnd, kPassDone };
+}  // namespace
+
+std::optional<bool> CollectiveUnit::end_step_or_pass(PartRun& run, const Context& ctx, const RingPass& pass) {
+  PassState& st = run.s;
+  switch (st.phase) {
+    case kOwnShardReady:
+      if (st.own_ready == kPending) return false;
+      st.own_before = st.own_ready;
+      st.done = std::max(st.done, st.own_ready);
+      ++st.step;
+      st.phase = kStepStart;
+      return std::nullopt;
+    case kPassEnd:
+      // The pass is over here once what came last is in; a reduce-scatter's result, this chip's
+      // shard (both rings' halves of it), goes back to HBM.
+      if (pass.reduce)
+        post({StepKey{ctx.instance, run.part, run.pass, kOwnShard, pass.steps}, WorkKind::WriteBack, st.done, 0,
+              pass.result_bytes(), true, st.element_bytes, 1, ctx.label, ctx.step, nullptr});
+      st.phase = kPassDone;
+      return std::nullopt;
+    default:  // kPassDone
+      return wakes_.reached(st.done, run.task, run.armed_ps);
+  }
+}
+
+bool CollectiveUnit::continue_ring_pass(PartRun& run, const Context& ctx, const RingPass& pass) {
+  PassState& st = run.s;
+  if (!st.set_up) {
+    st.set_up = true;
+    const auto p = static_cast<std::uint32_t>(pass.ring.size());
+    st.neighbour[0] = pass.ring[(pass.position + 1) % p];
+    st.neighbour[1] = pass.ring[(pass.position + p - 1) % p];
+    st.directions = pass.directions();
+    st.split = ring_pieces(pass, ctx.spec.chunk_bytes);
+    st.element_bytes = dtype_bytes(ctx.spec.dtype);
+    const auto hops = [&](std::uint32_t to) { return static_cast<std::uint32_t>(torus_.route(chip_, to).size()); };
+    st.hops_to[0] = hops(st.neighbour[0]);
+    st.hops_to[1] = st.directions == 2 ? hops(st.neighbour[1]) : 0;
+    st.done = now_ps();
+  }
+  const std::uint64_t pieces = st.split.count;
+  // A direction's data is there from the first byte of what the step before brought, or now.
+  const auto from = [&](std::uint32_t dir) {
+    return st.forwards[dir] ? std::max(st.before[dir].head_ps, now_ps()) : now_ps();
+  };
+  for (;;) {
+    switch (st.phase) {
+      case kStepStart:
+        if (st.step == pass.steps) {
+          st.phase = kPassEnd;
+          break;
+        }
+        // Sends in the order their data starts to arrive (the directions can differ on a line).
+        st.order[0] = 0;
+        st.order[1] = 1;
+        if (st.directions == 2 && from(1) < from(0)) std::swap(st.order[0], st.order[1]);
+        st.next = 0;
+        st.phase = kSend;
+        break;
+      case kSend: {
+        if (st.next == st.directions) {
+          st.phase = kReceive;
+          break;
+        }
+        const std::uint32_t dir = st.order[st.next];
+        if (!ring_sends(pass, dir, st.step)) {
+          ++st.next;
+          break;
+        }
+        st.resume_ps = from(dir);
+        st.phase = kSendPieces;
+        break;
+      }
+      case kSendPieces: {
+        if (!wakes_.reached(st.resume_ps, run.task, run.armed_ps)) return false;
+        const std::uint32_t dir = st.order[st.next];
+        const RingDelivery delivery{ctx.instance, run.part, run.pass, dir, st.step, static_cast<std::uint32_t>(pieces),
+                                    pass.reduce, st.element_bytes};
+        for (std::uint64_t j = 0; j < pieces; ++j) {
+          const Picos available =
+              st.forwards[dir] ? std::max(st.before[dir].piece_ready_ps[j], st.own_before) : now_ps();
+          send(st.neighbour[dir], st.hops_to[dir], st.split.bytes(j), available, delivery, ctx.label, ctx.step);
+        }
+        ++st.next;
+        st.phase = kSend;
+        break;
+      }
+      case kReceive: {
+        // This chip's own shard of what arrives streams from HBM while the links are busy.
+        std::uint32_t receiving = 0;
+        for (std::uint32_t dir = 0; dir < st.directions; ++dir) receiving += ring_receives(pass, dir, st.step) ? 1 : 0;
+        st.own_ready = now_ps();
+        if (pass.reduce && receiving > 0) {
+          st.own_ready = kPending;
+          post({StepKey{ctx.instance, run.part, run.pass, kOwnShard, st.step}, WorkKind::OwnShardRead, now_ps(), 0,
+                pass.shard_bytes * receiving, true, st.element_bytes, 1, ctx.label, ctx.step, &st.own_ready});
+        }
+        st.next = 0;
+        st.phase = kTake;
+        break;
+      }
+      case kTake: {
+        // The neighbours' pieces are booked as they are sent; wait until all of this step's are.
+        if (st.next == st.directions) {
+          st.phase = kOwnShardReady;
+          break;
+        }
+        const std::uint32_t dir = st.next;
+        st.forwards[dir] = ring_receives(pass, dir, st.step);
+        if (st.forwards[dir]) {
+          if (!take_step(StepKey{ctx.instance, run.part, run.pass, dir, st.step}, pieces, st.before[dir])) return false;
+          st.done = std::max(st.done, st.before[dir].piece_ready_ps.back());
+        }
+        ++st.next;
+        break;
+      }
+      case kOwnShardReady:
+      case kPassEnd:
+      case kPassDone:
+        if (const std::optional<bool> over = end_step_or_pass(run, ctx, pass)) return *over;
+        break;
+    }
+  }
 }
 
 // The peers over the DCN are this chip's mirror images in the other slices, which are not
 // simulated: by symmetry each does what this chip does when it does it, so the piece this chip
 // receives in a step arrives as the one it sends arrives at its peer (DcnSend books both).
-void CollectiveUnit::run_dcn_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index) {
-  const RingPieces split = ring_pieces(pass, ctx.spec.chunk_bytes);
-  const std::uint64_t pieces = split.count;
-  const std::uint32_t elem_bytes = dtype_bytes(ctx.spec.dtype);
-  Inbox before;  // what the step before brought, which this step forwards (with the own shard added)
-  Picos own_before = 0, done = now_ps();
-  for (std::uint32_t s = 0; s < pass.steps; ++s) {
-    const StepKey key{ctx.instance, part, index, 0, s};
-    if (s > 0) wakes_.wait_until(std::max(before.head_ps, now_ps()));
-    for (std::uint64_t j = 0; j < pieces; ++j) {
-      const Picos available = s > 0 ? std::max(before.piece_ready_ps[j], own_before) : now_ps();
-      post({key, WorkKind::DcnSend, available, now_ps(), split.bytes(j), pass.reduce, elem_bytes,
-            static_cast<std::uint32_t>(pieces), ctx.label, ctx.step, nullptr});
-    }
-    Picos own_ready = now_ps();
-    if (pass.reduce) {
-      own_ready = kPending;
-      post({StepKey{ctx.instance, part, index, kOwnShard, s}, WorkKind::OwnShardRead, now_ps(), 0, pass.shard_bytes, true,
-            elem_bytes, 1, ctx.label, ctx.step, &own_ready});
-    }
-    before = take_step(key, pieces);
-    done = std::max(done, before.piece_ready_ps.back());
-    while (own_ready == kPending) sc_core::wait(step_arrived_[part % kMaxParts]);
-    own_before = own_ready;
-    done = std::max(done, own_ready);
+bool CollectiveUnit::continue_dcn_pass(PartRun& run, const Context& ctx, const RingPass& pass) {
+  PassState& st = run.s;
+  if (!st.set_up) {
+    st.set_up = true;
+    st.split = ring_pieces(pass, ctx.spec.chunk_bytes);
+    st.element_bytes = dtype_bytes(ctx.spec.dtype);
+    st.done = now_ps();
   }
-  if (pass.reduce)
-    post({StepKey{ctx.instance, part, index, kOwnShard, pass.steps}, WorkKind::WriteBack, done, 0, pass.result_bytes(), true,
-          elem_bytes, 1, ctx.label, ctx.step, nullptr});
-  wakes_.wait_until(done);
+  const std::uint64_t pieces = st.split.count;
+  Inbox& before = st.before[0];  // what the step before brought, which this step forwards
+  for (;;) {
+    switch (st.phase) {
+      case kStepStart:
+        if (st.step == pass.steps) {
+          st.phase = kPassEnd;
+          break;
+        }
+        st.resume_ps = st.step > 0 ? std::max(before.head_ps, now_ps()) : now_ps();
+        st.phase = kSendPieces;
+        break;
+      case kSendPieces: {
+        if (!wakes_.reached(st.resume_ps, run.task, run.armed_ps)) return false;
+        const StepKey key{ctx.instance, run.part, run.pass, 0, st.step};
+        for (std::uint64_t j = 0; j < pieces; ++j) {
+          const Picos available = st.step > 0 ? std::max(before.piece_ready_ps[j], st.own_before) : now_ps();
+          post({key, WorkKind::DcnSend, available, now_ps(), st.split.bytes(j), pass.reduce, st.element_bytes,
+                static_cast<std::uint32_t>(pieces), ctx.label, ctx.step, nullptr});
+        }
+        st.own_ready = now_ps();
+        if (pass.reduce) {
+          st.own_ready = kPending;
+          post({StepKey{ctx.instance, run.part, run.pass, kOwnShard, st.step}, WorkKind::OwnShardRead, now_ps(), 0,
+                pass.shard_bytes, true, st.element_bytes, 1, ctx.label, ctx.step, &st.own_ready});
+        }
+        st.phase = kTake;
+        break;
+      }
+      case kTake:
+        if (!take_step(StepKey{ctx.instance, run.part, run.pass, 0, st.step}, pieces, before)) return false;
+        st.done = std::max(st.done, before.piece_ready_ps.back());
+        st.phase = kOwnShardReady;
+        break;
+      case kOwnShardReady:
+      case kPassEnd:
+      case kPassDone:
+        if (const std::optional<bool> over = end_step_or_pass(run, ctx, pass)) return *over;
+        break;
+      default:
+        sc_assert(false && "a DCN pass has no such phase");
+        return false;
+    }
+  }
 }
 
 void CollectiveUnit::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time&) {

@@ -3,10 +3,12 @@
 // core 0's vector unit and the operands streamed from and to the chip's HBM, so collectives
 // compete with compute for both.
 //
-// The chip's cores reach it through `socket` (a UnitRequest with `collective` set). It waits until
-// every core of the chip has arrived, combines their contributions through HBM (two cores of a
-// v2/v3 chip are two replicas; the two halves of a megacore chip each hold half a batch's
-// gradients), runs the chip-level schedule, and releases them all.
+// The chip's cores reach it through `socket` (BEGIN_REQ with a UnitRequest whose `collective` is
+// set). Once every core of the chip has arrived, a process of the unit's own combines their
+// contributions through HBM (two cores of a v2/v3 chip are two replicas; the two halves of a
+// megacore chip each hold half a batch's gradients), runs the chip-level schedule, and answers
+// every core (BEGIN_RESP). The instance and its parts are state machines the host's WakeQueue
+// runs, not threads: a slice of thousands of chips runs thousands of collectives at once.
 #pragma once
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
@@ -16,6 +18,7 @@
 #include <map>
 #include <vector>
 #include <memory>
+#include <optional>
 
 #include "hw/collective.hpp"
 #include "hw/hw_config.hpp"
@@ -38,9 +41,6 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
 
   CollectiveUnit(sc_core::sc_module_name name, std::uint32_t chip, const HwConfig& hw, const Torus& torus,
                  WakeQueue& wakes, std::uint32_t chip_slot_in_host, EventSink* sink);
-
-  // Runs this chip's part of one collective instance; returns when it is done here.
-  void run(const CollectiveSpec& spec, std::uint64_t instance, const std::string* label, std::uint32_t step);
 
   // What the unit did, for the end-of-run checks: instances it completed, bytes it asked of
   // HBM, bytes it put on the ICI (and times the hops each travels), bytes that arrived for it.
@@ -65,13 +65,6 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   std::size_t undelivered_steps() const { return inbox_.size(); }
 
  private:
-  // An instance this chip's cores have begun to join, until it completes here.
-  struct Joining {
-    Pending what;
-    std::uint32_t arrived = 0;
-    bool done = false;
-    sc_core::sc_event released;
-  };
   struct Context {
     const CollectiveSpec& spec;
     std::uint64_t instance;
@@ -119,15 +112,70 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   static constexpr std::uint32_t kOwnShard = 2;  // StepKey::dir of work on the chip's own shard
   static constexpr Picos kPending = ~Picos{0};
 
+
+  // One part of a running instance: its passes in order, each a state machine that returns
+  // wherever the thread it once was waited (for a time, or for a step's pieces to be in).
+  struct Instance;
+  struct PassState {
+    bool set_up = false;
+    std::uint32_t phase = 0;     // where in the pass (the pass's own numbering)
+    std::uint32_t step = 0;      // the ring step
+    std::uint32_t order[2] = {0, 1}, next = 0;  // directions in sending (or receiving) order, and the next
+    Picos resume_ps = 0;
+    // The pass's fixed facts.
+    std::uint32_t neighbour[2] = {0, 0}, hops_to[2] = {0, 0}, directions = 1, element_bytes = 4;
+    RingPieces split;
+    // What the step before brought in each direction, which this step forwards (with this
+    // chip's own shard added, in a reduce-scatter) as it arrives; a direction with nothing from
+    // the step before sends this chip's own data, there now.
+    Inbox before[2];
+    bool forwards[2] = {false, false};
+    Picos own_before = 0;  // the own shard added in the step before, read from HBM by then
+    Picos own_ready = 0;   // this step's (kPending until booked)
+    Picos done = 0;
+  };
+  struct PartRun {
+    Instance* instance = nullptr;  // nullptr: free (the pool's, reused)
+    std::uint32_t part = 0;
+    WakeQueue::Task task;
+    Picos armed_ps = 0;
+    Picos start_ps = 0;      // when the part began
+    std::uint32_t pass = 0;  // the pass it is in
+    PassState s;
+  };
+  // An instance this chip's cores have begun to join, until it completes here.
+  struct Instance {
+    Pending what;
+    std::vector<std::pair<int, tlm::tlm_generic_payload*>> cores;  // which have arrived, with what
+    bool in_use = false;
+    WakeQueue::Task task;  // the chip's part: combine the cores', run the parts, answer the cores
+    Picos armed_ps = 0;
+    std::uint32_t phase = 0;
+    Picos resume_ps = 0;
+    CollectiveSchedule schedule;
+    std::uint32_t lane = 0;
+    std::uint32_t parts_left = 0;
+  };
   void end_of_elaboration() override;
   // A core arrives with a collective to run.
-  void from_core(int core, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay);
+  tlm::tlm_sync_enum from_core(int core, tlm::tlm_generic_payload& payload, tlm::tlm_phase& phase,
+                               sc_core::sc_time& delay);
+  // The chip's part of an instance every core has joined, then the answers to the cores.
+  void advance_instance(Instance& in);
+  void advance_part(PartRun& run);
+  // Go on with the pass `run` is in as far as they can; true once it is over here.
+  bool continue_ring_pass(PartRun& run, const Context& ctx, const RingPass& pass);
+  bool continue_dcn_pass(PartRun& run, const Context& ctx, const RingPass& pass);
+  // The end of a step (this chip's own shard read) and of a pass, shared by both kinds: true once
+  // the pass is over, false to wait, nothing when it moved on.
+  std::optional<bool> end_step_or_pass(PartRun& run, const Context& ctx, const RingPass& pass);
+  // The step's pieces in `dir`, once they are all in (false: not yet).
+  bool take_step(const StepKey& key, std::uint64_t pieces, Inbox& into);
+  Instance& new_instance();
+  PartRun& new_part_run();
+  static Context context(const Instance& in) { return {*in.what.spec, in.what.instance, in.what.label, in.what.step}; }
   // A piece arrives (at the tail time it carries): book its addition or its HBM write for then.
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
-  void run_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
-  void run_dcn_pass(const Context& ctx, const RingPass& pass, std::uint32_t part, std::uint32_t index);
-  // Waits until every piece of `key`'s step is in; what the step brought, in order.
-  Inbox take_step(const StepKey& key, std::uint64_t pieces);
   // Books a piece arriving at `tail` (its first byte at `head`): added, or written to HBM.
   void take_in(const RingWork& work, Picos head, Picos tail, std::uint32_t& completed_parts);
   void post(const RingWork& work);
@@ -146,9 +194,13 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   const HwConfig& hw_;
   const Torus& torus_;
   WakeQueue& wakes_;
-  std::map<std::uint64_t, std::shared_ptr<Joining>> joining_;
+  std::map<std::uint64_t, Instance*> joining_;
+  // Pools of instances and parts, reused: a stale wake of one that has moved on finds nothing to
+  // do, so none is ever freed while the queue may still hold a wake for it.
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::vector<std::unique_ptr<PartRun>> part_runs_;
+  std::vector<PartRun*> running_parts_;  // woken when a step of their part index is complete
   Counts counts_;
-  sc_core::sc_event step_arrived_[kMaxParts];
   // The tracks of the instances running at once (a trace track must not hold overlapping
   // slices): lane 0's are registered at elaboration, more the first time that many overlap.
   // Reporters inline rather than in a vector: every arrival reports its flow, and a vector's

@@ -60,7 +60,8 @@ Host::Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::u
     pcie_out_.resize(chips_.size());
     for (std::size_t i = 0; i < chips_.size(); ++i) pcie_out_reporters_.push_back(link(i, true));
   }
-  SC_THREAD(produce);
+  produce_task_.rank = WakeQueue::rank(0, 0, 0);  // before any chip's
+  produce_task_.run = [this] { produce(); };
 }
 
 std::uint32_t Host::slot(std::uint32_t chip) const {
@@ -87,7 +88,7 @@ void Host::consume(std::uint32_t, std::uint32_t step) {
   const std::uint32_t cores = static_cast<std::uint32_t>(chips_.size()) * hw_.chip.cores;
   if (++consumed_[step] == cores) {
     while (fully_consumed_ < steps_ && consumed_[fully_consumed_] == cores) ++fully_consumed_;
-    batch_consumed_.notify(sc_core::SC_ZERO_TIME);
+    wakes.call_at(now_ps(), produce_task_);  // a prefetch slot may have come free
     report_buffer();
   }
 }
@@ -96,25 +97,35 @@ void Host::report_buffer() const {
   producer_reporter_.level(&buffer_counter_, "batches", now_ps(), produced_ - fully_consumed_);
 }
 
+void Host::start_of_simulation() { wakes.call_at(0, produce_task_); }
+
 void Host::produce() {
-  wakes.set_rank(WakeQueue::rank(0, 0, 0));  // before any chip's thread
-  const std::uint64_t samples =
-      infeed_.samples_per_core * hw_.chip.cores * static_cast<std::uint64_t>(chips_.size());
-  const long double exact_produce_ps =
-      infeed_.host_samples_per_s > 0
-          ? static_cast<long double>(samples) / infeed_.host_samples_per_s * kPicosPerSecond
-          : 0.0L;
-  check_time_limit(0, exact_produce_ps * steps_);
-  const auto produce_ps = static_cast<Picos>(exact_produce_ps);
+  if (!started_) {
+    started_ = true;
+    const std::uint64_t samples =
+        infeed_.samples_per_core * hw_.chip.cores * static_cast<std::uint64_t>(chips_.size());
+    const long double exact_produce_ps =
+        infeed_.host_samples_per_s > 0
+            ? static_cast<long double>(samples) / infeed_.host_samples_per_s * kPicosPerSecond
+            : 0.0L;
+    check_time_limit(0, exact_produce_ps * steps_);
+    produce_ps_ = static_cast<Picos>(exact_produce_ps);
+    jitter_rng_.seed(host_stream_seed(infeed_.jitter_seed, index_));
+  }
   const std::uint64_t bytes_per_chip = infeed_.bytes_per_core * hw_.chip.cores;
-  std::mt19937_64 jitter_rng(host_stream_seed(infeed_.jitter_seed, index_));
-  for (std::uint32_t step = 0; step < steps_; ++step) {
-    while (step >= fully_consumed_ + infeed_.prefetch_batches) sc_core::wait(batch_consumed_);
-    const Picos jitter_ps = infeed_.jittered() ? exponential_ps(jitter_rng, infeed_.batch_jitter_mean_s) : 0;
-    check_time_limit(now_ps(), produce_ps + jitter_ps);
-    const Interval work{now_ps(), now_ps() + produce_ps + jitter_ps};
-    producer_reporter_.busy(work, &batch_names_[step], step);
-    wakes.wait_until(work.end);
+  while (step_being_produced_ < steps_) {
+    const std::uint32_t step = step_being_produced_;
+    if (!producing_) {
+      if (step >= fully_consumed_ + infeed_.prefetch_batches) return;  // woken when a batch is consumed
+      const Picos jitter_ps = infeed_.jittered() ? exponential_ps(jitter_rng_, infeed_.batch_jitter_mean_s) : 0;
+      check_time_limit(now_ps(), produce_ps_ + jitter_ps);
+      const Interval work{now_ps(), now_ps() + produce_ps_ + jitter_ps};
+      producer_reporter_.busy(work, &batch_names_[step], step);
+      produced_at_ps_ = work.end;
+      producing_ = true;
+    }
+    if (!wakes.reached(produced_at_ps_, produce_task_, armed_ps_)) return;
+    producing_ = false;
     ++produced_;
     report_buffer();
     for (std::size_t i = 0; i < chips_.size(); ++i) {
@@ -125,7 +136,9 @@ void Host::produce() {
       pcie_reporters_[i].busy(link, shipment, bytes_per_chip);
       ready_ps_[i][step] = link.end + ns_to_ps(hw_.host.pcie_latency_ns);
     }
-    batch_shipped_.notify(sc_core::SC_ZERO_TIME);
+    for (WakeQueue::Task* waiter : shipped_waiters_) wakes.call_at(now_ps(), *waiter);
+    shipped_waiters_.clear();
+    ++step_being_produced_;
   }
 }
 

@@ -3,6 +3,7 @@
 // its cores. A core's infeed op waits for its batch; input-bound steps emerge from that wait.
 #pragma once
 
+#include <random>
 #include <vector>
 
 #include "hw/hw_config.hpp"
@@ -27,9 +28,9 @@ struct InfeedSpec {
   bool host_offload = false;
 };
 
+// The input pipeline is a state machine the host's WakeQueue runs (a task), not a thread.
 class Host : public sc_core::sc_module {
  public:
-  SC_HAS_PROCESS(Host);
   // The timed waits of this host and of every thread of the chips it serves (hw/wake_queue.hpp).
   WakeQueue wakes;
   Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::uint32_t> chips,
@@ -38,7 +39,8 @@ class Host : public sc_core::sc_module {
   static constexpr Picos kNotShipped = ~Picos{0};
   // When the batch of `step` is in `chip`'s HBM; kNotShipped until the host has sent it.
   Picos ready_ps(std::uint32_t chip, std::uint32_t step) const { return ready_ps_[slot(chip)][step]; }
-  sc_core::sc_event& batch_event() { return batch_shipped_; }
+  // Runs `task` once the next batch has been shipped (a core's infeed waiting for its batch).
+  void wake_when_shipped(WakeQueue::Task& task) { shipped_waiters_.push_back(&task); }
   // A core has taken its batch of `step`; frees a prefetch slot once every core has.
   void consume(std::uint32_t chip, std::uint32_t step);
   std::uint32_t index() const { return index_; }
@@ -50,7 +52,8 @@ class Host : public sc_core::sc_module {
                  std::uint32_t step);
 
  private:
-  void produce();
+  void start_of_simulation() override;
+  void produce();  // goes on producing batches as far as the prefetch slots let it
 
   std::uint32_t index_;
   std::vector<std::uint32_t> chips_;
@@ -69,8 +72,15 @@ class Host : public sc_core::sc_module {
   std::uint32_t produced_ = 0;                        // batches preprocessed
   std::string buffer_counter_ = "input buffer";      // batches produced and not yet taken by every core
   void report_buffer() const;
-  sc_core::sc_event batch_shipped_;
-  sc_core::sc_event batch_consumed_;
+  std::vector<WakeQueue::Task*> shipped_waiters_;
+  WakeQueue::Task produce_task_;
+  bool started_ = false;
+  bool producing_ = false;            // a batch is being preprocessed, until produced_at_ps_
+  std::uint32_t step_being_produced_ = 0;
+  Picos produce_ps_ = 0;              // one batch's preprocessing, without jitter
+  Picos produced_at_ps_ = 0;
+  Picos armed_ps_ = 0;
+  std::mt19937_64 jitter_rng_;
 };
 
 }  // namespace tpusim

@@ -1,20 +1,29 @@
-// Timed waits of one host and the chips it serves, woken in the order they were asked for.
+// The scheduler of one host and the chips it serves: what their modelled processes wait for
+// runs in time order, ties in the order of rank.
 //
 // Units a host's chips share (HBM under two cores' DMA engines, the vector unit under vector ops
 // and ring reductions, the host's batches) serve requests of the same picosecond in the order the
 // asking processes run. The SystemC kernel keeps timed notifications in a heap that does not keep
 // ties in order, and the heap is shared by the whole slice, so processes waking at one instant ran
 // in an order that differed from chip to chip: symmetric chips drifted apart, and one simulated
-// representative could not stand for its class exactly. A thread that waits for a time through
-// its cell's WakeQueue is woken by the queue, which orders ties by the thread's rank: its place in
-// the cell (which chip of the host, which core, which engine or DMA stage or ring part), declared
-// when it starts. Ranks rather than the order the waits were asked in: that order follows from
-// the order of delta notifications, which other cells influence (a neighbour's ring piece that
-// completes one chip's step before another's). Every cell of symmetric chips thus wakes its
-// threads in the same order whatever else shares the kernel, like a fixed-priority arbiter
-// deciding between requests of the same cycle.
+// representative could not stand for its class exactly. A process that waits through its cell's
+// WakeQueue is run by the queue, which orders ties by the process's rank: its place in the cell
+// (which chip of the host, which core, which engine or DMA stage or ring part). Ranks rather than
+// the order the waits were asked in: that order follows from the order of delta notifications,
+// which other cells influence (a neighbour's ring piece that completes one chip's step before
+// another's). Every cell of symmetric chips thus runs its processes in the same order whatever
+// else shares the kernel, like a fixed-priority arbiter deciding between requests of the same
+// cycle.
+//
+// tpusim's own processes are Tasks: state machines (a core's sequencer, engines and DMA stages, a
+// DMA transfer, a collective's parts, a host's input pipeline) that the queue runs at their time,
+// in their rank's place, inside its own method process. A Task costs no stack and no memory
+// mapping, so a slice of thousands of chips is not bounded by how many threads the system lets a
+// process have. A Task must not wait: it returns, having scheduled itself for what it waits for.
+// A SystemC thread (a module of a user's own, a test's driver) may still wait here for a time.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -46,6 +55,28 @@ class WakeQueue : public sc_core::sc_module {
   // Until `delay` from now (an annotated TLM delay).
   void wait_for(const sc_core::sc_time& delay) { wait_until(now_ps() + delay.value()); }
 
+  // A step of a process without a thread. `run` is called at the time it is scheduled for, in the
+  // order of `rank` among everything due then (wakes and tasks alike).
+  struct Task {
+    std::function<void()> run;
+    std::uint64_t rank = kUnranked;
+  };
+  // Runs `task` at `at_ps`, or once the present evaluation is over when that is not in the future
+  // (as a thread notified for the next delta cycle would run). A task scheduled twice runs twice.
+  void call_at(Picos at_ps, Task& task);
+  // A task's timed wait: true when `at_ps` has come; otherwise schedules `task` for then, once
+  // (`armed_ps` remembers the time it is scheduled for), and the task returns to wait.
+  bool reached(Picos at_ps, Task& task, Picos& armed_ps) {
+    if (at_ps <= now_ps()) return true;
+    if (armed_ps != at_ps) {
+      armed_ps = at_ps;
+      call_at(at_ps, task);
+    }
+    return false;
+  }
+  // The rank of what runs now: the task the queue is running, else the calling thread's.
+  std::uint64_t running_rank() { return running_task_ != nullptr ? running_task_->rank : current().rank; }
+
  private:
   // A thread's own wake-up. `generation` tells a wait that is still pending from one that ended
   // early (woken by its other event).
@@ -58,7 +89,8 @@ class WakeQueue : public sc_core::sc_module {
     Picos at_ps;
     std::uint64_t rank;   // the tie-break
     std::uint64_t order;  // when it was asked for: the tie-break among unranked threads
-    Sleeper* sleeper;
+    Sleeper* sleeper;     // a thread's wake, or
+    Task* task;           // a task to run
     std::uint64_t generation;
   };
   // std::push_heap keeps the greatest first: inverted, the earliest wake, ties by rank.
@@ -68,12 +100,15 @@ class WakeQueue : public sc_core::sc_module {
   }
   Sleeper& current();
   Sleeper& enqueue(Picos at_ps);
-  void wake_due();  // method process: wakes every thread due now, in order
+  void push(const Wake& wake);
+  void wake_due();  // method process: wakes every thread due now and runs every task, in order
 
   std::vector<Wake> heap_;  // a min-heap by (at_ps, order)
   std::unordered_map<const sc_core::sc_process_b*, std::unique_ptr<Sleeper>> sleepers_;
   sc_core::sc_event due_;
   Picos armed_for_ps_ = ~Picos{0};
+  bool waking_ = false;  // wake_due is running: what becomes due now joins its loop
+  const Task* running_task_ = nullptr;
   std::uint64_t next_order_ = 0;
 };
 

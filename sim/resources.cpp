@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -27,7 +26,7 @@ constexpr double kBaseBytes = 12.0 * (1 << 20);  // the process, SystemC, the pr
 constexpr double kChipBytes = 15e3;              // router, HBM, collective unit, sockets
 constexpr double kLinkBytes = 9.5e3;
 constexpr double kCoreBytes = 26e3;              // MXUs, VPU, DMA, sockets, reporters
-constexpr double kThreadBytes = 6e3;             // the touched part of a coroutine stack, its wake-up (hw/wake_queue)
+constexpr double kHostBytes = 6e3;               // a host's input pipeline and wake queue
 constexpr double kIntervalBytes = 22;            // a Span with its vector's spare capacity, less merged ones
 constexpr double kCounterSampleBytes = 16;       // per counter and 10 us, averaged: idle links have none
 // A matmul block while its op runs: its MatmulBlock (64), the pipeline's Block (72) and the
@@ -51,17 +50,13 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
   for (std::uint32_t c : simulated.chips(torus)) links += static_cast<double>(torus.outgoing_links(c).size());
 
   // Per core and step: the intervals the statistics keep (op engines, MXUs, VPU).
-  std::set<std::pair<OpKind, std::uint32_t>> engines;
-  bool any_matmul = false, any_vector = false;
   double intervals = 1;  // the step
   double transfers = 0;  // DMA transfers, kept for chip 0 only
   double mxu_flops = 0, dma_bytes = 0;
   double largest_matmul_blocks = 0;  // the block state of one op lives while it runs
   for (const Op& op : program.ops) {
-    engines.insert({op.kind, op.stream});
     intervals += 1;
     if (op.kind == OpKind::Matmul) {
-      any_matmul = true;
       mxu_flops += op.model_flops;
       MatmulTiling tiling;
       try {
@@ -76,7 +71,6 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
         dma_bytes += static_cast<double>(b.load_bytes[0] + b.load_bytes[1] + b.store_bytes);
       }
     } else if (op.kind == OpKind::Vector) {
-      any_vector = true;
       const double blocks = static_cast<double>(TensorCore::vector_blocks(op.vector, hw));
       intervals += blocks;
       transfers += 2 * blocks;
@@ -97,19 +91,13 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
       }
     }
   }
-  const double threads = 1 + static_cast<double>(engines.size()) + 3.0 * (any_matmul + any_vector);
-  // A collective runs each part of its schedule (one per torus axis) on a thread of its own.
-  std::set<std::uint32_t> collective_streams;
-  for (const Op& op : program.ops)
-    if (op.kind == OpKind::Collective) collective_streams.insert(op.stream);
-  const double collective_threads = static_cast<double>(collective_streams.size()) * (torus.axes() > 1 ? torus.axes() : 0);
+  // Every modelled process is a task (hw/wake_queue.hpp), a state machine without a stack: a
+  // host's input pipeline costs about what a thread's touched stack did.
   const double hosts = std::ceil(chips / std::max<std::uint32_t>(1, hw.host.chips_per_host));
 
   MemoryEstimate e;
-  e.threads = static_cast<std::uint64_t>(cores * threads + chips * collective_threads + hosts);
-  e.modules_bytes = static_cast<std::uint64_t>(kBaseBytes + chips * kChipBytes + links * kLinkBytes +
-                                               cores * (kCoreBytes + threads * kThreadBytes +
-                                                        largest_matmul_blocks * kMatmulBlockBytes));
+  e.modules_bytes = static_cast<std::uint64_t>(kBaseBytes + chips * kChipBytes + links * kLinkBytes + hosts * kHostBytes +
+                                               cores * (kCoreBytes + largest_matmul_blocks * kMatmulBlockBytes));
   e.intervals_bytes =
       static_cast<std::uint64_t>((cores * intervals + hw.chip.cores * transfers) * program.steps * kIntervalBytes);
   if (traced_chips > 0) {
@@ -183,34 +171,18 @@ std::uint64_t parse_memory_size(const std::string& text, const std::string& opti
   return static_cast<std::uint64_t>(bytes);
 }
 
-std::uint64_t max_memory_mappings() {
-  std::ifstream in("/proc/sys/vm/max_map_count");
-  std::uint64_t limit = 0;
-  return (in >> limit) && limit > 0 ? limit : 65530;
-}
-
 void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, const std::string& what) {
-  // A stack takes two mappings (the stack and its guard page), and the libraries and the heap
-  // some more. Beyond the limit SystemC first goes on without guard pages, then fails (E518):
-  // ResNet-50 on a 2048-chip v4 slice (about 52,000 threads) failed after 7.6 s.
-  constexpr std::uint64_t kOtherMappings = 4096;
-  const std::uint64_t mappings = max_memory_mappings();
-  if (2 * estimate.threads + kOtherMappings > mappings)
-    throw InputError(fmt::format(
-        "{} would need about {} SystemC threads, each with a stack of its own, and this machine allows a process {} "
-        "memory mappings (vm.max_map_count), about {} threads; simulate a smaller slice{}",
-        what, estimate.threads, mappings, mappings > kOtherMappings ? (mappings - kOtherMappings) / 2 : 0,
-        estimate.all_chips_because.empty() ? "" : " (every chip is simulated: " + estimate.all_chips_because + ")"));
   const auto [limit, limit_name] = memory_limit(limit_bytes);
   if (limit == 0 || estimate.total_bytes() <= limit) return;
   throw InputError(fmt::format(
       "{} would need about {} of memory ({} for the modelled chips, {} for the statistics' busy intervals{}), "
-      "more than {} ({}); simulate a smaller slice or fewer steps{}",
+      "more than {} ({}); simulate a smaller slice or fewer steps{}{}",
       what, size_text(static_cast<double>(estimate.total_bytes())), size_text(static_cast<double>(estimate.modules_bytes)),
       size_text(static_cast<double>(estimate.intervals_bytes)),
       estimate.trace_bytes ? fmt::format(", {} for the trace's bandwidth counters", size_text(static_cast<double>(estimate.trace_bytes))) : "",
       size_text(static_cast<double>(limit)), limit_name,
-      estimate.trace_bytes ? ", or pass --trace none" : ""));
+      estimate.trace_bytes ? ", or pass --trace none" : "",
+      estimate.all_chips_because.empty() ? "" : " (every chip is simulated: " + estimate.all_chips_because + ")"));
 }
 
 }  // namespace tpusim

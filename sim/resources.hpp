@@ -1,7 +1,7 @@
 // Memory a simulation will need, estimated before anything is elaborated, so that a request the
 // machine cannot hold is refused with the figure instead of being killed by the kernel halfway.
 //
-// The estimate counts what grows with the request: the modules and threads of every chip and
+// The estimate counts what grows with the request: the modules and processes of every chip and
 // core, the busy intervals kept for the statistics, and the trace's bandwidth counters (which
 // grow with simulated time, guessed from a lower bound of the step). Its coefficients were
 // measured on this project's own runs (docs/reliability.md gives the runs and the ratios).
@@ -18,13 +18,10 @@
 namespace tpusim {
 
 struct MemoryEstimate {
-  std::uint64_t modules_bytes = 0;    // chips, cores, links, threads
+  std::uint64_t modules_bytes = 0;    // chips, cores, links, hosts
   std::uint64_t intervals_bytes = 0;  // busy intervals kept for the statistics
   std::uint64_t trace_bytes = 0;      // the trace writer's bandwidth counters
   std::uint64_t total_bytes() const { return modules_bytes + intervals_bytes + trace_bytes; }
-  // SystemC threads alive at once at most: each has its own stack, a memory mapping (two with its
-  // guard page), and the kernel allows a process vm.max_map_count mappings.
-  std::uint64_t threads = 0;
   std::string all_chips_because;  // why every chip is simulated (SimulatedSlice), for the refusal
 };
 
@@ -51,12 +48,8 @@ std::pair<std::uint64_t, std::string> memory_limit(std::uint64_t max_memory_byte
 // InputError naming `option` for anything else.
 std::uint64_t parse_memory_size(const std::string& text, const std::string& option);
 
-// The kernel's limit on a process's memory mappings (vm.max_map_count; 65530 when unreadable).
-std::uint64_t max_memory_mappings();
-
 // Throws InputError with the estimate when it exceeds `limit_bytes` (the --max-memory limit; 0:
-// none) or the machine's memory, or when its threads' stacks would need more memory mappings
-// than the kernel allows.
+// none) or the machine's memory.
 void check_memory(const MemoryEstimate& estimate, std::uint64_t limit_bytes, const std::string& what);
 
 }  // namespace tpusim

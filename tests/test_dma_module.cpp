@@ -82,14 +82,53 @@ class Requester : public sc_core::sc_module {
   Picos start_ps_;
 };
 
-// One DMA (its engines and window set by `config`) with its memory and requesters.
+// Asks for one transfer without waiting, as a TensorCore's DMA stages do: BEGIN_REQ from a
+// method process with the start as its delay, and records when the answer (BEGIN_RESP, or the
+// request completed at once) says the transfer lands.
+class AsyncRequester : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_initiator_socket<AsyncRequester> socket;
+  Picos done_ps = 0;
+  bool answered_later = false;
+
+  SC_HAS_PROCESS(AsyncRequester);
+  AsyncRequester(sc_core::sc_module_name name, std::uint64_t address, std::uint64_t bytes, Picos start_ps)
+      : sc_module(name), socket("socket"), address_(address), bytes_(bytes), start_ps_(start_ps) {
+    socket.register_nb_transport_bw(this, &AsyncRequester::answer);
+    SC_METHOD(ask);  // runs once, at the start
+  }
+
+ private:
+  void ask() {
+    request_.set_access(tlm::TLM_READ_COMMAND, address_, bytes_);
+    request_.job().bytes = bytes_;
+    tlm::tlm_phase phase = tlm::BEGIN_REQ;
+    sc_core::sc_time delay = ps_time(start_ps_);
+    if (socket->nb_transport_fw(request_.payload(), phase, delay) == tlm::TLM_COMPLETED) done_ps = now_ps() + delay.value();
+  }
+  tlm::tlm_sync_enum answer(tlm::tlm_generic_payload& payload, tlm::tlm_phase& phase, sc_core::sc_time& delay) {
+    BOOST_TEST(&payload == &request_.payload());
+    BOOST_TEST((phase == tlm::BEGIN_RESP));
+    BOOST_TEST(payload.is_response_ok());
+    answered_later = true;
+    done_ps = now_ps() + delay.value();
+    return tlm::TLM_COMPLETED;
+  }
+  Request request_;
+  std::uint64_t address_, bytes_;
+  Picos start_ps_;
+};
+
+// One DMA (its engines and window set by `config`) with its memory and requesters (those that
+// wait in b_transport, or with `async`, those that do not).
 struct Scenario {
   std::unique_ptr<Dma> dma;
   std::unique_ptr<FakeMemory> memory;
   std::vector<std::unique_ptr<Requester>> requesters;
+  std::vector<std::unique_ptr<AsyncRequester>> async_requesters;
 
   Scenario(const std::string& name, WakeQueue& wakes, std::uint32_t engines, bool drops_last_chunk,
-           const std::vector<Picos>& starts_ps) {
+           const std::vector<Picos>& starts_ps, bool async = false) {
     DmaConfig config;
     config.engines = engines;
     config.max_outstanding_chunks = 2;
@@ -98,7 +137,12 @@ struct Scenario {
     dma = std::make_unique<Dma>((name + "_dma").c_str(), config, 0, 0, wakes, drops_last_chunk, nullptr);
     memory = std::make_unique<FakeMemory>((name + "_memory").c_str());
     dma->hbm_socket.bind(memory->socket);
-    for (std::size_t i = 0; i < starts_ps.size(); ++i) {
+    for (std::size_t i = 0; i < starts_ps.size() && async; ++i) {
+      async_requesters.push_back(std::make_unique<AsyncRequester>(
+          (name + "_async_requester" + std::to_string(i)).c_str(), 0x100000 * i, 4 * kChunkBytes, starts_ps[i]));
+      async_requesters.back()->socket.bind(dma->socket);
+    }
+    for (std::size_t i = 0; i < starts_ps.size() && !async; ++i) {
       requesters.push_back(std::make_unique<Requester>((name + "_requester" + std::to_string(i)).c_str(),
                                                        0x100000 * i, 4 * kChunkBytes, starts_ps[i]));
       requesters.back()->socket.bind(dma->socket);
@@ -115,6 +159,7 @@ BOOST_AUTO_TEST_CASE(the_dma_streams_chunks_within_its_window) {
   Scenario one_engine("one_engine", wakes, 1, false, {0, 1});
   Scenario two_engines("two_engines", wakes, 2, false, {0, 1});
   Scenario dropping("dropping", wakes, 1, true, {0});
+  Scenario async_one_engine("async_one_engine", wakes, 1, false, {0, 1}, /*async=*/true);
   sc_core::sc_start();
 
   // A transfer of four chunks, two in flight at most: chunks 0 and 1 go at the issue latency,
@@ -154,5 +199,15 @@ BOOST_AUTO_TEST_CASE(the_dma_streams_chunks_within_its_window) {
     BOOST_TEST(dropping.memory->chunks.size() == 3u);
     BOOST_TEST(dropping.dma->asked_bytes() == 4 * kChunkBytes);
     BOOST_TEST(dropping.dma->moved_bytes() == 3 * kChunkBytes);
+  }
+  // Asked without waiting, the same transfers take the same times: the answer comes once the
+  // last chunk is booked (the window makes that later than the request), its delay the time
+  // until that chunk lands.
+  BOOST_TEST_CONTEXT("asked without waiting, one engine") {
+    const auto& asked = async_one_engine.async_requesters;
+    BOOST_TEST(asked[0]->answered_later);
+    BOOST_TEST(asked[0]->done_ps == transfer_ps);
+    BOOST_TEST(asked[1]->done_ps == 2 * transfer_ps);
+    BOOST_TEST(async_one_engine.memory->chunks.size() == 8u);
   }
 }

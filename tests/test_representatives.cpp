@@ -285,14 +285,18 @@ BOOST_AUTO_TEST_CASE(every_zoo_model_runs_on_the_largest_slice_of_every_preset) 
   BOOST_TEST(models >= 8);
 }
 
-BOOST_AUTO_TEST_CASE(a_slice_beyond_the_machines_memory_mappings_is_refused_before_it_starts) {
+// Every chip of a pod simulated used to need a SystemC thread per modelled process, more than the
+// kernel's memory mappings allow (about 103,000 for this run), and was refused for it. The
+// processes are tasks now (hw/wake_queue.hpp): what limits such a run is memory, which the
+// estimate still guards (here a limit far below it).
+BOOST_AUTO_TEST_CASE(a_whole_pod_is_limited_by_memory_not_by_threads) {
   TempDir dir;
   const CommandResult r = run_tpusim("run '" + source_path("workloads/examples/resnet50.json") +
-                                     "' --hw tpu_v4 --topology 16x16x16 --set workload.training.steps=1 --trace none --all-chips -o '" +
-                                     dir.path("out") + "'");
+                                     "' --hw tpu_v4 --topology 16x16x16 --set workload.training.steps=1 --trace none --all-chips "
+                                     "--max-memory 64M -o '" + dir.path("out") + "'");
   BOOST_TEST(r.exit_code == 2);
-  BOOST_TEST(r.err.find("SystemC threads") != std::string::npos, r.err);
-  BOOST_TEST(r.err.find("every chip is simulated: asked for (--all-chips)") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("SystemC threads") == std::string::npos, r.err);
+  BOOST_TEST(r.err.find("the --max-memory limit") != std::string::npos, r.err);
   BOOST_TEST(!std::filesystem::exists(dir.path("out")));
 }
 
