@@ -36,13 +36,15 @@ CASES["gpt3_175b fsdp v6e-256"] = GPT3_FSDP
 CASES["gpt3_175b fsdp 16x v6e-256"] = GPT3_FSDP + ["--slices", "16"]
 
 
-def measure(binary, args):
-    """Wall seconds and peak MB of one run."""
+def measure(binary, args, refusal_ok=False):
+    """Wall seconds and peak MB of one run; None when `refusal_ok` and tpusim refuses it (exit 2)."""
     with tempfile.TemporaryDirectory() as tmp:
         command = ["/usr/bin/time", "-f", "TIME %e %M", binary, *args]
         if args[0] == "run":
             command += ["-o", f"{tmp}/out"]
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        if refusal_ok and done.returncode == 2:
+            return None
         if done.returncode != 0:
             sys.exit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}")
         line = [l for l in done.stderr.splitlines() if l.startswith("TIME ")][-1].split()
