@@ -30,7 +30,7 @@ UnitInfo core_unit(const CoreSite& site, UnitKind kind, std::uint32_t index, con
 // ---------------------------------------------------------------------------------------------
 Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t chip, std::uint32_t core,
          WakeQueue& wakes, bool drops_last_chunk, EventSink* sink)
-    : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config), chip_(chip), wakes_(wakes),
+    : sc_module(name), socket("socket"), hbm_socket("hbm_socket"), config_(config), wakes_(wakes),
       drops_last_chunk_(drops_last_chunk),
       issue_latency_ps_(ns_to_ps(config.issue_latency_ns)), engine_free_ps_(config.engines, 0),
       landed_(config.engines) {

@@ -83,7 +83,6 @@ class Dma : public sc_core::sc_module {
   Transfer& new_transfer();
 
   DmaConfig config_;
-  std::uint32_t chip_;
   WakeQueue& wakes_;
   bool drops_last_chunk_;
   Picos issue_latency_ps_;
