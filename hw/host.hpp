@@ -31,7 +31,7 @@ struct InfeedSpec {
 // The input pipeline is a state machine the host's WakeQueue runs (a task), not a thread.
 class Host : public sc_core::sc_module {
  public:
-  // The timed waits of this host and of every thread of the chips it serves (hw/wake_queue.hpp).
+  // The scheduler of this host's and its chips' processes (hw/wake_queue.hpp).
   WakeQueue wakes;
   Host(sc_core::sc_module_name name, std::uint32_t index, std::vector<std::uint32_t> chips,
        const HwConfig& hw, const InfeedSpec& infeed, std::uint32_t steps, EventSink* sink);

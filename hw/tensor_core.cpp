@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <cstdlib>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -41,28 +42,36 @@ Dma::Dma(sc_core::sc_module_name name, const DmaConfig& config, std::uint32_t ch
     reporters_.emplace_back(sink, core_unit(site, UnitKind::Dma, e, fmt::format("dma{}", e), 0));
 }
 
-Dma::Transfer& Dma::new_transfer() {
+Dma::Transfer& Dma::new_transfer(tlm::tlm_generic_payload& payload, int initiator, const sc_core::sc_time& delay,
+                                  bool blocking) {
+  Transfer* free = nullptr;
   for (auto& t : transfers_)
-    if (t->state == Transfer::State::Free) return *t;
-  transfers_.push_back(std::make_unique<Transfer>());
-  Transfer& t = *transfers_.back();
-  // The task continues whatever the transfer is doing; a stale run (the transfer has moved on,
-  // or the slot serves another) finds nothing to do.
-  t.task.run = [this, &t] {
-    bool booked = false;
-    if (t.state == Transfer::State::Waiting && t.start_ps <= now_ps()) booked = try_start(t);
-    else if (t.state == Transfer::State::Booking && t.resuming && t.issue <= now_ps()) booked = book(t);
-    if (booked) answer(t);
-  };
-  return t;
+    if (t->state == Transfer::State::Free) {
+      free = t.get();
+      break;
+    }
+  if (free == nullptr) {
+    transfers_.push_back(std::make_unique<Transfer>());
+    free = transfers_.back().get();
+    Transfer& t = *free;
+    // The task continues whatever the transfer is doing; a stale run (the transfer has moved on,
+    // or the slot serves another) finds nothing to do.
+    t.task.run = [this, &t] {
+      bool booked = false;
+      if (t.state == Transfer::State::Waiting && t.start_ps <= now_ps()) booked = try_start(t);
+      else if (t.state == Transfer::State::Booking && t.resuming && t.issue <= now_ps()) booked = book(t);
+      if (booked) answer(t);
+    };
+  }
+  free->payload = &payload;
+  free->initiator = initiator;
+  free->blocking = blocking;
+  free->start_ps = now_ps() + delay.value();
+  return *free;
 }
 
 void Dma::b_transport(int initiator, tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
-  Transfer& t = new_transfer();
-  t.payload = &payload;
-  t.initiator = initiator;
-  t.blocking = true;
-  t.start_ps = now_ps() + delay.value();
+  Transfer& t = new_transfer(payload, initiator, delay, /*blocking=*/true);
   if (!begin(t)) {
     while (!t.answered) sc_core::wait(t.answered_event);
   }
@@ -72,12 +81,8 @@ void Dma::b_transport(int initiator, tlm::tlm_generic_payload& payload, sc_core:
 
 tlm::tlm_sync_enum Dma::nb_transport_fw(int initiator, tlm::tlm_generic_payload& payload, tlm::tlm_phase& phase,
                                         sc_core::sc_time& delay) {
-  sc_assert(phase == tlm::BEGIN_REQ && "the DMA takes requests (BEGIN_REQ) and answers them itself");
-  Transfer& t = new_transfer();
-  t.payload = &payload;
-  t.initiator = initiator;
-  t.blocking = false;
-  t.start_ps = now_ps() + delay.value();
+  if (phase != tlm::BEGIN_REQ) SC_REPORT_FATAL("tpusim", "the DMA takes requests (BEGIN_REQ) and answers them itself");
+  Transfer& t = new_transfer(payload, initiator, delay, /*blocking=*/false);
   if (!begin(t)) return tlm::TLM_ACCEPTED;
   // Booked at once: the transaction is complete, its delay the time until the last chunk lands.
   delay = ps_time(t.answer_delay_ps);
@@ -246,8 +251,7 @@ TensorCore::TensorCore(sc_core::sc_module_name name, const HwConfig& hw, CoreSit
   sink_ = sink;
   steps_reporter_ = Reporter(sink, core_unit(site, UnitKind::Steps, 15, "steps", hw.core_freq_mhz(site.chip)));
   vmem_.report_to(steps_reporter_, fmt::format("core{} VMEM", site.core));
-  done_.assign(program.ops.size(), false);
-  done_ps_.assign(program.ops.size(), 0);
+  done_ps_.assign(program.ops.size(), kNotDone);
   sequencer_task_.rank = WakeQueue::rank(host.slot(site.chip), site.core, WakeQueue::kSequencerRole);
   sequencer_task_.run = [this] { advance_sequencer(); };
 }
@@ -326,7 +330,7 @@ void TensorCore::advance_sequencer() {
           host_.wakes.call_at(launch_ps_, sequencer_task_);
           return;
         }
-        std::fill(done_.begin(), done_.end(), false);
+        std::fill(done_ps_.begin(), done_ps_.end(), kNotDone);
         next_op_ = 0;
         step_phase_ = StepPhase::Dispatch;
         [[fallthrough]];
@@ -339,7 +343,7 @@ void TensorCore::advance_sequencer() {
         for (; next_op_ < program_.ops.size(); ++next_op_) {
           const Op& op = program_.ops[next_op_];
           waiting_on_ = op.id;
-          if (!std::all_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) { return done_[d]; })) break;
+          if (!std::all_of(op.deps.begin(), op.deps.end(), [&](std::uint32_t d) { return done_ps_[d] != kNotDone; })) break;
           Queue& q = queue(engine_of(op), std::min(op.stream, kMaxStreams - 1));
           q.ops.push_back(&op);
           Picos ready_ps = step_start_ps_;
@@ -354,7 +358,7 @@ void TensorCore::advance_sequencer() {
         [[fallthrough]];
       }
       case StepPhase::End:
-        if (!std::all_of(done_.begin(), done_.end(), [](bool d) { return d; })) return;
+        if (std::find(done_ps_.begin(), done_ps_.end(), kNotDone) != done_ps_.end()) return;
         step_end_ps_.push_back(now_ps());
         pipeline_ps_.push_back(union_length(pipeline_spans_));
         bubble_ps_.push_back(union_length(bubble_spans_));
@@ -412,7 +416,6 @@ void TensorCore::finish_op(Queue& q) {
   if (op.phase == Phase::Forward) forward_span_ps_.back() = std::max(forward_span_ps_.back(), now_ps() - step_start_ps_);
   if (op.pipeline != PipelineRole::None) pipeline_spans_.emplace_back(q.start_ps, now_ps());
   if (op.pipeline == PipelineRole::Bubble) bubble_spans_.emplace_back(q.start_ps, now_ps());
-  done_[op.id] = true;
   done_ps_[op.id] = now_ps();
   host_.wakes.call_at(now_ps(), sequencer_task_);
 }
@@ -502,7 +505,6 @@ void TensorCore::start_blocks(Pipeline& p, const Op& op) {
       p.stages[stage].task.run = [this, &p, stage] { advance_dma_stage(p, stage); };
     }
   }
-  p.blocks = &p.block_storage;
   p.op = &op;
   p.loaded = {0, 0};
   p.computed = p.stored = 0;
@@ -516,7 +518,7 @@ void TensorCore::start_blocks(Pipeline& p, const Op& op) {
 
 bool TensorCore::continue_compute(Pipeline& p) {
   Queue& q = *p.owner;
-  const std::vector<Block>& blocks = *p.blocks;
+  const std::vector<Block>& blocks = p.block_storage;
   const std::size_t n = blocks.size();
   const std::string* label = &p.op->name;
   for (;;) {
@@ -527,8 +529,7 @@ bool TensorCore::continue_compute(Pipeline& p) {
           q.phase = kDrain;
           break;
         }
-        // Inputs in, and the output buffer free (the store of the block two before it done).
-        if (b >= std::min(p.loaded[0], p.loaded[1]) || b >= p.stored + 2) return false;
+        if (!compute_can_go_on(p)) return false;
         Picos start_ps = std::max({p.previous_ps, p.landed_ps[0][b], p.landed_ps[1][b]});
         if (b >= 2) start_ps = std::max(start_ps, p.stored_ps[b - 2]);
         const Block& block = blocks[b];
@@ -570,13 +571,13 @@ bool TensorCore::continue_compute(Pipeline& p) {
         break;
       }
       case kDrain:
-        if (p.stored < n) return false;
+        if (!compute_can_go_on(p)) return false;
         q.resume_ps = p.stored_ps[n - 1];  // stores land in order
         q.phase = kDrained;
         break;
       case kDrained:
         if (!reached(q, q.resume_ps)) return false;
-        p.blocks = nullptr;
+        p.op = nullptr;
         return true;
     }
   }
@@ -603,14 +604,14 @@ void TensorCore::advance_dma_stage(Pipeline& p, std::size_t stage) {
   const bool store = stage == 2;
   while (!s.in_flight) {
     if (!s.active) {
-      if (p.blocks == nullptr || p.job == s.done_job) return;
+      if (p.op == nullptr || p.job == s.done_job) return;
       s.done_job = p.job;
       s.block = 0;
       s.previous_ps = 0;
       s.active = true;
     }
     const std::size_t b = s.block;
-    if (b == p.blocks->size()) {
+    if (b == p.block_storage.size()) {
       s.active = false;
       continue;
     }
@@ -620,7 +621,7 @@ void TensorCore::advance_dma_stage(Pipeline& p, std::size_t stage) {
       s.awaits_compute = true;
       return;
     }
-    const Block& block = (*p.blocks)[b];
+    const Block& block = p.block_storage[b];
     Picos start_ps = s.previous_ps;
     if (store) start_ps = std::max(start_ps, p.computed_ps[b].results_ps);
     else if (b >= 2) start_ps = std::max(start_ps, p.computed_ps[b - 2].inputs_free_ps);
@@ -655,14 +656,17 @@ void TensorCore::dma_stage_landed(Pipeline& p, std::size_t stage, Picos landed_p
     ++p.loaded[stage];
     if (!was_behind) return;
   }
-  // The compute stage goes on if it waits for this: the block's inputs in and its output buffer
-  // free, or every store booked.
-  const Queue& q = *p.owner;
-  const std::size_t c = p.computed;
-  const bool inputs = q.phase == kBlockInputs && c < p.blocks->size() && c < std::min(p.loaded[0], p.loaded[1]) &&
-                      c < p.stored + 2;
-  const bool drained = q.phase == kDrain && p.stored == p.blocks->size();
-  if (inputs || drained) host_.wakes.call_at(now_ps(), p.owner->task);
+  if (compute_can_go_on(p)) host_.wakes.call_at(now_ps(), p.owner->task);
+}
+
+bool TensorCore::compute_can_go_on(const Pipeline& p) const {
+  const std::size_t b = p.computed, n = p.block_storage.size();
+  switch (p.owner->phase) {
+    // The block's inputs in, and its output buffer free (the store of the block two before it done).
+    case kBlockInputs: return b < n && b < std::min(p.loaded[0], p.loaded[1]) && b < p.stored + 2;
+    case kDrain: return p.stored == n;  // every store booked
+    default: return false;  // not waiting for the DMA stages
+  }
 }
 
 tlm::tlm_sync_enum TensorCore::dma_answered(tlm::tlm_generic_payload& payload, tlm::tlm_phase& phase,
@@ -675,27 +679,27 @@ tlm::tlm_sync_enum TensorCore::dma_answered(tlm::tlm_generic_payload& payload, t
         advance_dma_stage(p, stage);
         return tlm::TLM_COMPLETED;
       }
+  Queue& q = queue_asking(payload);
+  q.due_ps = std::max<Picos>(q.due_ps, now_ps() + delay.value());
+  return tlm::TLM_COMPLETED;
+}
+
+TensorCore::Queue& TensorCore::queue_asking(const tlm::tlm_generic_payload& payload) {
   for (auto& [key, q] : queues_)
     if (&q.request.payload() == &payload) {
+      // The op goes on in the next delta cycle.
       q.answered = true;
-      q.due_ps = std::max<Picos>(q.due_ps, now_ps() + delay.value());
       host_.wakes.call_at(now_ps(), q.task);
-      return tlm::TLM_COMPLETED;
+      return q;
     }
-  SC_REPORT_FATAL("tpusim", "an answer for a transfer this core did not ask for");
-  return tlm::TLM_COMPLETED;
+  SC_REPORT_FATAL("tpusim", "an answer for a request no engine of this core made");
+  std::abort();
 }
 
 tlm::tlm_sync_enum TensorCore::collective_answered(tlm::tlm_generic_payload& payload, tlm::tlm_phase& phase,
                                                    sc_core::sc_time&) {
   if (phase != tlm::BEGIN_RESP) SC_REPORT_FATAL("tpusim", "the collective unit answers with BEGIN_RESP only");
-  for (auto& [key, q] : queues_)
-    if (&q.request.payload() == &payload) {
-      q.answered = true;
-      host_.wakes.call_at(now_ps(), q.task);
-      return tlm::TLM_COMPLETED;
-    }
-  SC_REPORT_FATAL("tpusim", "an answer for a collective this core did not ask for");
+  queue_asking(payload);
   return tlm::TLM_COMPLETED;
 }
 

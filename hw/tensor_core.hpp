@@ -80,7 +80,8 @@ class Dma : public sc_core::sc_module {
   bool book(Transfer& t);
   // The answer of a transfer booked later than its request.
   void answer(Transfer& t);
-  Transfer& new_transfer();
+  // A free transfer of the pool (or a new one), set up for `payload`, to start after `delay`.
+  Transfer& new_transfer(tlm::tlm_generic_payload& payload, int initiator, const sc_core::sc_time& delay, bool blocking);
 
   DmaConfig config_;
   WakeQueue& wakes_;
@@ -232,8 +233,7 @@ class TensorCore : public sc_core::sc_module {
     bool started = false;
     Queue* owner = nullptr;  // the engine stream whose ops it runs: its task is the compute stage
     std::uint64_t job = 0;
-    std::vector<Block>* blocks = nullptr;  // the running op's (nullptr: none)
-    const Op* op = nullptr;
+    const Op* op = nullptr;  // the running op (nullptr: none); its blocks are `block_storage`
     double rows_per_cycle = 0;  // a matmul's
     std::uint64_t vmem_bytes = 0;  // what the op reserved
     // Blocks booked per stage, and when each booked block's transfer or compute is done.
@@ -279,10 +279,16 @@ class TensorCore : public sc_core::sc_module {
   void wake_dma_stages(Pipeline& p, bool all);
   void advance_dma_stage(Pipeline& p, std::size_t stage);
   void dma_stage_landed(Pipeline& p, std::size_t stage, Picos landed_ps);
+  // Whether what the compute stage waits for from the DMA stages is there: its block's inputs and
+  // output buffer, or, once every block is computed, every store.
+  bool compute_can_go_on(const Pipeline& p) const;
   // Answers (BEGIN_RESP) of the DMA and the collective unit to what this core asked.
   tlm::tlm_sync_enum dma_answered(tlm::tlm_generic_payload& payload, tlm::tlm_phase& phase, sc_core::sc_time& delay);
   tlm::tlm_sync_enum collective_answered(tlm::tlm_generic_payload& payload, tlm::tlm_phase& phase,
                                          sc_core::sc_time& delay);
+  // The engine stream whose request (a collective, a host transfer's DMA) `payload` is, marked
+  // answered and woken.
+  Queue& queue_asking(const tlm::tlm_generic_payload& payload);
   // Sets `r` up as a transfer of `bytes` starting no earlier than `start_ps`, and returns its
   // annotated delay.
   sc_core::sc_time prepare_dma(Request& r, tlm::tlm_command cmd, std::uint64_t bytes, std::uint64_t run_bytes,
@@ -310,8 +316,8 @@ class TensorCore : public sc_core::sc_module {
   std::map<std::uint32_t, Queue> queues_;         // by engine * kMaxStreams + stream
   std::map<std::uint32_t, Reporter> reporters_;   // the same keys
   Pipeline pipelines_[kEngines];
-  std::vector<bool> done_;
-  std::vector<Picos> done_ps_;  // when each op of this step ended
+  static constexpr Picos kNotDone = ~Picos{0};
+  std::vector<Picos> done_ps_;  // when each op of this step ended (kNotDone: not yet)
   // The sequencer's state: the step, the op it dispatches next, and where in the step it is.
   WakeQueue::Task sequencer_task_;
   enum class StepPhase : std::uint8_t { Start, Launch, Dispatch, End } step_phase_ = StepPhase::Start;

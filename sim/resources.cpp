@@ -26,7 +26,7 @@ constexpr double kBaseBytes = 12.0 * (1 << 20);  // the process, SystemC, the pr
 constexpr double kChipBytes = 15e3;              // router, HBM, collective unit, sockets
 constexpr double kLinkBytes = 9.5e3;
 constexpr double kCoreBytes = 26e3;              // MXUs, VPU, DMA, sockets, reporters
-constexpr double kHostBytes = 6e3;               // a host's input pipeline and wake queue
+constexpr double kHostBytes = 6e3;               // a host's input pipeline and wake queue (the former per-thread figure)
 constexpr double kIntervalBytes = 22;            // a Span with its vector's spare capacity, less merged ones
 constexpr double kCounterSampleBytes = 16;       // per counter and 10 us, averaged: idle links have none
 // A matmul block while its op runs: its MatmulBlock (64), the pipeline's Block (72) and the
@@ -91,8 +91,8 @@ MemoryEstimate estimate_memory(const HwConfig& hw, const Program& program, std::
       }
     }
   }
-  // Every modelled process is a task (hw/wake_queue.hpp), a state machine without a stack: a
-  // host's input pipeline costs about what a thread's touched stack did.
+  // Every modelled process is a task (hw/wake_queue.hpp), a state machine without a stack; its
+  // state is counted with its core, chip or host.
   const double hosts = std::ceil(chips / std::max<std::uint32_t>(1, hw.host.chips_per_host));
 
   MemoryEstimate e;
