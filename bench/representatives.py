@@ -76,8 +76,8 @@ def main():
     a = parser.parse_args()
     print(f"{'case':58} {'ms':>9} {'identical':>9} {'all s':>8} {'folded s':>8} {'all MB':>7} {'folded MB':>9} {'chips':>9}")
 
-    def row(name, time_s, same, full_s, folded_s, full_mb, folded_mb, simulation):
-        chips = f"{simulation['chips_simulated']}/{simulation['chips_simulated'] * simulation['each_stands_for']}"
+    def row(name, time_s, same, full_s, folded_s, full_mb, folded_mb, simulation, every_chip):
+        chips = f"{simulation['chips_simulated']}/{every_chip['chips_simulated']}"
         print(f"{name:58} {time_s * 1e3:9.3f} {'yes' if same else 'NO':>9} {full_s:8.2f} {folded_s:8.2f} "
               f"{full_mb:7.0f} {folded_mb:9.0f} {chips:>9}")
 
@@ -85,7 +85,7 @@ def main():
         full, full_s, full_mb = training(a.tpusim, workload, preset, topology, sets, True)
         folded, folded_s, folded_mb = training(a.tpusim, workload, preset, topology, sets, False)
         name = f"{workload} {preset} {topology} {' '.join(s.split('.')[-1] for s in sets)}"
-        row(name, full["step_time_s"], identical(full, folded), full_s, folded_s, full_mb, folded_mb, folded["simulation"])
+        row(name, full["step_time_s"], identical(full, folded), full_s, folded_s, full_mb, folded_mb, folded["simulation"], full["simulation"])
     if a.quick:
         return
     for preset, topology, algorithm in COLLECTIVES:
@@ -95,7 +95,7 @@ def main():
         out, folded_s, folded_mb = timed(a.tpusim, base)
         folded = json.loads(out)
         row(f"all-reduce 1 GiB {preset} {topology} {algorithm}", full["time_s"], identical(full, folded), full_s, folded_s,
-            full_mb, folded_mb, folded["simulation"])
+            full_mb, folded_mb, folded["simulation"], full["simulation"])
 
 
 if __name__ == "__main__":

@@ -35,14 +35,23 @@ void CollectiveUnit::post(const RingWork& work) {
 }
 
 void CollectiveUnit::book_in_order() {
-  // By what the work is for, never by who asked first; a sender's pieces of one step keep their
-  // order (stable sort).
+  // By what the work is for, never by who asked first; within a ring step, the pieces that
+  // arrived in order of arrival, whichever direction they came from, so that a reflection of the
+  // ring (which swaps its directions) books the same work the same way. A sender's pieces of one
+  // step keep their order (stable sort: a link delivers them in order).
   auto rank = [](const RingWork& w) {
-    return std::make_tuple(w.key.instance, w.key.part, w.key.pass, w.key.step, w.key.dir, w.kind);
+    const bool arrival = w.kind == WorkKind::Arrival;
+    return std::make_tuple(w.key.instance, w.key.part, w.key.pass, w.key.step, w.key.dir == kOwnShard,
+                           arrival ? w.head : 0, arrival ? w.at : 0, arrival ? w.bytes : 0, w.kind);
   };
   std::stable_sort(posted_.begin(), posted_.end(), [&](const RingWork& a, const RingWork& b) { return rank(a) < rank(b); });
   std::uint32_t completed_parts = 0;  // bit p: a step of part p is complete
-  for (const RingWork& w : posted_) {
+  // Pieces that arrive at the same moment from both directions share the vector unit: each is
+  // taken in when both are (booked one after the other, the later end is both's).
+  std::vector<std::pair<StepKey, std::size_t>> together;
+  Picos together_ps = 0;
+  for (std::size_t i = 0; i < posted_.size(); ++i) {
+    const RingWork& w = posted_[i];
     switch (w.kind) {
       case WorkKind::OwnShardRead:
         *w.ready_ps = hbm_access(tlm::TLM_READ_COMMAND, w.bytes, w.label, w.step, w.at);
@@ -51,9 +60,18 @@ void CollectiveUnit::book_in_order() {
       case WorkKind::WriteBack:
         hbm_access(tlm::TLM_WRITE_COMMAND, w.bytes, w.label, w.step, w.at);
         break;
-      case WorkKind::Arrival:
-        take_in(w, w.head, w.at, completed_parts);
+      case WorkKind::Arrival: {
+        const Picos taken = take_in(w, w.head, w.at, completed_parts);
+        together.emplace_back(w.key, inbox(w.key).piece_ready_ps.size() - 1);
+        together_ps = std::max(together_ps, taken);
+        const bool last = i + 1 == posted_.size() || rank(posted_[i + 1]) != rank(w);
+        if (!last) break;
+        if (together.size() > 1)
+          for (const auto& [key, piece] : together) inbox(key).piece_ready_ps[piece] = together_ps;
+        together.clear();
+        together_ps = 0;
         break;
+      }
       case WorkKind::DcnSend: {
         // The peer this piece goes to sends its own piece of the step to this chip at the same
         // moment, and it arrives when this one arrives there.
@@ -78,7 +96,7 @@ void CollectiveUnit::book_in_order() {
     if (completed_parts >> (run->part % kMaxParts) & 1u) wakes_.call_at(now_ps(), run->task);
 }
 
-void CollectiveUnit::take_in(const RingWork& w, Picos head, Picos tail, std::uint32_t& completed_parts) {
+Picos CollectiveUnit::take_in(const RingWork& w, Picos head, Picos tail, std::uint32_t& completed_parts) {
   // A piece is added as its bytes come in, so it is done when the last byte is there or when the
   // vector unit gets through it, whichever is later.
   Picos taken = tail;
@@ -88,6 +106,7 @@ void CollectiveUnit::take_in(const RingWork& w, Picos head, Picos tail, std::uin
   box.head_ps = std::min(box.head_ps, head);
   box.piece_ready_ps.push_back(taken);
   if (box.piece_ready_ps.size() == w.pieces) completed_parts |= 1u << (w.key.part % kMaxParts);
+  return taken;
 }
 
 bool CollectiveUnit::take_step(const StepKey& key, std::uint64_t pieces, Inbox& into) {
@@ -534,6 +553,10 @@ void CollectiveUnit::send(std::uint32_t to_chip, std::uint32_t hops, std::uint64
   r.job().tail_ps = std::max(available_ps, now_ps());
   r.job().label = label;
   r.job().step = step;
+  if (dispatch_ != nullptr) {
+    dispatch_->post(chip_, *router_, r.job());
+    return;
+  }
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
   router_->b_transport(r.payload(), delay);
 }

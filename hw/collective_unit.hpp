@@ -22,6 +22,7 @@
 
 #include "hw/collective.hpp"
 #include "hw/hw_config.hpp"
+#include "hw/ici.hpp"
 #include "hw/sc_support.hpp"
 #include "hw/wake_queue.hpp"
 
@@ -62,6 +63,9 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
     std::uint32_t step = 0;
   };
   std::vector<Pending> pending() const;
+  // Ring pieces go onto the ICI through the slice's dispatch, in its order (hw/ici.hpp), rather
+  // than at once (a unit on its own, as a module test builds it).
+  void send_through(IciDispatch& dispatch) { dispatch_ = &dispatch; }
   std::size_t undelivered_steps() const { return inbox_.size(); }
 
  private:
@@ -176,8 +180,9 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   static Context context(const Instance& in) { return {*in.what.spec, in.what.instance, in.what.label, in.what.step}; }
   // A piece arrives (at the tail time it carries): book its addition or its HBM write for then.
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
-  // Books a piece arriving at `tail` (its first byte at `head`): added, or written to HBM.
-  void take_in(const RingWork& work, Picos head, Picos tail, std::uint32_t& completed_parts);
+  // Books a piece arriving at `tail` (its first byte at `head`): added, or written to HBM;
+  // returns when it is taken in.
+  Picos take_in(const RingWork& work, Picos head, Picos tail, std::uint32_t& completed_parts);
   void post(const RingWork& work);
   // A method process: books the work posted in the delta cycle before, sorted by what it is for.
   void book_in_order();
@@ -224,6 +229,7 @@ class CollectiveUnit : public sc_core::sc_module, public BlockingTarget {
   std::uint64_t next_address_ = 0;
   // The targets of `ici_socket`, `hbm_socket` and `vpu_socket`, resolved once bound.
   tlm::tlm_blocking_transport_if<>* router_ = nullptr;
+  IciDispatch* dispatch_ = nullptr;
   tlm::tlm_blocking_transport_if<>* hbm_ = nullptr;
   tlm::tlm_blocking_transport_if<>* vpu_ = nullptr;
   // The steps that have begun to arrive: a few at a time (the parts, the two directions, a

@@ -1,6 +1,7 @@
 #include "hw/ici.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 namespace tpusim {
 
@@ -34,8 +35,24 @@ void IciLink::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& d
   bytes_ += job.bytes;
   job.head_ps = slot.start + hop_ps_;
   job.tail_ps = slot.end + hop_ps_;
-  if (readdress_) job.dest_chip = readdress_(job.dest_chip);
-  far_router_->b_transport(payload, delay);
+  if (!folded_) {
+    far_router_->b_transport(payload, delay);
+    return;
+  }
+  // Each delivery reads the piece as it left this link.
+  const UnitRequest left = job;
+  for (const Delivery& d : deliveries_) {
+    job = left;
+    if (d.readdress) job.dest_chip = d.readdress(left.dest_chip);
+    if (d.reverses_ring && left.delivery != nullptr) {
+      reversed_ = *left.delivery;
+      reversed_.dir = 1 - left.delivery->dir;
+      job.delivery = &reversed_;
+    }
+    sc_core::sc_time each = delay;
+    d.router->b_transport(payload, each);
+  }
+  job = left;
 }
 
 IciRouter::IciRouter(sc_core::sc_module_name name, std::uint32_t chip, const Torus& torus,
@@ -61,6 +78,43 @@ void IciRouter::b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time&
   tlm::tlm_blocking_transport_if<>* next = next_by_direction_[direction(torus_.first_hop(chip_, job.dest_chip))];
   sc_assert(next != nullptr);
   next->b_transport(payload, delay);
+}
+
+IciDispatch::IciDispatch(sc_core::sc_module_name name) : sc_module(name) {
+  SC_METHOD(dispatch);
+  sensitive << posted_event_;
+  dont_initialize();
+}
+
+void IciDispatch::post(std::uint32_t chip, tlm::tlm_blocking_transport_if<>& router, const UnitRequest& job) {
+  posted_.push_back({sc_core::sc_delta_count(), chip, &router, job, job.delivery ? *job.delivery : RingDelivery{}});
+  posted_event_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void IciDispatch::dispatch() {
+  // Only whole delta cycles: what a process posts in this one, before or after this method ran,
+  // goes in the next.
+  const std::uint64_t now_delta = sc_core::sc_delta_count();
+  due_.clear();
+  std::size_t kept = 0;
+  for (Send& s : posted_) {
+    if (s.delta < now_delta) due_.push_back(std::move(s));
+    else posted_[kept++] = std::move(s);
+  }
+  posted_.resize(kept);
+  if (!posted_.empty()) posted_event_.notify(sc_core::SC_ZERO_TIME);
+  std::stable_sort(due_.begin(), due_.end(), [](const Send& a, const Send& b) {
+    return std::tie(a.delta, a.chip) < std::tie(b.delta, b.chip);
+  });
+  for (Send& s : due_) {
+    Request& r = request_.reset();
+    r.set_access(tlm::TLM_WRITE_COMMAND, 0, s.job.bytes);
+    const bool delivers = s.job.delivery != nullptr;
+    r.job() = s.job;
+    r.job().delivery = delivers ? &s.delivery : nullptr;
+    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    s.router->b_transport(r.payload(), delay);
+  }
 }
 
 }  // namespace tpusim

@@ -29,9 +29,20 @@ class IciLink : public sc_core::sc_module, public BlockingTarget {
           UnitInfo info);
   const LinkId& id() const { return id_; }
   std::uint64_t bytes() const { return bytes_; }
-  // The far end is not simulated and `out` leads to its representative: what the link carries
-  // is readdressed by the symmetry that maps one to the other (hw/symmetry.hpp).
-  void deliver_by_symmetry(std::function<std::uint32_t(std::uint32_t dest_chip)> map) { readdress_ = std::move(map); }
+  // In a run that folds symmetric chips (hw/symmetry.hpp), the routers that take what the link
+  // carries, in place of `out`'s target: the far end's, when it is simulated, and those of the
+  // simulated chips whose links from chips not simulated this link stands in for, each reading
+  // it readdressed by the symmetry between them, and travelling the other way round its ring
+  // where that symmetry reverses the link's axis. None: what the link carries goes nowhere.
+  struct Delivery {
+    tlm::tlm_blocking_transport_if<>* router = nullptr;
+    std::function<std::uint32_t(std::uint32_t dest_chip)> readdress;  // empty: as addressed
+    bool reverses_ring = false;
+  };
+  void deliver_to(std::vector<Delivery> deliveries) {
+    folded_ = true;
+    deliveries_ = std::move(deliveries);
+  }
 
  private:
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) override;
@@ -46,7 +57,9 @@ class IciLink : public sc_core::sc_module, public BlockingTarget {
   // so the end of the last reservation is the link's whole occupancy.
   Picos busy_until_ps_ = 0;
   std::uint64_t bytes_ = 0;
-  std::function<std::uint32_t(std::uint32_t)> readdress_;
+  bool folded_ = false;
+  std::vector<Delivery> deliveries_;
+  RingDelivery reversed_;  // what a piece's delivery reads as where its ring is reversed
 };
 
 class IciRouter : public sc_core::sc_module, public BlockingTarget {
@@ -71,6 +84,36 @@ class IciRouter : public sc_core::sc_module, public BlockingTarget {
   // looking the link up in `outgoing_` and through `out` cost several cache misses per hop.
   tlm::tlm_blocking_transport_if<>* local_target_ = nullptr;
   std::array<tlm::tlm_blocking_transport_if<>*, 6> next_by_direction_{};
+};
+
+// The slice's ICI sends, put on the links in a fixed order. A send reserves its whole route at
+// once (cut-through), so two sends whose routes share a link take it in the order they are made.
+// Sends made at one instant by different hosts' tasks are made in the order the SystemC kernel
+// runs the hosts' wake queues, which is no rule of the model and differs between a full and a
+// folded run (hw/symmetry.hpp): a link that is down sends its ring's pieces the long way round,
+// over the links of other hosts' chips. So sends are posted here and made one delta cycle later,
+// those of each delta cycle in the order of the sending chip (and of its own sends).
+class IciDispatch : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(IciDispatch);
+  explicit IciDispatch(sc_core::sc_module_name name);
+  // `job` as the sender would hand it to `router` now; its delivery is kept by value.
+  void post(std::uint32_t chip, tlm::tlm_blocking_transport_if<>& router, const UnitRequest& job);
+
+ private:
+  struct Send {
+    std::uint64_t delta;  // the delta cycle it was posted in
+    std::uint32_t chip;
+    tlm::tlm_blocking_transport_if<>* router;
+    UnitRequest job;
+    RingDelivery delivery;
+  };
+  void dispatch();  // method process: the sends posted in earlier delta cycles
+
+  std::vector<Send> posted_;
+  std::vector<Send> due_;
+  sc_core::sc_event posted_event_;
+  Request request_;
 };
 
 }  // namespace tpusim

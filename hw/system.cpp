@@ -47,6 +47,7 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
       torus_(Torus::of(hw)),
       simulated_(std::move(simulated)),
       index_of_chip_(torus_.chip_count(), -1),
+      dispatch_("ici_dispatch"),
       hosts_("host"),
       chips_("chip") {
   const std::vector<std::uint32_t> ids = simulated_.chips(torus_);
@@ -70,20 +71,33 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
   chips_.init(ids.size(), [&](const char* nm, std::size_t i) {
     return new Chip(nm, ids[i], hw, torus_, program, hosts_[host_of_index[i]], sink);
   });
+  for (auto& chip : chips_) chip.collective.send_through(dispatch_);
+  const auto chip_of = [this](std::uint32_t id) -> Chip& { return chips_[static_cast<std::size_t>(index_of_chip_[id])]; };
   for (auto& chip : chips_)
     for (auto& link : chip.links) {
       const auto far_end = static_cast<std::uint32_t>(torus_.far_end(link.id()));
-      if (simulated_.simulates(torus_, far_end)) {
-        link.out.bind(chips_[static_cast<std::size_t>(index_of_chip_[far_end])].router.in);
-      } else {
-        // The far end's representative receives what the far end would, addressed as it would be.
-        const std::uint32_t rep = simulated_.representative(torus_, far_end);
-        link.deliver_by_symmetry([this, far_end](std::uint32_t dest) {
-          return simulated_.map_destination(torus_, far_end, dest);
-        });
-        link.out.bind(chips_[static_cast<std::size_t>(index_of_chip_[rep])].router.in);
-      }
+      // In a folded run the deliveries below replace `out`, which must still be bound.
+      link.out.bind(chip_of(simulated_.representative(torus_, far_end)).router.in);
     }
+  if (!simulated_.folded()) return;
+  std::vector<std::vector<IciLink::Delivery>> deliveries(chips_.size() * 2 * torus_.axes());
+  const auto slot = [&](const LinkId& id) -> std::vector<IciLink::Delivery>& {
+    return deliveries[static_cast<std::size_t>(index_of_chip_[id.chip]) * 2 * torus_.axes() + 2 * id.axis + (id.positive ? 0 : 1)];
+  };
+  for (auto& chip : chips_) {
+    for (auto& link : chip.links) {
+      const auto far_end = static_cast<std::uint32_t>(torus_.far_end(link.id()));
+      if (simulated_.simulates(torus_, far_end)) slot(link.id()).push_back({&chip_of(far_end).router, {}, false});
+    }
+    for (const SimulatedSlice::StandIn& in : simulated_.stand_ins(torus_, chip.id())) {
+      const std::uint32_t sender = in.sender;
+      slot(in.link).push_back({&chip.router,
+                               [this, sender](std::uint32_t dest) { return simulated_.from_representative(torus_, sender, dest); },
+                               simulated_.reverses(torus_, sender, in.link.axis)});
+    }
+  }
+  for (auto& chip : chips_)
+    for (auto& link : chip.links) link.deliver_to(std::move(slot(link.id())));
 }
 
 const Chip* System::chip_by_id(std::uint32_t chip) const {

@@ -71,6 +71,7 @@ class System : public sc_core::sc_module {
   Torus torus_;
   SimulatedSlice simulated_;
   std::vector<std::int32_t> index_of_chip_;  // by id in the slice: index in chips_, or -1
+  IciDispatch dispatch_;  // every chip's ring pieces onto the ICI, in one order for the slice
   sc_core::sc_vector<Host> hosts_;
   sc_core::sc_vector<Chip> chips_;
 };

@@ -438,8 +438,10 @@ class RunCommand : public Command {
     const std::string trace_name = options_.trace_gzip ? "trace.json.gz" : "trace.json";
     std::cout << fmt::format("  outputs        {}/ ({})\n", options_.out_dir, joined(files_written(options_.out_dir)));
     if (summary.ran() && summary.simulation.representatives)
-      std::cout << fmt::format("  simulated      {} of {} chips, each standing for {} symmetric ones (--all-chips for every chip)\n",
-                               summary.simulation.chips_simulated, chip_count, summary.simulation.each_stands_for);
+      std::cout << fmt::format("  simulated      {} of {} chips, each standing for {}{} symmetric ones (--all-chips for every chip)\n",
+                               summary.simulation.chips_simulated, chip_count,
+                               summary.simulation.chips_simulated * summary.simulation.stands_for_at_most == chip_count ? "" : "up to ",
+                               summary.simulation.stands_for_at_most);
     else if (!options_.trace.chips.empty() && std::filesystem::exists(options_.out_dir + "/" + trace_name))
       std::cout << fmt::format("  trace          chips {} of {} (--trace-chips all for every chip)\n",
                                chip_list_string(options_.trace.chips), chip_count);

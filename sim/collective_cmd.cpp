@@ -108,9 +108,8 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
   out["algbw_gbps"] = time_s > 0 ? ojson(algbw) : ojson(nullptr);
   out["busbw_gbps"] = time_s > 0 ? ojson(algbw * factor) : ojson(nullptr);
 
-  // A simulated link stands for `stands_for` links of the slice (hw/symmetry.hpp); the listing
-  // shows the simulated ones.
-  const std::uint64_t stands_for = system.simulated().multiplicity;
+  // A simulated chip's link stands for that link of every chip in the chip's class
+  // (hw/symmetry.hpp); the listing shows the simulated ones.
   ojson links = ojson::array();
   double busiest = 0;
   CountedSum busy_sum;
@@ -120,6 +119,7 @@ ojson run_collective(const HwConfig& hw_in, const CollectiveRequest& request) {
     if (info.kind != UnitKind::IciLink) continue;
     const StepTotals& t = recorder.totals(u, 0);
     if (t.bytes == 0) continue;
+    const std::uint64_t stands_for = system.simulated().stands_for(system.torus(), info.chip);
     const double busy = static_cast<double>(t.busy_ps) / static_cast<double>(end);
     busiest = std::max(busiest, busy);
     busy_sum.add(busy, stands_for);

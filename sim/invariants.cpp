@@ -91,11 +91,12 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
     v.add("MXU FLOPs", fmt::format("the program's matmuls count {:.6g} FLOPs per core and step, the model {:.6g}",
                                    program_flops, model_flops));
 
-  std::uint64_t dma_total = 0, hbm_total = 0, sent = 0, sent_link = 0, arrived = 0, completed = 0, dcn_sent = 0;
-  // Each simulated chip stands for `stands_for` chips of the slice (hw/symmetry.hpp).
-  const std::uint64_t stands_for = system.simulated().multiplicity;
+  // Each simulated chip stands for its class of chips in the slice (hw/symmetry.hpp): the whole
+  // slice's figures, and the totals checked against each other, count it as many times.
+  std::uint64_t dma_total = 0, hbm_total = 0, completed = 0, dcn_sent = 0, link_total = 0, sent = 0, sent_link = 0, arrived = 0;
   CountedSum useful_flops, executed_flops;
   for (const Chip& chip : system.chips()) {
+    const std::uint64_t stands_for = system.simulated().stands_for(system.torus(), chip.id());
     std::uint64_t into_hbm = 0;
     for (const TensorCore& core : chip.cores) {
       const std::string path = core.name();
@@ -117,11 +118,11 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
         v.add("MXU FLOPs", fmt::format("{}: the MXUs were handed {:.6g} useful FLOPs over {} steps, the model counts {:.6g}",
                                        path, core_flops, steps, static_cast<double>(steps) * model_flops));
     }
-    dma_total += into_hbm;
+    dma_total += into_hbm * stands_for;
     const CollectiveUnit::Counts& c = chip.collective.counts();
     into_hbm += c.hbm_bytes;
     const std::uint64_t served = chip.memory().bytes_read() + chip.memory().bytes_written();
-    hbm_total += served;
+    hbm_total += served * stands_for;
     if (served != into_hbm)
       v.add("HBM bytes", fmt::format("{}: HBM served {} bytes, its requesters (DMA engines, collective unit) sent {}",
                                      chip.memory().name(), served, into_hbm));
@@ -140,11 +141,11 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
     if (c.dcn_sent_bytes != steps * asked_dcn)
       v.add("DCN bytes", fmt::format("{}: the program's collectives ask it to send {} bytes to other slices over {} steps, it sent {}",
                                      chip.collective.name(), steps * asked_dcn, steps, c.dcn_sent_bytes));
-    dcn_sent += c.dcn_sent_bytes;
-    sent += c.sent_bytes;
-    sent_link += c.sent_link_bytes;
-    arrived += c.arrived_bytes;
-    completed += c.completed;
+    dcn_sent += c.dcn_sent_bytes * stands_for;
+    sent += c.sent_bytes * stands_for;
+    sent_link += c.sent_link_bytes * stands_for;
+    arrived += c.arrived_bytes * stands_for;
+    completed += c.completed * stands_for;
     if (c.completed != steps * collective_ops)
       v.add("collectives", fmt::format("{}: completed {} collectives, the program has {} over {} steps",
                                        chip.collective.name(), c.completed, steps * collective_ops, steps));
@@ -153,9 +154,8 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
                                        chip.collective.name(), chip.collective.pending().size(),
                                        chip.collective.undelivered_steps()));
   }
-  std::uint64_t link_total = 0;
   for (const Chip& chip : system.chips())
-    for (const IciLink& link : chip.links) link_total += link.bytes();
+    for (const IciLink& link : chip.links) link_total += link.bytes() * system.simulated().stands_for(system.torus(), chip.id());
   if (link_total != sent_link)
     v.add("ICI bytes", fmt::format("the links carried {} bytes, the collective units sent {} bytes over routes totalling {} "
                                    "link-bytes", link_total, sent, sent_link));
@@ -184,16 +184,16 @@ nlohmann::ordered_json check_invariants(const InvariantInputs& in) {
 
   if (!v.empty()) throw SimError("an end-of-run check failed (a bug in tpusim or in a user module):" + v.text());
   const double cores = static_cast<double>(hw.core_count());
-  return {{"dma_bytes", dma_total * stands_for},
-          {"hbm_bytes", hbm_total * stands_for},
-          {"ici_link_bytes", link_total * stands_for},
-          {"dcn_bytes", dcn_sent * stands_for},
+  return {{"dma_bytes", dma_total},
+          {"hbm_bytes", hbm_total},
+          {"ici_link_bytes", link_total},
+          {"dcn_bytes", dcn_sent},
           {"mxu_flops_model", static_cast<double>(steps) * model_flops * cores},
           {"mxu_flops_useful", useful_flops.total()},
           {"mxu_flops_executed", executed_flops.total()},
           {"busiest_unit", busiest},
           {"busiest_unit_fraction", busiest_fraction},
-          {"collectives_completed", completed * stands_for}};
+          {"collectives_completed", completed}};
 }
 
 std::string describe_stuck(const System& system) {

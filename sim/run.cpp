@@ -467,11 +467,19 @@ void add_rates(RunSummary& summary, const SimulatedRun& run) {
   summary.documented_peak_flops_per_s = hw.chip.documented_peak_bf16_tflops * 1e12 * chips;
 }
 
+// A core's wait in the steady-state step (its index: chip * cores per chip + core), and how many
+// cores of the slice it stands for.
+struct CoreWait {
+  Picos wait_ps;
+  std::size_t core;
+  std::uint64_t stands_for;
+};
+
 // What the breakdown leaves for the rest of the summary: per simulated core, the time it waited
 // (for others at a collective, for input, idle), since the core that waits least holds the
 // others back; and the cores' summed input wait.
 struct CoreWaits {
-  std::vector<std::pair<Picos, std::size_t>> by_core;
+  std::vector<CoreWait> by_core;
   double input_s = 0;
 };
 
@@ -480,15 +488,16 @@ struct CoreWaits {
 // times gives the same figures as every chip it stands for.
 CoreWaits add_breakdown(RunSummary& summary, const SimulatedRun& run) {
   const HwConfig& hw = run.config.hw;
-  const std::uint64_t stands_for = run.simulated.multiplicity;
+  const Torus& torus = run.system.torus();
   Picos compute_ps = 0, memory_ps = 0, comm_ps = 0, input_ps = 0, idle_ps = 0;  // summed over cores
-  std::vector<std::pair<Picos, std::size_t>> waits;
+  std::vector<CoreWait> waits;
   const auto groups = units_by_core(run.recorder, static_cast<std::uint32_t>(hw.chip_count()), hw.chip.cores);
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const auto& core_units = groups[g];
     if (core_units.empty()) continue;  // a chip a representative stands for
     const Breakdown b = core_breakdown(run.recorder, core_units, run.window);
-    waits.emplace_back(b.exposed_communication + b.input_wait + b.idle, g);
+    const std::uint64_t stands_for = run.simulated.stands_for(torus, static_cast<std::uint32_t>(g / hw.chip.cores));
+    waits.push_back({b.exposed_communication + b.input_wait + b.idle, g, stands_for});
     compute_ps += b.compute * stands_for;
     memory_ps += b.memory_bound * stands_for;
     comm_ps += b.exposed_communication * stands_for;
@@ -507,9 +516,13 @@ CoreWaits add_breakdown(RunSummary& summary, const SimulatedRun& run) {
 class UnitUse {
  public:
   explicit UnitUse(const SimulatedRun& run) : window_ps_(run.window.length()), window_steps_(run.window_steps) {
-    const std::uint64_t stands_for = run.simulated.multiplicity;
+    const Torus& torus = run.system.torus();
     for (std::uint32_t u = 0; u < run.recorder.units().size(); ++u) {
-      KindUse& k = use_[run.recorder.units()[u].kind];
+      const UnitInfo& info = run.recorder.units()[u];
+      KindUse& k = use_[info.kind];
+      // A host's chips are one class's members each (symmetries map hosts onto hosts).
+      const std::uint64_t stands_for =
+          run.simulated.stands_for(torus, info.chip == kHostChip ? info.first_served_chip : info.chip);
       for (std::size_t s = run.steps() - run.window_steps; s < run.steps(); ++s) {
         k.busy += run.recorder.totals(u, static_cast<std::uint32_t>(s)).busy_ps * stands_for;
         k.bytes += run.recorder.totals(u, static_cast<std::uint32_t>(s)).bytes * stands_for;
@@ -570,11 +583,23 @@ StepEndSpread step_end_spread(const SimulatedRun& run) {
   return {last_core, first_core, seconds(last_end - first_end)};
 }
 
-StragglerSummary straggler_of(std::vector<std::pair<Picos, std::size_t>> waits, std::uint32_t cores_per_chip) {
-  std::sort(waits.begin(), waits.end());
-  const auto [least_wait, straggler] = waits.front();
-  return {fmt::format("chip{}.core{}", straggler / cores_per_chip, straggler % cores_per_chip), seconds(least_wait),
-          seconds(waits[waits.size() / 2].first - least_wait)};
+StragglerSummary straggler_of(std::vector<CoreWait> waits, std::uint32_t cores_per_chip) {
+  std::sort(waits.begin(), waits.end(), [](const CoreWait& a, const CoreWait& b) {
+    return std::tie(a.wait_ps, a.core) < std::tie(b.wait_ps, b.core);
+  });
+  const CoreWait& least = waits.front();
+  // The median of the whole slice's cores, each simulated one counted for its class.
+  std::uint64_t cores = 0;
+  for (const CoreWait& w : waits) cores += w.stands_for;
+  std::uint64_t before = 0;
+  Picos median_ps = least.wait_ps;
+  for (const CoreWait& w : waits) {
+    median_ps = w.wait_ps;
+    before += w.stands_for;
+    if (before > cores / 2) break;
+  }
+  return {fmt::format("chip{}.core{}", least.core / cores_per_chip, least.core % cores_per_chip), seconds(least.wait_ps),
+          seconds(median_ps - least.wait_ps)};
 }
 
 // The times of the steps after the first, when there are at least two: their spread under the

@@ -48,7 +48,7 @@ SimulationSummary simulation_summary(const SimulatedSlice& s) {
   SimulationSummary out;
   out.representatives = s.folded();
   out.chips_simulated = s.chip_count();
-  out.each_stands_for = s.multiplicity;
+  out.stands_for_at_most = s.largest_class();
   if (!s.folded()) out.all_chips_because = s.all_chips_because;
   return out;
 }

@@ -1,7 +1,7 @@
 // A SystemC module alone (issue 40): one directed ICI link (hw/ici.hpp) between a sender and a
 // fake router that records what reaches the far end, so that every reservation has a closed
 // form: serialization at the link's payload rate, transfers in order, cut-through behind the
-// previous link's tail, the hop latency on head and tail, and a symmetry's readdressing.
+// previous link's tail, the hop latency on head and tail, and a folded run's deliveries.
 // SystemC elaborates once per process: every scenario is built, then simulated together.
 #define BOOST_TEST_MODULE ici_link_module
 #include <boost/test/unit_test.hpp>
@@ -31,6 +31,7 @@ class FakeRouter : public sc_core::sc_module {
   struct Arrival {
     Picos head_ps, tail_ps;
     std::uint32_t dest_chip;
+    std::uint32_t ring_dir;
   };
   tlm_utils::simple_target_socket<FakeRouter> socket;
   std::vector<Arrival> arrivals;
@@ -42,7 +43,7 @@ class FakeRouter : public sc_core::sc_module {
  private:
   void b_transport(tlm::tlm_generic_payload& payload, sc_core::sc_time& delay) {
     const UnitRequest& job = job_of(payload);
-    arrivals.push_back({job.head_ps, job.tail_ps, job.dest_chip});
+    arrivals.push_back({job.head_ps, job.tail_ps, job.dest_chip, job.delivery ? job.delivery->dir : 99u});
     delay = ps_time(job.tail_ps - now_ps());
     payload.set_response_status(tlm::TLM_OK_RESPONSE);
   }
@@ -74,12 +75,14 @@ class Sender : public sc_core::sc_module {
       request.job().head_ps = t.head_ps;
       request.job().tail_ps = t.tail_ps;
       request.job().dest_chip = t.dest_chip;
+      request.job().delivery = &delivery_;
       sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
       socket->b_transport(request.payload(), delay);
       BOOST_TEST(request.payload().is_response_ok());
     }
   }
   std::vector<Transfer> transfers_;
+  RingDelivery delivery_;  // ring direction 0
 };
 
 struct Scenario {
@@ -111,8 +114,12 @@ BOOST_AUTO_TEST_CASE(a_link_serializes_in_order_and_cuts_through) {
   // with it, not before.
   const Picos late_tail_ps = 3 * kSerializePs;
   Scenario cut_through("cut_through", {{kBytes, kHopPs, late_tail_ps, 1}});
+  // Folded: the far end (as addressed) and a representative that a reflection maps onto it.
   Scenario readdressed("readdressed", {{kBytes, 0, 0, 5}});
-  readdressed.link->deliver_by_symmetry([](std::uint32_t dest) { return dest == 5 ? 1u : dest; });
+  Scenario mirror_side("mirror", {});  // its far end stands for the representative
+  FakeRouter& mirror = *mirror_side.far_end;
+  readdressed.link->deliver_to({{&readdressed.far_end->socket.get_base_interface(), {}, false},
+                                {&mirror.socket.get_base_interface(), [](std::uint32_t dest) { return dest == 5 ? 1u : dest; }, true}});
   sc_core::sc_start();
 
   BOOST_TEST_CONTEXT("alone: serialized at the payload rate, one hop on head and tail") {
@@ -132,8 +139,15 @@ BOOST_AUTO_TEST_CASE(a_link_serializes_in_order_and_cuts_through) {
     BOOST_TEST(cut_through.arrivals()[0].head_ps == kHopPs + kHopPs);
     BOOST_TEST(cut_through.arrivals()[0].tail_ps == late_tail_ps + kHopPs);
   }
-  BOOST_TEST_CONTEXT("a symmetry readdresses what the link carries to its representative") {
+  BOOST_TEST_CONTEXT("folded: each delivery reads the piece as it left the link, the mirror's readdressed and reversed") {
     BOOST_TEST_REQUIRE(readdressed.arrivals().size() == 1u);
-    BOOST_TEST(readdressed.arrivals()[0].dest_chip == 1u);
+    BOOST_TEST_REQUIRE(mirror.arrivals.size() == 1u);
+    BOOST_TEST(readdressed.arrivals()[0].dest_chip == 5u);
+    BOOST_TEST(readdressed.arrivals()[0].ring_dir == 0u);
+    BOOST_TEST(mirror.arrivals[0].dest_chip == 1u);
+    BOOST_TEST(mirror.arrivals[0].ring_dir == 1u);
+    BOOST_TEST(mirror.arrivals[0].head_ps == readdressed.arrivals()[0].head_ps);
+    BOOST_TEST(mirror.arrivals[0].tail_ps == readdressed.arrivals()[0].tail_ps);
+    BOOST_TEST(readdressed.link->bytes() == kBytes);
   }
 }

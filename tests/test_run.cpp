@@ -565,8 +565,9 @@ BOOST_AUTO_TEST_CASE(trace_chips_keep_the_chosen_chips_and_large_slices_default_
   BOOST_TEST(chosen->summary == all->summary);
   BOOST_TEST(all->result.out.find("trace          chips") == std::string::npos);  // every chip: nothing to say
 
-  // 32 chips of 4 per host: chips 0-15 and the four hosts that serve them, unless asked for all.
-  const std::string large = "--topology 4x8 --set workload.training.steps=1 --set workload.training.global_batch=4096";
+  // 32 chips of 4 per host: chips 0-15 and the four hosts that serve them, unless asked for all
+  // (every chip simulated: the line of 8 would fold by its mirror onto chips 0-15).
+  const std::string large = "--topology 4x8 --all-chips --set workload.training.steps=1 --set workload.training.global_batch=4096";
   const auto by_default = run_example(large);
   const auto [chips, hosts] = processes_in(by_default->out() + "/trace.json");
   BOOST_TEST(chips.size() == 16u);

@@ -283,14 +283,15 @@ struct MemorySummary {
 // The chips simulated: every one, or one per class of symmetric chips (hw/symmetry.hpp).
 struct SimulationSummary {
   bool representatives = false;  // "mode": "representatives" or "all_chips"
-  std::uint64_t chips_simulated = 0, each_stands_for = 1;
+  std::uint64_t chips_simulated = 0;
+  std::uint64_t stands_for_at_most = 1;  // the most chips one simulated chip stands for, itself included
   std::optional<std::string> all_chips_because;
 
   template <typename V>
   void fields(V& v) {
     v.choice("mode", representatives, "representatives", "all_chips");
     v.field("chips_simulated", chips_simulated);
-    v.field("each_stands_for", each_stands_for);
+    v.field("stands_for_at_most", stands_for_at_most);
     v.optional("all_chips_because", all_chips_because);
   }
 };
