@@ -43,7 +43,6 @@ Chip::Chip(sc_core::sc_module_name name, std::uint32_t index, const HwConfig& hw
 System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& program,
                const InfeedSpec& infeed, EventSink* sink, SimulatedSlice simulated)
     : sc_module(name),
-      hw_(hw),
       torus_(Torus::of(hw)),
       simulated_(std::move(simulated)),
       index_of_chip_(torus_.chip_count(), -1),

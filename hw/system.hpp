@@ -67,7 +67,6 @@ class System : public sc_core::sc_module {
   std::size_t steps_completed() const;
 
  private:
-  const HwConfig& hw_;
   Torus torus_;
   SimulatedSlice simulated_;
   std::vector<std::int32_t> index_of_chip_;  // by id in the slice: index in chips_, or -1
