@@ -62,12 +62,12 @@ void CollectiveUnit::book_in_order() {
         break;
       case WorkKind::Arrival: {
         const Picos taken = take_in(w, w.head, w.at, completed_parts);
+        const bool joins_next = i + 1 < posted_.size() && rank(posted_[i + 1]) == rank(w);
+        if (!joins_next && together.empty()) break;  // alone at its instant: the common case
         together.emplace_back(w.key, inbox(w.key).piece_ready_ps.size() - 1);
         together_ps = std::max(together_ps, taken);
-        const bool last = i + 1 == posted_.size() || rank(posted_[i + 1]) != rank(w);
-        if (!last) break;
-        if (together.size() > 1)
-          for (const auto& [key, piece] : together) inbox(key).piece_ready_ps[piece] = together_ps;
+        if (joins_next) break;
+        for (const auto& [key, piece] : together) inbox(key).piece_ready_ps[piece] = together_ps;
         together.clear();
         together_ps = 0;
         break;

@@ -79,10 +79,8 @@ System::System(sc_core::sc_module_name name, const HwConfig& hw, const Program& 
       link.out.bind(chip_of(simulated_.representative(torus_, far_end)).router.in);
     }
   if (!simulated_.folded()) return;
-  std::vector<std::vector<IciLink::Delivery>> deliveries(chips_.size() * 2 * torus_.axes());
-  const auto slot = [&](const LinkId& id) -> std::vector<IciLink::Delivery>& {
-    return deliveries[static_cast<std::size_t>(index_of_chip_[id.chip]) * 2 * torus_.axes() + 2 * id.axis + (id.positive ? 0 : 1)];
-  };
+  std::vector<std::vector<IciLink::Delivery>> deliveries(torus_.link_slots());
+  const auto slot = [&](const LinkId& id) -> std::vector<IciLink::Delivery>& { return deliveries[torus_.link_index(id)]; };
   for (auto& chip : chips_) {
     for (auto& link : chip.links) {
       const auto far_end = static_cast<std::uint32_t>(torus_.far_end(link.id()));

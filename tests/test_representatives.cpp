@@ -49,6 +49,28 @@ json summary_of(const TempDir& dir, const std::string& name, const std::string& 
   return json::parse(read_file(dir.path(name + "/summary.json")));
 }
 
+// Each case (a workload of workloads/examples and its arguments) for two steps, with --all-chips
+// and folded: the folded run simulates fewer chips, and its summary is the full one's, byte for
+// byte, apart from which chips ran.
+void check_folded_runs_are_exact(const std::vector<std::string>& cases) {
+  TempDir dir;
+  int i = 0;
+  for (const std::string& c : cases) {
+    const std::string run = "'" + source_path("workloads/examples/") + c.substr(0, c.find(' ')) + "'" + c.substr(c.find(' ')) +
+                            " --set workload.training.steps=2";
+    json full = summary_of(dir, std::to_string(i) + "full", run + " --all-chips");
+    json folded = summary_of(dir, std::to_string(i++) + "folded", run);
+    BOOST_TEST_CONTEXT(c) {
+      BOOST_TEST(full["simulation"]["mode"] == "all_chips");
+      BOOST_TEST(folded["simulation"]["mode"] == "representatives");
+      BOOST_TEST(folded["simulation"]["chips_simulated"].get<std::uint32_t>() < full["simulation"]["chips_simulated"].get<std::uint32_t>());
+      full.erase("simulation");
+      folded.erase("simulation");
+      BOOST_TEST(folded.dump() == full.dump());
+    }
+  }
+}
+
 json collective(const std::string& args) {
   const CommandResult r = run_tpusim("collective " + args + " --json");
   BOOST_REQUIRE_MESSAGE(r.exit_code == 0, args + ": " + r.err);
@@ -276,22 +298,7 @@ BOOST_AUTO_TEST_CASE(training_steps_are_exact) {
       mlp + " --hw tpu_v6e --topology 16x16 --slices 3 --set workload.training.weight_update_sharding=true" + per8,
   };
   BOOST_TEST(cases.size() >= 30u);
-  TempDir dir;
-  int i = 0;
-  for (const std::string& c : cases) {
-    const std::string run = "'" + source_path("workloads/examples/") + c.substr(0, c.find(' ')) + "'" + c.substr(c.find(' ')) +
-                            " --set workload.training.steps=2";
-    json full = summary_of(dir, std::to_string(i) + "full", run + " --all-chips");
-    json folded = summary_of(dir, std::to_string(i++) + "folded", run);
-    BOOST_TEST_CONTEXT(c) {
-      BOOST_TEST(full["simulation"]["mode"] == "all_chips");
-      BOOST_TEST(folded["simulation"]["mode"] == "representatives");
-      BOOST_TEST(folded["simulation"]["chips_simulated"].get<std::uint32_t>() < full["simulation"]["chips_simulated"].get<std::uint32_t>());
-      full.erase("simulation");
-      folded.erase("simulation");
-      BOOST_TEST(folded.dump() == full.dump());
-    }
-  }
+  check_folded_runs_are_exact(cases);
 }
 
 // Slices where some part differs fold by what still maps everything onto itself (reflections
@@ -342,21 +349,7 @@ BOOST_AUTO_TEST_CASE(asymmetric_slices_fold_exactly) {
       mlp + " --hw tpu_v2 --topology 16x16" + chip0,
   };
   BOOST_TEST(cases.size() >= 20u);
-  TempDir dir;
-  int i = 0;
-  for (const std::string& c : cases) {
-    const std::string run = "'" + source_path("workloads/examples/") + c.substr(0, c.find(' ')) + "'" + c.substr(c.find(' ')) +
-                            " --set workload.training.steps=2";
-    json full = summary_of(dir, std::to_string(i) + "full", run + " --all-chips");
-    json folded = summary_of(dir, std::to_string(i++) + "folded", run);
-    BOOST_TEST_CONTEXT(c) {
-      BOOST_TEST(folded["simulation"]["mode"] == "representatives");
-      BOOST_TEST(folded["simulation"]["chips_simulated"].get<std::uint32_t>() < full["simulation"]["chips_simulated"].get<std::uint32_t>());
-      full.erase("simulation");
-      folded.erase("simulation");
-      BOOST_TEST(folded.dump() == full.dump());
-    }
-  }
+  check_folded_runs_are_exact(cases);
 }
 
 // Every zoo model on the largest slice of every preset: a step, or out of memory, never a failure.
