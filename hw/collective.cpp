@@ -11,10 +11,10 @@
 namespace tpusim {
 namespace {
 
-std::vector<std::uint8_t> group_axes_of(const Torus& torus, std::uint32_t mask) {
+std::vector<std::uint8_t> group_axes_of(const Torus& torus, std::uint32_t mask, const GroupSpan& span) {
   std::vector<std::uint8_t> axes;
   for (std::uint8_t a = 0; a < torus.axes(); ++a)
-    if ((mask >> a & 1u) && torus.dims()[a] > 1) axes.push_back(a);
+    if ((mask >> a & 1u) && group_extent(torus, span, a) > 1) axes.push_back(a);
   return axes;
 }
 
@@ -26,16 +26,17 @@ std::string axis_label(std::uint8_t a) { return std::string(1, "xyz"[a]); }
 
 }  // namespace
 
-std::vector<std::uint32_t> group_walk(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes) {
+std::vector<std::uint32_t> group_walk(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes,
+                                      const GroupSpan& span) {
   std::vector<std::uint32_t> sub_dims;
-  for (auto a : axes) sub_dims.push_back(torus.dims()[a]);
+  for (auto a : axes) sub_dims.push_back(group_extent(torus, span, a));
   const Torus sub(sub_dims, std::vector<bool>(sub_dims.size(), false));
   std::vector<std::uint32_t> ring;
   const auto base = torus.coords(chip);
   for (std::uint32_t s : sub.ring_order()) {
     Coords c = base;
     const auto sc = sub.coords(s);
-    for (std::size_t i = 0; i < axes.size(); ++i) c[axes[i]] = sc[i];
+    for (std::size_t i = 0; i < axes.size(); ++i) c[axes[i]] = base[axes[i]] - base[axes[i]] % sub_dims[i] + sc[i];
     ring.push_back(torus.chip_at(c));
   }
   return ring;
@@ -79,17 +80,19 @@ SchedulePart torus_part(const Torus& torus, std::uint32_t chip, const Collective
   std::uint64_t n = bytes;
   for (auto a : axes) {
     sizes.push_back(n);
-    n = ceil_div<std::uint64_t>(n, torus.dims()[a]);
+    n = ceil_div<std::uint64_t>(n, group_extent(torus, spec.group_span, a));
   }
+  // A block shorter than its axis has no wraparound of its own.
+  const auto closes = [&](std::uint8_t a) { return torus.wraps(a) && group_extent(torus, spec.group_span, a) == torus.dims()[a]; };
   const bool rs = spec.kind != CollectiveKind::AllGather;
   const bool ag = spec.kind != CollectiveKind::ReduceScatter;
   if (rs)
     for (std::size_t i = 0; i < axes.size(); ++i)
-      add_ring_passes(part, group_walk(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), !torus.wraps(axes[i]),
+      add_ring_passes(part, group_walk(torus, chip, {axes[i]}, spec.group_span), chip, sizes[i], closes(axes[i]), !closes(axes[i]),
                axis_label(axes[i]), true, false);
   if (ag)
     for (std::size_t i = axes.size(); i-- > 0;)
-      add_ring_passes(part, group_walk(torus, chip, {axes[i]}), chip, sizes[i], torus.wraps(axes[i]), !torus.wraps(axes[i]),
+      add_ring_passes(part, group_walk(torus, chip, {axes[i]}, spec.group_span), chip, sizes[i], closes(axes[i]), !closes(axes[i]),
                axis_label(axes[i]), false, true);
   return part;
 }
@@ -125,11 +128,12 @@ void add_dcn_stage(CollectiveSchedule& schedule, const CollectiveSpec& spec) {
 // an even ring gets half of its share each way), so every link direction carries the ring's
 // bisection load, p^2/8 shares, the load of direct routed sends, and only between neighbours.
 // (On an axis without wraparound the ring's closing hop crosses the line.)
-SchedulePart all_to_all_part(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes, std::uint64_t bytes) {
+SchedulePart all_to_all_part(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes, const GroupSpan& span,
+                             std::uint64_t bytes) {
   SchedulePart part;
   for (auto a : axes) {
     RingPass pass;
-    pass.ring = group_walk(torus, chip, {a});
+    pass.ring = group_walk(torus, chip, {a}, span);
     pass.position = position_of(pass.ring, chip);
     const auto p = static_cast<std::uint64_t>(pass.ring.size());
     const std::uint64_t share = ceil_div<std::uint64_t>(bytes, p);
@@ -184,9 +188,9 @@ bool ring_receives(const RingPass& pass, std::uint32_t dir, std::uint32_t step) 
   return pass.reduce ? step + 1 >= behind : step < behind;
 }
 
-std::uint32_t group_size(const Torus& torus, std::uint32_t mask) {
+std::uint32_t group_size(const Torus& torus, std::uint32_t mask, const GroupSpan& span) {
   std::uint32_t p = 1;
-  for (auto a : group_axes_of(torus, mask)) p *= torus.dims()[a];
+  for (auto a : group_axes_of(torus, mask, span)) p *= group_extent(torus, span, a);
   return p;
 }
 
@@ -200,12 +204,12 @@ std::map<CollectiveAlgorithm, CollectivePlan>& registered_plans() {
 // The passes within the slice.
 CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec) {
   CollectiveSchedule schedule;
-  const auto axes = group_axes_of(torus, spec.group_axes);
-  schedule.group_size = group_size(torus, spec.group_axes);
+  const auto axes = group_axes_of(torus, spec.group_axes, spec.group_span);
+  schedule.group_size = group_size(torus, spec.group_axes, spec.group_span);
   if (schedule.group_size <= 1 || spec.bytes == 0) return schedule;
   if (spec.kind == CollectiveKind::Permute) {  // one step of a ring through the group
     RingPass pass;
-    pass.ring = group_walk(torus, chip, axes);
+    pass.ring = group_walk(torus, chip, axes, spec.group_span);
     pass.position = position_of(pass.ring, chip);
     pass.reduce = false;
     // BidirRing: half the buffer goes to each neighbour (two chips have one link pair).
@@ -224,7 +228,7 @@ CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, c
     for (std::size_t j = 0; j < axes.size(); ++j) {
       std::vector<std::uint8_t> order;
       for (std::size_t i = 0; i < axes.size(); ++i) order.push_back(axes[(i + j) % axes.size()]);
-      schedule.parts.push_back(all_to_all_part(torus, chip, order, share));
+      schedule.parts.push_back(all_to_all_part(torus, chip, order, spec.group_span, share));
     }
     return schedule;
   }
@@ -239,7 +243,7 @@ CollectiveSchedule plan_ici_collective(const Torus& torus, std::uint32_t chip, c
     case CollectiveAlgorithm::Ring:
     case CollectiveAlgorithm::BidirRing: {
       SchedulePart part;
-      add_ring_passes(part, group_walk(torus, chip, axes), chip, spec.bytes, spec.algorithm == CollectiveAlgorithm::BidirRing, false,
+      add_ring_passes(part, group_walk(torus, chip, axes, spec.group_span), chip, spec.bytes, spec.algorithm == CollectiveAlgorithm::BidirRing, false,
                "ring", rs, ag);
       schedule.parts.push_back(part);
       break;

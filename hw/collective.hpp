@@ -75,8 +75,14 @@ struct CollectiveSchedule {
   std::uint32_t group_size = 1;
 };
 
-// The chips of `chip`'s group: those that differ from it only along the group's axes.
-std::uint32_t group_size(const Torus& torus, std::uint32_t group_axes_mask);
+// The chips of `chip`'s group: those that differ from it only along the group's axes (within
+// its block of `span` chips on an axis that has one).
+using GroupSpan = std::array<std::uint32_t, 3>;
+std::uint32_t group_size(const Torus& torus, std::uint32_t group_axes_mask, const GroupSpan& span = {});
+// The chips of axis `a` a group spans: its span there, or the whole axis.
+inline std::uint32_t group_extent(const Torus& torus, const GroupSpan& span, std::uint32_t a) {
+  return span[a] > 0 ? span[a] : torus.dims()[a];
+}
 
 CollectiveSchedule plan_collective(const Torus& torus, std::uint32_t chip, const CollectiveSpec& spec);
 
@@ -94,9 +100,10 @@ using CollectivePlan = std::function<CollectiveSchedule(const Torus& torus, std:
 // Throws std::invalid_argument for a name taken.
 CollectiveAlgorithm register_collective_algorithm(const std::string& name, const std::string& description, CollectivePlan plan);
 
-// What plans are made of. The chips of `chip`'s group along `axes`, in a walk where consecutive
-// chips are neighbours (a snake through them).
-std::vector<std::uint32_t> group_walk(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes);
+// What plans are made of. The chips of `chip`'s group along `axes` (within its blocks of `span`),
+// in a walk where consecutive chips are neighbours (a snake through them).
+std::vector<std::uint32_t> group_walk(const Torus& torus, std::uint32_t chip, const std::vector<std::uint8_t>& axes,
+                                      const GroupSpan& span = {});
 // The passes of a ring collective over `ring` (which holds `chip`) of `bytes`, the buffer each
 // chip holds before a reduce-scatter: its reduce-scatter pass, its all-gather pass or both, each
 // labelled "RS <where>" / "AG <where>". `bidirectional`: two rings, one each way, half the data

@@ -3,6 +3,7 @@
 // nothing of SystemC and nothing of models.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -124,6 +125,11 @@ struct CollectiveSpec {
   DType dtype = DType::F32;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::TorusAllAxes;
   std::uint32_t group_axes = 0x7;  // bit a set: the group spans torus axis a (0x7: the whole slice)
+  // On an axis it spans, the group takes this many consecutive chips, in blocks aligned to
+  // multiples of it (0: the whole axis). A block shorter than its axis is an open line: the
+  // group's ring does not close over the chips beyond it. (Distributed batch normalization's
+  // groups: a host's tray of 2x2 chips.)
+  std::array<std::uint32_t, 3> group_span{0, 0, 0};
   std::uint64_t chunk_bytes = 0;   // pieces a ring step is sent in, pipelined with the reduction; 0: one
   // A reduction whose group also spans this many slices over the DCN (1: this slice only): what
   // the ICI part leaves on each chip is all-reduced with the chip's peers in the other slices.

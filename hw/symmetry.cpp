@@ -1,9 +1,12 @@
 #include "hw/symmetry.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "hw/collective.hpp"
 
 
 namespace tpusim {
@@ -192,7 +195,7 @@ SimulatedSlice plan_simulated_slice(const Torus& torus, const HwConfig& hw, cons
     if (!ring) continue;
     std::uint32_t spanned = 0;
     for (std::uint32_t a = 0; a < torus.axes(); ++a)
-      if ((op.collective.group_axes >> a & 1u) && torus.dims()[a] > 1) ++spanned;
+      if ((op.collective.group_axes >> a & 1u) && group_extent(torus, op.collective.group_span, a) > 1) ++spanned;
     // One ring snaking through several axes is not invariant under translation along them.
     if (spanned > 1) return every_chip(torus, "a ring collective snakes through several torus axes");
   }
@@ -220,6 +223,13 @@ SimulatedSlice plan_simulated_slice(const Torus& torus, const HwConfig& hw, cons
   } else if (infeed) {
     host_box = torus.dims();  // one host serves the slice
   }
+
+  // A group's block of an axis (a batch norm's tray) is a box of its own, mapped onto another
+  // like a host's.
+  for (const Op& op : program.ops)
+    for (std::uint32_t a = 0; a < torus.axes() && op.kind == OpKind::Collective; ++a)
+      if ((op.collective.group_axes >> a & 1u) && op.collective.group_span[a] > 0)
+        host_box[a] = std::lcm(host_box[a], op.collective.group_span[a]);
 
   SimulatedSlice s = every_chip(torus, "");
   for (std::uint32_t a = 0; a < torus.axes(); ++a) {

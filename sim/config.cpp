@@ -829,6 +829,9 @@ Workload build_workload(const json& d, const std::string& origin) {
                         : clipping == "after_all_reduce" ? GradientClipping::AfterAllReduce
                                                          : GradientClipping::None;
   w.weight_update_sharding = get<bool>(d, "training.weight_update_sharding");
+  w.batch_norm_group = get<std::uint32_t>(d, "training.batch_norm_group");
+  if (w.batch_norm_group & (w.batch_norm_group - 1))
+    fail(origin, "workload.training.batch_norm_group", fmt::format("expected a power of two, got {}", w.batch_norm_group));
   w.fsdp = get<bool>(d, "training.fsdp");
   w.remat = get<bool>(d, "training.remat");
   w.mesh_model_axes = get<std::string>(d, "training.mesh.model");

@@ -233,15 +233,18 @@ std::string describe_stuck(const System& system) {
       out += fmt::format("\n  and {} more collectives", running.size() - kListedPerCheck);
       break;
     }
-    // The group: chips that differ from a member only along the group's axes.
+    // The group: chips that differ from a member only along the group's axes, within its block.
     const Coords anchor = torus.coords(instance.joined.front());
+    const CollectiveSpec& spec = *instance.what.spec;
     std::vector<std::uint32_t> missing;
     std::uint32_t group = 0;
     for (std::uint32_t c = 0; c < torus.chip_count(); ++c) {
       const Coords at = torus.coords(c);
       bool member = true;
-      for (std::uint32_t a = 0; a < torus.axes(); ++a)
-        if (!(instance.what.spec->group_axes >> a & 1u) && at[a] != anchor[a]) member = false;
+      for (std::uint32_t a = 0; a < torus.axes(); ++a) {
+        const std::uint32_t block = (spec.group_axes >> a & 1u) ? group_extent(torus, spec.group_span, a) : 1;
+        if (at[a] / block != anchor[a] / block) member = false;
+      }
       if (!member || !system.simulated().simulates(torus, c)) continue;  // a representative stands for the rest
       ++group;
       if (!std::binary_search(instance.joined.begin(), instance.joined.end(), c)) missing.push_back(c);

@@ -270,6 +270,42 @@ BOOST_AUTO_TEST_CASE(schedules_visit_every_chip_of_the_group_once) {
   BOOST_TEST(s.parts[0].passes[0].shard_bytes == (((1u << 20) + 2) / 3 + 1) / 2 / 4 + 1);
 }
 
+// A group may take a block of an axis (a distributed batch norm's 2x2 tray): its rings stay in
+// the block, aligned to multiples of its span, and are open lines, the block's ends not linked
+// to each other; an axis it does not span stays out.
+BOOST_AUTO_TEST_CASE(a_group_may_take_an_aligned_block_of_its_axes) {
+  const Torus torus({8, 4, 4}, {true, true, true});
+  CollectiveSpec spec;
+  spec.bytes = 4096;
+  spec.algorithm = CollectiveAlgorithm::Torus;
+  spec.group_axes = 0x3;
+  spec.group_span = {4, 2, 0};
+  for (std::uint32_t chip : {0u, 13u, 127u}) {
+    const Coords at = torus.coords(chip);
+    const auto s = plan_collective(torus, chip, spec);
+    BOOST_TEST_CONTEXT("chip " << chip) {
+      BOOST_TEST(s.group_size == 8u);
+      BOOST_REQUIRE(s.parts.size() == 1u);
+      BOOST_REQUIRE(s.parts[0].passes.size() == 4u);  // RS x, RS y, AG y, AG x
+      for (const RingPass& pass : s.parts[0].passes) {
+        BOOST_TEST(pass.ring[pass.position] == chip);
+        BOOST_TEST(pass.ring.size() == (pass.label.back() == 'x' ? 4u : 2u));
+        BOOST_TEST(pass.line == (pass.ring.size() > 2));  // two chips: one link pair either way
+        BOOST_TEST(!pass.bidirectional);
+        for (std::uint32_t member : pass.ring) {
+          const Coords m = torus.coords(member);
+          BOOST_TEST(m[0] / 4 == at[0] / 4);
+          BOOST_TEST(m[1] / 2 == at[1] / 2);
+          BOOST_TEST(m[2] == at[2]);
+        }
+      }
+    }
+  }
+  BOOST_TEST(group_size(torus, 0x3, {4, 2, 0}) == 8u);
+  BOOST_TEST(group_size(torus, 0x5, {4, 2, 0}) == 16u);  // z whole: its span is 0
+  BOOST_TEST(group_size(torus, 0x3) == 32u);
+}
+
 // What the end-of-run checks hold each chip's collective unit to: a ring all-reduce over p chips
 // sends 2 (p - 1) shards of B / p, on a ring and on an open line alike (a line's chips send
 // unevenly, but each direction's shards still add to (p - 1) B / p per chip on average).

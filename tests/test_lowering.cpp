@@ -9,7 +9,9 @@
 
 #include "sim/config.hpp"
 #include "sim/params.hpp"
+#include "hw/collective.hpp"
 #include "hw/tensor_core.hpp"
+#include "hw/topology.hpp"
 #include "workloads/layer_kind.hpp"
 #include "workloads/lower.hpp"
 #include "run_helpers.hpp"
@@ -1468,4 +1470,89 @@ BOOST_AUTO_TEST_CASE(lane_reductions_are_marked_where_the_step_reduces_along_row
                op.vector.hbm_read_bytes + 2 * op.vector.lane_reductions * op.vector.lane_reduced_bytes);
   }
   BOOST_TEST(reduced > lowered / 10);  // attention's scores dominate a GPT-2 step's vector reads
+}
+
+// Distributed batch norm (MLPerf ResNet-50's distributed_group_size, JAX's axis_index_groups):
+// every pass that normalizes with batch statistics waits for them to be all-reduced, in f32,
+// among the group's chips, a block of the torus (four v4 chips: a 2x2 tray), forward and
+// backward, on a collective stream of their own beside the gradients'. A group that a chip holds
+// alone, that is not a power of two or that the slice cannot take as a block is refused.
+BOOST_AUTO_TEST_CASE(distributed_batch_norm_all_reduces_the_statistics_among_a_tray) {
+  auto lower = [](const std::string& hw, const std::string& topology, std::uint32_t group) {
+    ConfigRequest request;
+    request.workload_path = tpusim::test::source_path("workloads/examples/resnet50_mlperf.json");
+    request.hw = hw;
+    request.topology = topology;
+    request.sets = {"workload.training.per_replica_batch=16", "workload.training.batch_norm_group=" + std::to_string(group)};
+    const Config c = load_config(request);
+    return lower_training_step(c.workload, c.hw);
+  };
+  const LoweredStep step = lower("tpu_v4", "4x4x4", 4);
+  std::size_t batch_norms = 0;
+  std::uint64_t channels = 0;
+  for (const Node& n : step.model.nodes)
+    if (n.spec.type == "batch_norm") {
+      ++batch_norms;
+      channels += n.in.back();
+    }
+  BOOST_REQUIRE(batch_norms == 53u);
+  std::map<Phase, std::uint64_t> bytes;
+  std::map<Phase, std::size_t> exchanges;
+  for (const Op& o : step.program.ops) {
+    if (o.name.find("/stats/all-reduce") == std::string::npos) continue;
+    BOOST_TEST_CONTEXT(o.name) {
+      BOOST_TEST((o.kind == OpKind::Collective));
+      BOOST_TEST((o.collective.kind == CollectiveKind::AllReduce));
+      BOOST_TEST((o.collective.dtype == DType::F32));
+      BOOST_TEST(o.collective.group_axes == 0x3u);
+      BOOST_TEST(o.collective.group_span[0] == 2u);
+      BOOST_TEST(o.collective.group_span[1] == 2u);
+      BOOST_TEST(o.stream != 0u);
+      BOOST_TEST(group_size(Torus({4, 4, 4}, {true, true, true}), o.collective.group_axes, o.collective.group_span) == 4u);
+    }
+    ++exchanges[o.phase];
+    bytes[o.phase] += o.collective.bytes;
+  }
+  // One per chain of fused layers each way; together every batch norm's sum and sum of squares.
+  BOOST_TEST(exchanges[Phase::Forward] > 0u);
+  BOOST_TEST(exchanges[Phase::Forward] == exchanges[Phase::Backward]);
+  BOOST_TEST(bytes[Phase::Forward] == 2 * channels * 4);
+  BOOST_TEST(bytes[Phase::Backward] == 2 * channels * 4);
+  // Each waits for its producer and is waited for: a chain riding into a convolution's input
+  // makes the convolution wait.
+  const auto named = [&](const std::string& name) -> const Op& {
+    for (const Op& o : step.program.ops)
+      if (o.name == name) return o;
+    BOOST_FAIL("no op " << name);
+    return step.program.ops.front();
+  };
+  const Op& stats = named("conv2_block1_1_bn+conv2_block1_1_relu/fwd/stats/all-reduce");
+  BOOST_TEST(stats.deps == std::vector<std::uint32_t>{named("conv2_block1_1_conv/fwd/conv").id});
+  const Op& consumer = named("conv2_block1_1_bn+conv2_block1_1_relu+conv2_block1_2_conv/fwd/conv");
+  BOOST_TEST(std::count(consumer.deps.begin(), consumer.deps.end(), stats.id) == 1);
+
+  // Two-core v3 chips: eight replicas are four chips, a 2x2 tray again.
+  const LoweredStep v3 = lower("tpu_v3", "8x8", 8);
+  const auto v3_exchange = std::find_if(v3.program.ops.begin(), v3.program.ops.end(),
+                                        [](const Op& o) { return o.name.find("/stats/all-reduce") != std::string::npos; });
+  BOOST_REQUIRE(v3_exchange != v3.program.ops.end());
+  BOOST_TEST(v3_exchange->collective.group_span[0] == 2u);
+  BOOST_TEST(v3_exchange->collective.group_span[1] == 2u);
+  // Without a group: none.
+  const LoweredStep own = lower("tpu_v4", "4x4x4", 1);
+  BOOST_TEST(std::none_of(own.program.ops.begin(), own.program.ops.end(),
+                          [](const Op& o) { return o.name.find("/stats/") != std::string::npos; }));
+
+  auto error = [&](const std::string& hw, const std::string& topology, std::uint32_t group) {
+    try {
+      lower(hw, topology, group);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  using tpusim::test::contains;
+  BOOST_TEST(contains(error("tpu_v4", "4x4x4", 3), "workload.training.batch_norm_group: expected a power of two, got 3"));
+  BOOST_TEST(contains(error("tpu_v3", "8x8", 2), "workload.training.batch_norm_group: 2 replicas: a group within one chip"));
+  BOOST_TEST(contains(error("tpu_v4", "2x2x1", 8), "a group of 8 replicas (8 chips) does not fit the tpu_v4 slice 2x2x1 as a block"));
 }

@@ -273,6 +273,9 @@ BOOST_AUTO_TEST_CASE(training_steps_are_exact) {
       mlp + " --hw tpu_v4 --topology 4x4x4 --set workload.training.all_reduce.chunk_bytes=65536",
       mlp + " --hw tpu_v4 --topology 4x4x8 --set workload.training.all_reduce.bucket_bytes=0",
       "resnet50.json --hw tpu_v4 --topology 2x2x4" + per8,
+      // Distributed batch norm over 2x2 trays: a block of the x and y axes folds like a host.
+      "resnet50.json --hw tpu_v4 --topology 2x4x4 --set workload.training.batch_norm_group=4" + per8,
+      "resnet50.json --hw tpu_v3 --topology 32x2 --set workload.training.batch_norm_group=8" + per8,
       mlp + " --hw tpu_v5p --topology 4x4x8",
       mlp + " --hw tpu_v5p --topology 4x4x4 --set workload.training.all_reduce.overlap=false" + input_bound,
       "bert_base_128.json --hw tpu_v5p --topology 2x2x4 --set workload.training.per_replica_batch=2",

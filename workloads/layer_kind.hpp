@@ -158,6 +158,10 @@ class LayerKind {
   // Applies spec.activation to its output, so a consumer with an input-gradient epilogue can
   // apply the activation's gradient for it.
   virtual bool applies_activation() const { return false; }
+  // Per-channel statistics over the whole batch it normalizes with (a batch norm's sum and sum of
+  // squares forward, its sums of dy and dy * x backward), in f32 bytes each way: what a
+  // distributed batch norm all-reduces among its group. 0: none.
+  virtual std::uint64_t batch_statistics_bytes(const Node&) const { return 0; }
   // Its backward reads its input, which the forward pass must therefore keep.
   virtual bool keeps_input(const Node&) const { return false; }
   // Bytes on this core its backward keeps besides its input (masks, pre-activations, attention

@@ -376,6 +376,8 @@ class StepLowering {
   bool fused(std::size_t i) const { return chain_of_[i] != kModelInput && chains_[chain_of_[i]].size() > 1; }
   const std::vector<const Node*>& chain_at(std::size_t i) const { return chains_[chain_of_[i]]; }
   std::set<const Node*> stats_from_producer_of(const std::vector<const Node*>& chain) const;
+  std::vector<std::uint32_t> batch_statistics_reduced(const std::vector<const Node*>& chain, Phase phase,
+                                                      std::vector<std::uint32_t> deps);
   bool rides(std::size_t i) const { return fused(i) && rides_into_consumer_[chain_of_[i]] && chain_at(i).back()->index == i; }
   void apply_prologue(const Node& node, const std::vector<std::uint32_t>& ops);
 
@@ -530,6 +532,7 @@ void StepLowering::configure_emitter() {
   program_.launch_ps = ns_to_ps(hw_.host.launch_overhead_us * 1000);
   em_.set_model_axis(mesh_.model_axes, mesh_.model_size, w_.all_reduce_algorithm, w_.sequence_parallel);
   em_.set_expert_axis(mesh_.expert_axes);
+  em_.set_batch_norm_group(mesh_.batch_norm_axes, mesh_.batch_norm_span);
   StepEmitter::Kernels kernels;
   kernels.flash_attention = w_.flash_attention;
   kernels.quantized_type = w_.quantized_type;
@@ -676,6 +679,17 @@ std::set<std::size_t> members_of(const std::vector<const Node*>& chain) {
 
 // Members whose input comes from outside the chain (its first, a taken-in shortcut's) and
 // whose statistics the producing matmul's epilogue computes.
+// A fused chain's batch norms' statistics, all-reduced together among a distributed batch
+// norm's group (one all-reduce per chain and direction, as XLA combines the chain's small
+// all-reduces): what the chain's normalization waits for.
+std::vector<std::uint32_t> StepLowering::batch_statistics_reduced(const std::vector<const Node*>& chain, Phase phase,
+                                                                  std::vector<std::uint32_t> deps) {
+  std::uint64_t bytes = 0;
+  for (const Node* member : chain) bytes += member->kind->batch_statistics_bytes(*member);
+  const char* direction = phase == Phase::Forward ? "/fwd/stats" : "/bwd/stats";
+  return on(*chain.back()).batch_statistics_reduced(chain_name(chain) + direction, phase, bytes, std::move(deps));
+}
+
 std::set<const Node*> StepLowering::stats_from_producer_of(const std::vector<const Node*>& chain) const {
   const std::set<std::size_t> inside = members_of(chain);
   std::set<const Node*> members;
@@ -887,7 +901,9 @@ void StepLowering::emit_forward(const Node& node, std::vector<std::uint32_t>& at
         program_.ops[at[producer]].matmul.epilogue_vpu_ops_per_element += member->kind->producer_epilogue_vpu_ops();
     }
     if (rides_into_consumer_[chain_of_[node.index]]) {  // no pass: the consumer applies it
-      for (const Node* member : chain) at[member->index] = at[chain.front()->inputs[0]];
+      const std::vector<std::uint32_t> applied =
+          batch_statistics_reduced(chain, Phase::Forward, {at[chain.front()->inputs[0]]});
+      for (const Node* member : chain) at[member->index] = applied.front();
       return;
     }
     std::vector<std::uint32_t> deps = extra;
@@ -897,6 +913,7 @@ void StepLowering::emit_forward(const Node& node, std::vector<std::uint32_t>& at
         if (!inside.count(input)) deps.push_back(input == kModelInput ? input_op_ : at[input]);
       gathered_before(member->index, !recomputing, deps);
     }
+    deps = batch_statistics_reduced(chain, Phase::Forward, std::move(deps));
     const std::uint32_t op = fused_forward(on(node), chain, deps, stats_from_producer);
     for (const Node* member : chain) at[member->index] = op;
     return;
@@ -1183,6 +1200,7 @@ void StepLowering::backward_chain(const Node& node, std::vector<std::uint32_t> d
   std::uint64_t heads = 0;
   for (const Node* member : chain)
     heads += std::none_of(member->inputs.begin(), member->inputs.end(), [&](std::size_t in) { return inside.count(in) > 0; });
+  deps = batch_statistics_reduced(chain, Phase::Backward, std::move(deps));
   const std::uint32_t op = fused_backward(on(node), chain, std::move(deps), after, std::max<std::uint64_t>(1, heads));
   std::uint64_t trainable = 0;
   for (const Node* member : chain) {

@@ -49,6 +49,39 @@ void need_data_axes(const std::string& path, const std::string& letters, std::ui
                                             w.mesh_model_axes, w.mesh_model_axes.size() > 1 ? "them" : "it"));
 }
 
+// Distributed batch norm's groups as blocks of the torus: the group's chips double along x, then
+// y, then z, in turn (TensorFlow's and JAX's MLPerf ResNet-50 take a host's tray of 2x2 chips
+// for four), each block starting at a multiple of its extent.
+void place_batch_norm_groups(const Workload& w, const HwConfig& hw, Mesh& mesh) {
+  const std::string path = "workload.training.batch_norm_group";
+  const auto refuse = [&](const std::string& what) { throw std::invalid_argument(fmt::format("{}: {}", path, what)); };
+  if (mesh.model_axes || mesh.expert_axes || mesh.pipeline_axes)
+    refuse("distributed batch norm beside tensor, expert or pipeline parallelism is not modelled");
+  const std::uint32_t replicas_per_chip = hw.chip.megacore ? 1 : hw.chip.cores;
+  if (w.batch_norm_group <= replicas_per_chip)
+    refuse(fmt::format("{} replicas: a group within one chip (of its {} cores) is not modelled; expected a multiple of {} "
+                       "replicas, two chips or more", w.batch_norm_group, replicas_per_chip, 2 * replicas_per_chip));
+  std::uint32_t chips = w.batch_norm_group / replicas_per_chip;
+  std::array<std::uint32_t, 3> extent{1, 1, 1};
+  for (std::size_t a = 0, stuck = 0; chips > 1 && stuck < hw.slice_dims.size(); a = (a + 1) % hw.slice_dims.size()) {
+    if (hw.slice_dims[a] % (extent[a] * 2) != 0) {
+      ++stuck;
+      continue;
+    }
+    extent[a] *= 2;
+    chips /= 2;
+    stuck = 0;
+  }
+  if (chips > 1)
+    refuse(fmt::format("a group of {} replicas ({} chips) does not fit the {} slice {} as a block", w.batch_norm_group,
+                       w.batch_norm_group / replicas_per_chip, hw.name, topology_string(hw.slice_dims)));
+  for (std::size_t a = 0; a < hw.slice_dims.size(); ++a) {
+    if (extent[a] == 1) continue;
+    mesh.batch_norm_axes |= 1u << a;
+    mesh.batch_norm_span[a] = extent[a] == hw.slice_dims[a] ? 0 : extent[a];
+  }
+}
+
 }  // namespace
 
 Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
@@ -94,6 +127,7 @@ Mesh resolve_mesh(const Workload& w, const HwConfig& hw) {
   }
   for (std::size_t a = 0; a < hw.slice_dims.size(); ++a)
     if ((mesh.data_axes & ~mesh.fsdp_axes) >> a & 1u) mesh.data_parallel_size *= hw.slice_dims[a];
+  if (w.batch_norm_group > 1) place_batch_norm_groups(w, hw, mesh);
   return mesh;
 }
 

@@ -3,6 +3,7 @@
 // the layer list: the layers one core runs, from the model's.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -23,6 +24,10 @@ struct Mesh {
   std::uint32_t expert_size = 1;   // chips along the expert axes
   std::uint32_t pipeline_axes = 0; // bit a: torus axis a carries pipeline stages (and, outside them, data)
   std::uint32_t pipeline_size = 1; // stages: chips along the pipeline axes
+  // Distributed batch norm (training.batch_norm_group): the axes its groups span and, on each,
+  // the block of chips a group takes (0: the whole axis). No axes: each replica's own batch.
+  std::uint32_t batch_norm_axes = 0;
+  std::array<std::uint32_t, 3> batch_norm_span{0, 0, 0};
 };
 
 // A pipeline stage's share of the model: the layers before the repeating ones (the prefix),

@@ -91,6 +91,21 @@ std::vector<std::uint32_t> StepEmitter::expert_exchange(const std::string& name,
   return {collective(name + "/all-to-all", phase, spec, std::move(deps))};
 }
 
+std::vector<std::uint32_t> StepEmitter::batch_statistics_reduced(const std::string& name, Phase phase, std::uint64_t bytes,
+                                                                 std::vector<std::uint32_t> deps) {
+  if (batch_norm_axes_ == 0 || bytes == 0) return deps;
+  CollectiveSpec spec;
+  spec.kind = CollectiveKind::AllReduce;
+  spec.bytes = bytes;
+  spec.dtype = DType::F32;
+  spec.algorithm = CollectiveAlgorithm::Torus;  // axis by axis within the block
+  spec.group_axes = batch_norm_axes_;
+  spec.group_span = batch_norm_span_;
+  const std::uint32_t op = collective(name + "/all-reduce", phase, spec, std::move(deps));
+  program_.ops[op].stream = kBatchStatisticsStream;
+  return {op};
+}
+
 std::pair<std::vector<std::uint32_t>, std::vector<std::uint32_t>> StepEmitter::split_recomputed(
     std::vector<std::uint32_t> deps) const {
   std::pair<std::vector<std::uint32_t>, std::vector<std::uint32_t>> split;

@@ -2,6 +2,7 @@
 // core's batch, in the step's activation type.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -98,6 +99,19 @@ class StepEmitter {
   std::vector<std::uint32_t> expert_exchange(const std::string& name, Phase phase, std::uint64_t bytes,
                                              std::vector<std::uint32_t> deps);
 
+  // Distributed batch norm's groups (sharding.hpp's Mesh): the axes they span (0: none) and the
+  // block they take on each.
+  void set_batch_norm_group(std::uint32_t axes_mask, const std::array<std::uint32_t, 3>& span) {
+    batch_norm_axes_ = axes_mask;
+    batch_norm_span_ = span;
+  }
+  // What a pass normalizing with batch statistics waits for: `deps`, or, with distributed batch
+  // norm, the all-reduce of its `bytes` of per-channel sums among the group after them (named
+  // `name`/all-reduce). The sums are tiny: the all-reduce's latency is what it costs, between
+  // the pass's statistics and its normalization, and it is charged before the pass.
+  std::vector<std::uint32_t> batch_statistics_reduced(const std::string& name, Phase phase, std::uint64_t bytes,
+                                                      std::vector<std::uint32_t> deps);
+
   // Ops of a segment's second forward pass (rematerialization).
   void mark_recomputed(const std::vector<std::uint32_t>& ops) { recomputed_.insert(ops.begin(), ops.end()); }
 
@@ -188,6 +202,10 @@ class StepEmitter {
   // A gradient's gather runs on a collective stream of its own, in flight beside the recomputed
   // forward's collectives rather than queued behind them.
   static constexpr std::uint32_t kGradientGatherStream = 1;
+  // A batch norm's statistics cross its group on a collective stream of their own, in flight
+  // beside the gradients' all-reduces (stream 0) rather than queued behind a bucket: the step
+  // waits for them.
+  static constexpr std::uint32_t kBatchStatisticsStream = 3;
   // `deps` split into the data a gradient's collective waits for and the recomputed activations
   // beside them, which only its consumer waits for.
   std::pair<std::vector<std::uint32_t>, std::vector<std::uint32_t>> split_recomputed(std::vector<std::uint32_t> deps) const;
@@ -218,6 +236,8 @@ class StepEmitter {
   std::uint32_t model_axes_ = 0;
   std::uint32_t model_size_ = 1;
   std::uint32_t expert_axes_ = 0;
+  std::uint32_t batch_norm_axes_ = 0;
+  std::array<std::uint32_t, 3> batch_norm_span_{0, 0, 0};
   CollectiveAlgorithm model_algorithm_ = CollectiveAlgorithm::TorusAllAxes;
   bool sequence_parallel_ = false;
   Kernels kernels_;

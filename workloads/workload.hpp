@@ -141,6 +141,8 @@ struct Workload {
   GradientClipping gradient_clipping = GradientClipping::None;
   // Reduce-scatter the gradients, update a 1/replicas share, all-gather the weights.
   bool weight_update_sharding = false;
+  // Replicas whose batches a batch norm's statistics are taken over (distributed batch norm).
+  std::uint32_t batch_norm_group = 1;
   std::string mesh_model_axes;      // torus axes ("x", "yz") the model axis spans; the rest carry data
   // With fsdp: the data axes the weights are sharded over; the others hold data-parallel replicas
   // of those shards (MaxText's ici_fsdp_parallelism beside ici_data_parallelism). Empty: all.

@@ -50,6 +50,7 @@ class Normalization : public LayerKind {
   // norm charge.
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const std::uint64_t e_in = in_elements(em, node);
+    deps = em.batch_statistics_reduced(node.spec.name + "/fwd/stats", Phase::Forward, batch_statistics_bytes(node), std::move(deps));
     const std::uint32_t op = em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_in, forward_ops_,
                                        input_passes() * e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(), std::move(deps));
     em.reduces_along_lanes(op, lane_reductions(), e_in * em.act_bytes());
@@ -61,6 +62,7 @@ class Normalization : public LayerKind {
   // layer's pass costs the same (its input gradient needs the sums of dy and dy * x anyway).
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
     const std::uint64_t e_in = in_elements(em, node);
+    dy = em.batch_statistics_reduced(node.spec.name + "/bwd/stats", Phase::Backward, batch_statistics_bytes(node), std::move(dy));
     const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, backward_ops_,
                                        (input_passes() + 1) * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
     em.reduces_along_lanes(op, lane_reductions(), 2 * e_in * em.act_bytes());  // the sums of dy and of dy * x
@@ -87,6 +89,10 @@ class Normalization : public LayerKind {
   }
   bool pointwise_in_chain(bool stats_from_producer) const override { return over_batch_ && stats_from_producer; }
   bool keeps_input(const Node&) const override { return true; }
+  // Two sums per channel each way; a group norm's statistics are each sample's own.
+  std::uint64_t batch_statistics_bytes(const Node& node) const override {
+    return over_batch_ && !per_group_ ? 2 * node.in.back() * 4 : 0;
+  }
   // Sum, sum of squares and a count: the statistics of a batch norm as the producing matmul's
   // output tiles pass by.
   double producer_epilogue_vpu_ops() const override { return over_batch_ ? 3 : 0; }
