@@ -454,6 +454,35 @@ void check_hbm_timing(const HbmTimingConfig& t, const std::string& origin) {
                      t.trfc_ns, t.trefi_ns));
 }
 
+// Whether a slice larger than one pod is pods side by side along x, as many as hw.slice.max_pods
+// allows (MLPerf's TPU v3 multipods); refuses one that is not.
+bool is_multipod(const json& d, const std::string& origin, const HwConfig& hw, const std::string& topology) {
+  const auto max_pods = get<std::uint32_t>(d, "slice.max_pods");
+  const auto pod_text = get<std::string>(d, "slice.pod");
+  if (max_pods <= 1 || pod_text.empty()) return false;
+  std::vector<std::uint32_t> pod;
+  try {
+    pod = parse_topology(pod_text);
+  } catch (const std::invalid_argument& e) {
+    fail(origin, "hw.slice.pod", e.what());
+  }
+  const auto& dims = hw.slice_dims;
+  const bool side_by_side = dims.size() == pod.size() && dims[0] % pod[0] == 0 && dims[0] / pod[0] <= max_pods &&
+                            std::equal(dims.begin() + 1, dims.end(), pod.begin() + 1);
+  if (!side_by_side) {
+    std::string offered;
+    for (std::uint32_t k = 2; k <= max_pods; ++k) {
+      std::vector<std::uint32_t> shape = pod;
+      shape[0] *= k;
+      offered += (offered.empty() ? "" : ", ") + topology_string(shape);
+    }
+    fail(origin, "hw.slice.topology",
+         fmt::format("a {} slice is more than one {} pod of {} chips (hw.chip.max_chips); {} pods join side by side along x: {} "
+                     "(hw.slice.pod, hw.slice.max_pods)", topology, hw.name, hw.chip.max_chips, hw.name, offered));
+  }
+  return true;
+}
+
 // Sets hw.slices and hw.slice_dims; the shape must fit the chip, which hw.chip, hw.ici and hw.name
 // already describe. Returns hw.slice.topology as written: later messages quote it as the user spelt it.
 std::string bind_slice(const json& d, const std::string& origin, HwConfig& hw) {
@@ -470,13 +499,14 @@ std::string bind_slice(const json& d, const std::string& origin, HwConfig& hw) {
     chips = static_cast<std::uint64_t>(std::min<unsigned __int128>(static_cast<unsigned __int128>(chips) * dim, ~std::uint64_t{0}));
     if (dim > 1) ++long_axes;
   }
-  if (chips > hw.chip.max_chips)
+  const bool multipod = chips > hw.chip.max_chips && is_multipod(d, origin, hw, topology);
+  if (chips > hw.chip.max_chips && !multipod)
     fail(origin, "hw.slice.topology",
          fmt::format("a {} slice has {} chips; {} slices have at most {} (hw.chip.max_chips)", topology, chips, hw.name,
                      hw.chip.max_chips));
   const auto shapes = get<std::vector<std::string>>(d, "slice.shapes");
   const auto cube = get<std::uint32_t>(d, "slice.cube_multiple");
-  if (!shapes.empty() || cube > 0) {
+  if (!multipod && (!shapes.empty() || cube > 0)) {
     const bool listed = std::find(shapes.begin(), shapes.end(), topology_string(hw.slice_dims)) != shapes.end();
     const bool cubes = cube > 0 && hw.slice_dims.size() == 3 &&
                        std::all_of(hw.slice_dims.begin(), hw.slice_dims.end(), [&](std::uint32_t x) { return x % cube == 0; });

@@ -88,6 +88,9 @@ std::optional<Accelerator> parse_accelerator(const std::string& given, const std
   a.chips = counts_cores ? count / 2 : count;
   if (counts_cores && count % 2 == 0 && a.chips > 0) {
     a.topology = three_d ? shape_3d(a.chips) : is_power_of_two(a.chips) && a.chips >= 4 ? shape_2d(a.chips) : "";
+    // Beyond a v3 pod of 32x32: MLPerf v0.7's multipods, pods side by side along x (v3-8192 ran
+    // as 128x32).
+    if (generation == "3" && a.chips > 1024 && is_power_of_two(a.chips)) a.topology = fmt::format("{}x32", a.chips / 32);
   } else if (!counts_cores) {
     a.topology = is_power_of_two(a.chips) ? shape_2d(a.chips) : "";
   }

@@ -61,6 +61,8 @@ void add_slice_keys(std::vector<ParamSpec>& r) {
       hw("slice.topology", T::String, "chips", "Slice shape as a torus of chips, e.g. 2x2, 4x4, 4x4x4 (--topology sets it)"),
       hw("slice.shapes", T::StringList, "", "Slice shapes the generation offers; empty: any shape within the chip and port limits"),
       hw("slice.cube_multiple", T::Int, "chips", "Also allowed: 3D shapes whose every axis is a multiple of this (optical-switch cubes); 0: none", 0, 64),
+      {"hw", "slice.pod", T::String, "chips", "", "Shape of one pod (\"32x32\"), for slices of several pods; empty: a slice is at most one pod", -kInf, kInf, {}, false},
+      {"hw", "slice.max_pods", T::Int, "pods", 1, "Pods joined side by side along x into one slice beyond hw.chip.max_chips (a multipod: Google's MLPerf v0.7 TPU v3-4096 and v3-8192, 2 and 4 pods of 32x32 as 64x32 and 128x32, the long axis open, each pod's 32 wrapping); 1: none", 1, 64, {}, false},
   });
 }
 

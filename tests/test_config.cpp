@@ -159,6 +159,20 @@ BOOST_AUTO_TEST_CASE(shapes_a_generation_cannot_form_are_refused) {
   BOOST_TEST(contains(load_error(request), "needs 6 ICI ports"));
   request.topology = "32x32";  // 1024 chips, a v2 pod has 256
   BOOST_TEST(contains(load_error(request), "at most 256"));
+  // Beyond a v3 pod only MLPerf's multipods: up to four 32x32 pods side by side along x, where
+  // the long axis has no wraparound and each pod's 32 does.
+  request.hw = "tpu_v3";
+  request.topology = "64x64";
+  BOOST_TEST(contains(load_error(request), "a 64x64 slice is more than one tpu_v3 pod of 1024 chips (hw.chip.max_chips); tpu_v3 pods "
+                                           "join side by side along x: 64x32, 96x32, 128x32 (hw.slice.pod, hw.slice.max_pods)"));
+  request.topology = "160x32";
+  BOOST_TEST(contains(load_error(request), "more than one tpu_v3 pod"));
+  request.topology = "128x32";
+  const Config multipod = load_config(request);
+  BOOST_TEST(multipod.hw.chip_count() == 4096u);
+  const Torus torus(multipod.hw.slice_dims, Torus::wraps_for(multipod.hw.slice_dims, multipod.hw.ici));
+  BOOST_TEST(!torus.wraps(0));
+  BOOST_TEST(torus.wraps(1));
 }
 
 BOOST_AUTO_TEST_CASE(every_key_is_documented) {
@@ -269,6 +283,8 @@ BOOST_AUTO_TEST_CASE(cloud_tpu_accelerator_types_name_a_preset_and_its_default_s
                                          {"v3-32", "tpu_v3", "4x4", 16},
                                          {"v3-64", "tpu_v3", "4x8", 32},
                                          {"v3-2048", "tpu_v3", "32x32", 1024},
+                                         {"v3-4096", "tpu_v3", "64x32", 2048},   // MLPerf v0.7's multipods:
+                                         {"v3-8192", "tpu_v3", "128x32", 4096},  // pods side by side along x
                                          {"v4-8", "tpu_v4", "2x2x1", 4},
                                          {"v4-32", "tpu_v4", "2x2x4", 16},
                                          {"v4-128", "tpu_v4", "4x4x4", 64},
