@@ -31,6 +31,7 @@ run_and_time.sh (bucket sizes, core count, iterations_per_loop, steps_per_loop) 
 import argparse
 import fnmatch
 import json
+import math
 import os
 import re
 import statistics
@@ -216,15 +217,19 @@ def pooled_median(per_run):
     return statistics.median(v for values in per_run for v in values)
 
 
-def resnet_steps_per_block(events, block, flags):
+def resnet_steps_per_block(events, block, flags, platform):
     """The training steps a ResNet-50 runner executes in a block. The TF1 runners (v0.6, v0.7, v1.0)
     run --iterations_per_loop steps between evaluations, whatever the block's nominal epoch_count
     (157 steps of 32,768 images are 4.015 epochs). The TF2 runner drops each epoch's partial batch
-    (drop_train_remainder) and runs epoch_count epochs of whole batches, --steps_per_loop at a time."""
+    (drop_train_remainder) and runs epoch_count epochs of whole batches, --steps_per_loop at a time.
+    v0.7's JAX runner (resnet-research-JAX train.py) rounds a block's epochs up to whole steps:
+    steps_per_loop = ceil(train_samples / global_batch_size * epochs_per_loop)."""
     if flags and "iterations_per_loop" in flags:
         return int(flags["iterations_per_loop"][-1])
     if flags and "steps_per_loop" in flags:
         return block["epoch_count"] * (logged(events, "train_samples") // logged(events, "global_batch_size"))
+    if platform.endswith("-JAX"):
+        return math.ceil(logged(events, "train_samples") * block["epoch_count"] / logged(events, "global_batch_size"))
     raise ValueError("run_and_time.sh sets neither --iterations_per_loop nor --steps_per_loop")
 
 
@@ -238,7 +243,7 @@ def resnet_value(runs, context):
         batch = logged(events, "global_batch_size")
         values = []
         for b in measured_blocks(blocks):
-            block_steps = resnet_steps_per_block(events, b, context["flags"])
+            block_steps = resnet_steps_per_block(events, b, context["flags"], context["platform"])
             steps.add(block_steps)
             values.append(block_steps * batch / training_seconds_to_eval_start(b) / context["chips"])
         per_run.append(values)
@@ -375,7 +380,7 @@ def recompute(point, repos):
     flags = run_flags(repo, revision, benchmark, platform)
     if derivation.get("needs_flags") and flags is None:
         raise ValueError(f"no single run_and_time.sh for {platform} under Google/benchmarks/{benchmark}")
-    context = {"chips": chips_of(platform), "flags": flags, "fields": {"runs": len(files)}}
+    context = {"chips": chips_of(platform), "flags": flags, "platform": platform, "fields": {"runs": len(files)}}
     value = derivation["value"](runs, context)
 
     conditions = point["conditions"]
