@@ -677,8 +677,6 @@ std::set<std::size_t> members_of(const std::vector<const Node*>& chain) {
   return inside;
 }
 
-// Members whose input comes from outside the chain (its first, a taken-in shortcut's) and
-// whose statistics the producing matmul's epilogue computes.
 // A fused chain's batch norms' statistics, all-reduced together among a distributed batch
 // norm's group (one all-reduce per chain and direction, as XLA combines the chain's small
 // all-reduces): what the chain's normalization waits for.
@@ -690,6 +688,8 @@ std::vector<std::uint32_t> StepLowering::batch_statistics_reduced(const std::vec
   return on(*chain.back()).batch_statistics_reduced(chain_name(chain) + direction, phase, bytes, std::move(deps));
 }
 
+// Members whose input comes from outside the chain (its first, a taken-in shortcut's) and
+// whose statistics the producing matmul's epilogue computes.
 std::set<const Node*> StepLowering::stats_from_producer_of(const std::vector<const Node*>& chain) const {
   const std::set<std::size_t> inside = members_of(chain);
   std::set<const Node*> members;

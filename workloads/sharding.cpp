@@ -59,8 +59,8 @@ void place_batch_norm_groups(const Workload& w, const HwConfig& hw, Mesh& mesh) 
     refuse("distributed batch norm beside tensor, expert or pipeline parallelism is not modelled");
   const std::uint32_t replicas_per_chip = hw.chip.megacore ? 1 : hw.chip.cores;
   if (w.batch_norm_group <= replicas_per_chip)
-    refuse(fmt::format("{} replicas: a group within one chip (of its {} cores) is not modelled; expected a multiple of {} "
-                       "replicas, two chips or more", w.batch_norm_group, replicas_per_chip, 2 * replicas_per_chip));
+    refuse(fmt::format("{} replicas: a group within one chip (of its {} cores) is not modelled; expected at least {} "
+                       "replicas (two chips)", w.batch_norm_group, replicas_per_chip, 2 * replicas_per_chip));
   std::uint32_t chips = w.batch_norm_group / replicas_per_chip;
   std::array<std::uint32_t, 3> extent{1, 1, 1};
   for (std::size_t a = 0, stuck = 0; chips > 1 && stuck < hw.slice_dims.size(); a = (a + 1) % hw.slice_dims.size()) {
