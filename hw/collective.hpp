@@ -77,7 +77,6 @@ struct CollectiveSchedule {
 
 // The chips of `chip`'s group: those that differ from it only along the group's axes (within
 // its block of `span` chips on an axis that has one).
-using GroupSpan = std::array<std::uint32_t, 3>;
 std::uint32_t group_size(const Torus& torus, std::uint32_t group_axes_mask, const GroupSpan& span = {});
 // The chips of axis `a` a group spans: its span there, or the whole axis.
 inline std::uint32_t group_extent(const Torus& torus, const GroupSpan& span, std::uint32_t a) {

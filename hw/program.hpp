@@ -115,6 +115,9 @@ std::string collective_algorithms_described();
 CollectiveAlgorithm parse_collective_algorithm(const std::string& name);
 std::vector<std::string> collective_algorithm_names();  // every algorithm's, in declaration order
 
+// On each torus axis a group spans, the chips of the aligned block it takes (0: the whole axis).
+using GroupSpan = std::array<std::uint32_t, 3>;
+
 // A collective among the chips of a group (the cores of a chip combine through its HBM first).
 struct CollectiveSpec {
   CollectiveKind kind = CollectiveKind::AllReduce;
@@ -129,7 +132,7 @@ struct CollectiveSpec {
   // multiples of it (0: the whole axis). A block shorter than its axis is an open line: the
   // group's ring does not close over the chips beyond it. (Distributed batch normalization's
   // groups: a host's tray of 2x2 chips.)
-  std::array<std::uint32_t, 3> group_span{0, 0, 0};
+  GroupSpan group_span{0, 0, 0};
   std::uint64_t chunk_bytes = 0;   // pieces a ring step is sent in, pipelined with the reduction; 0: one
   // A reduction whose group also spans this many slices over the DCN (1: this slice only): what
   // the ICI part leaves on each chip is all-reduced with the chip's peers in the other slices.

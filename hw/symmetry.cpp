@@ -8,7 +8,6 @@
 
 #include "hw/collective.hpp"
 
-
 namespace tpusim {
 namespace {
 
@@ -226,10 +225,12 @@ SimulatedSlice plan_simulated_slice(const Torus& torus, const HwConfig& hw, cons
 
   // A group's block of an axis (a batch norm's tray) is a box of its own, mapped onto another
   // like a host's.
-  for (const Op& op : program.ops)
-    for (std::uint32_t a = 0; a < torus.axes() && op.kind == OpKind::Collective; ++a)
+  for (const Op& op : program.ops) {
+    if (op.kind != OpKind::Collective) continue;
+    for (std::uint32_t a = 0; a < torus.axes(); ++a)
       if ((op.collective.group_axes >> a & 1u) && op.collective.group_span[a] > 0)
         host_box[a] = std::lcm(host_box[a], op.collective.group_span[a]);
+  }
 
   SimulatedSlice s = every_chip(torus, "");
   for (std::uint32_t a = 0; a < torus.axes(); ++a) {

@@ -684,8 +684,7 @@ std::vector<std::uint32_t> StepLowering::batch_statistics_reduced(const std::vec
                                                                   std::vector<std::uint32_t> deps) {
   std::uint64_t bytes = 0;
   for (const Node* member : chain) bytes += member->kind->batch_statistics_bytes(*member);
-  const char* direction = phase == Phase::Forward ? "/fwd/stats" : "/bwd/stats";
-  return on(*chain.back()).batch_statistics_reduced(chain_name(chain) + direction, phase, bytes, std::move(deps));
+  return on(*chain.back()).batch_statistics_reduced(chain_name(chain), phase, bytes, std::move(deps));
 }
 
 // Members whose input comes from outside the chain (its first, a taken-in shortcut's) and

@@ -3,12 +3,12 @@
 // the layer list: the layers one core runs, from the model's.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "hw/hw_config.hpp"
+#include "hw/program.hpp"
 #include "workloads/model.hpp"
 #include "workloads/workload.hpp"
 
@@ -27,7 +27,7 @@ struct Mesh {
   // Distributed batch norm (training.batch_norm_group): the axes its groups span and, on each,
   // the block of chips a group takes (0: the whole axis). No axes: each replica's own batch.
   std::uint32_t batch_norm_axes = 0;
-  std::array<std::uint32_t, 3> batch_norm_span{0, 0, 0};
+  GroupSpan batch_norm_span{0, 0, 0};
 };
 
 // A pipeline stage's share of the model: the layers before the repeating ones (the prefix),

@@ -101,7 +101,8 @@ std::vector<std::uint32_t> StepEmitter::batch_statistics_reduced(const std::stri
   spec.algorithm = CollectiveAlgorithm::Torus;  // axis by axis within the block
   spec.group_axes = batch_norm_axes_;
   spec.group_span = batch_norm_span_;
-  const std::uint32_t op = collective(name + "/all-reduce", phase, spec, std::move(deps));
+  const char* direction = phase == Phase::Forward ? "/fwd" : "/bwd";
+  const std::uint32_t op = collective(name + direction + "/stats/all-reduce", phase, spec, std::move(deps));
   program_.ops[op].stream = kBatchStatisticsStream;
   return {op};
 }

@@ -2,7 +2,6 @@
 // core's batch, in the step's activation type.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -101,13 +100,13 @@ class StepEmitter {
 
   // Distributed batch norm's groups (sharding.hpp's Mesh): the axes they span (0: none) and the
   // block they take on each.
-  void set_batch_norm_group(std::uint32_t axes_mask, const std::array<std::uint32_t, 3>& span) {
+  void set_batch_norm_group(std::uint32_t axes_mask, const GroupSpan& span) {
     batch_norm_axes_ = axes_mask;
     batch_norm_span_ = span;
   }
   // What a pass normalizing with batch statistics waits for: `deps`, or, with distributed batch
   // norm, the all-reduce of its `bytes` of per-channel sums among the group after them (named
-  // `name`/all-reduce). The sums are tiny: the all-reduce's latency is what it costs, between
+  // after the layer or chain `name`: name/fwd/stats/all-reduce, name/bwd/stats/all-reduce). The sums are tiny: the all-reduce's latency is what it costs, between
   // the pass's statistics and its normalization, and it is charged before the pass.
   std::vector<std::uint32_t> batch_statistics_reduced(const std::string& name, Phase phase, std::uint64_t bytes,
                                                       std::vector<std::uint32_t> deps);
@@ -237,7 +236,7 @@ class StepEmitter {
   std::uint32_t model_size_ = 1;
   std::uint32_t expert_axes_ = 0;
   std::uint32_t batch_norm_axes_ = 0;
-  std::array<std::uint32_t, 3> batch_norm_span_{0, 0, 0};
+  GroupSpan batch_norm_span_{0, 0, 0};
   CollectiveAlgorithm model_algorithm_ = CollectiveAlgorithm::TorusAllAxes;
   bool sequence_parallel_ = false;
   Kernels kernels_;

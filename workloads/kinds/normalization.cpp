@@ -50,7 +50,7 @@ class Normalization : public LayerKind {
   // norm charge.
   std::uint32_t forward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> deps) const override {
     const std::uint64_t e_in = in_elements(em, node);
-    deps = em.batch_statistics_reduced(node.spec.name + "/fwd/stats", Phase::Forward, batch_statistics_bytes(node), std::move(deps));
+    deps = em.batch_statistics_reduced(node.spec.name, Phase::Forward, batch_statistics_bytes(node), std::move(deps));
     const std::uint32_t op = em.vector(node.spec.name + "/fwd/" + name(), Phase::Forward, e_in, forward_ops_,
                                        input_passes() * e_in * em.act_bytes(), out_elements(em, node) * em.act_bytes(), std::move(deps));
     em.reduces_along_lanes(op, lane_reductions(), e_in * em.act_bytes());
@@ -62,7 +62,7 @@ class Normalization : public LayerKind {
   // layer's pass costs the same (its input gradient needs the sums of dy and dy * x anyway).
   Backward backward(StepEmitter& em, const Node& node, std::vector<std::uint32_t> dy, const BackwardContext& ctx) const override {
     const std::uint64_t e_in = in_elements(em, node);
-    dy = em.batch_statistics_reduced(node.spec.name + "/bwd/stats", Phase::Backward, batch_statistics_bytes(node), std::move(dy));
+    dy = em.batch_statistics_reduced(node.spec.name, Phase::Backward, batch_statistics_bytes(node), std::move(dy));
     const std::uint32_t op = em.vector(node.spec.name + "/bwd/" + name(), Phase::Backward, e_in, backward_ops_,
                                        (input_passes() + 1) * e_in * em.act_bytes(), e_in * em.act_bytes(), std::move(dy));
     em.reduces_along_lanes(op, lane_reductions(), 2 * e_in * em.act_bytes());  // the sums of dy and of dy * x
