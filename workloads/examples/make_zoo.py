@@ -329,6 +329,47 @@ def maxtext_moe(name, per_device_batch, description, capacity_factor=0, nope_eve
     return doc
 
 
+# MaxText's default decoder as its published v5p and v5e performance configs trained it (MaxText
+# README tables of TFLOP/s and MFU per chip; AI-Hypercomputer/maxtext@76bd53b0f, December 2023:
+# MaxText/configs/base.yml, layers/models.py, pyconfig.py): width 2560, 8 heads of 256, an MLP of
+# 8192 and 16 layers at global_parameter_scale 1, scaled by get_individual_scales (heads and MLP,
+# then width, then layers doubling in turn); a parallel block (one RMSNorm feeds both attention and
+# a ReLU MLP, their sum added to the residual stream), rotary embeddings, no biases, the head tied
+# to the token table (logits_via_embedding), vocabulary 32768, sequence 2048.
+def maxtext_default(scale, per_device_batch, remat_policy, note):
+    log2 = scale.bit_length() - 1
+    assert 1 << log2 == scale, "a power of two, as pyconfig demands"
+    base, rem = divmod(log2, 3)
+    heads = 8 << (base + (rem > 0))
+    ffn = 8192 << (base + (rem > 0))
+    width = 2560 << (base + (rem > 1))
+    layers = 16 << base
+    head_dim, vocab, seq = 256, 32768, 2048
+    m = Layers()
+    x = m.add("embedding", "token_embedder", vocab=vocab, dim=width)
+    for i in range(layers):
+        p = f"layers{i}"
+        h = m.add("rms_norm", p + "_pre_self_attention_norm", inputs=[x])
+        a = m.add("attention", p + "_self_attention", heads=heads, head_dim=head_dim, causal=True, rotary=True,
+                  use_bias=False)
+        f = m.add("dense", p + "_mlp_wi", units=ffn, activation="relu", use_bias=False, inputs=[h])
+        f = m.add("dense", p + "_mlp_wo", units=width, use_bias=False)
+        s = m.add("add", p + "_attention_plus_mlp", inputs=[a, f])
+        x = m.add("add", p + "_residual", inputs=[s, x])
+    m.add("rms_norm", "decoder_norm")
+    m.add("dense", "logits", units=vocab, use_bias=False, tied_weights=True, activation="softmax")
+    params = layers * (4 * width * heads * head_dim + 2 * width * ffn + width) + vocab * width + width
+    doc = workload(f"maxtext_default_{scale}b", f"MaxText's default decoder at global_parameter_scale {scale} "
+                   f"({params / 1e9:.1f}B parameters: {layers} layers, width {width}, {heads} heads of {head_dim}, a ReLU "
+                   f"MLP of {ffn} beside attention in a parallel block, vocabulary {vocab}, the head tied to the token "
+                   f"table), next-token loss at sequence {seq}, as MaxText's December 2023 performance configs train it "
+                   f"({note}): FSDP, flash attention, remat_policy {remat_policy} per decoder layer, bfloat16 compute "
+                   "with f32 weights, AdamW.", [seq], "int32", m.layers, per_device_batch, "adamw", 3e-4)
+    doc["training"].update({"fsdp": True, "flash_attention": True, "remat": True, "remat_adds_per_segment": 2,
+                            "remat_policy": remat_policy, "steps": 2})
+    return doc
+
+
 def gpt3_mlperf():
     """GPT-3 175B as MLPerf Training v4.0's cloud-tpu-v5p-1024-maxtext runs it (v5p-1024.sh):
     per_device_batch_size 4 on 512 chips (2048 sequences; 32 per 8-chip model axis), tensor 8
@@ -574,3 +615,16 @@ if __name__ == "__main__":
                           "(sparse_matmul, ragged dot; its grouped matmuls' rows tiled by 256 to 1024 in tokamax's tuned "
                           "table, 512 here), FSDP over every device. Run it with --hw tpu_v7 --topology 4x8x8.",
                           group_tile_rows=512), maxtext)
+        for scale, batch, remat, note in (
+                (16, 6, "full", "MaxText/configs/v5e/16b.sh: per_device_batch_size 6 over v5e-256 slices"),
+                (32, 8, "minimal", "MaxText/configs/v5p/32b.sh: per_device_batch_size 8, ici_tensor_parallelism 4 "
+                 "on v5p-128; v5e/32b.sh runs it at 4 with remat full and no tensor parallelism"),
+                (64, 4, "minimal", "MaxText/configs/v5p/64b.sh: per_device_batch_size 4, ici_tensor_parallelism 4 "
+                 "on v5p-128; v5e/64b.sh runs it at 2 with remat full and no tensor parallelism"),
+                (128, 2, "minimal", "MaxText/configs/v5p/128b.sh: per_device_batch_size 2, ici_tensor_parallelism 8 "
+                 "on v5p-256 and v5p-512; v5e/128b.sh runs it at 1 with remat full, FSDP 16 x tensor 16"),
+                (256, 2, "minimal", "MaxText/configs/v5p/256b.sh: per_device_batch_size 2, ici_tensor_parallelism 8 "
+                 "on v5p-1024"),
+                (1024, 2, "full", "MaxText/configs/v5p/1024b.sh: per_device_batch_size 2, ici_tensor_parallelism 16 "
+                 "on v5p-2048 and v5p-4096")):
+            write(maxtext_default(scale, batch, remat, note), maxtext)
