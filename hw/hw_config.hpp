@@ -27,13 +27,14 @@ struct MxuConfig {
   // generation's own microbenchmark never reaches the documented peak (TPU7x), for a reason not
   // published. The documented peak (and MFU) stay at the full rate.
   double sustained_fraction = 1.0;
-  // Rows each cell takes per cycle with operands of `lhs`: the bf16 rate times the type's
-  // speed-up (0: the MXU has no such path; an f32 product runs as bf16 passes).
-  double rows_per_cycle(DType lhs) const {
-    if (lhs == DType::Int8) return bf16_macs_per_cell_per_cycle * int8_speedup * sustained_fraction;
-    if (lhs == DType::Fp8) return bf16_macs_per_cell_per_cycle * fp8_speedup * sustained_fraction;
-    return bf16_macs_per_cell_per_cycle * sustained_fraction;
+  // Rows each cell takes per cycle with operands of `lhs` at the documented peak: the bf16 rate
+  // times the type's speed-up (0: the MXU has no such path; an f32 product runs as bf16 passes).
+  double peak_rows_per_cycle(DType lhs) const {
+    const double speedup = lhs == DType::Int8 ? int8_speedup : lhs == DType::Fp8 ? fp8_speedup : 1.0;
+    return bf16_macs_per_cell_per_cycle * speedup;
   }
+  // What the array streams: the peak rate at its sustained share.
+  double rows_per_cycle(DType lhs) const { return peak_rows_per_cycle(lhs) * sustained_fraction; }
 
   template <typename Keys>
   void declare_keys(Keys& k) {
@@ -427,11 +428,11 @@ struct HwConfig {
   std::uint64_t core_count() const { return chip_count() * chip.cores; }
   // Every slice's chips (chip_count() is one slice's).
   std::uint64_t total_chip_count() const { return chip_count() * slices; }
-  // Peak of the modelled MXUs (not the documented figure) so that MFU of a perfectly busy
-  // MXU is exactly 1.
+  // Peak of the modelled MXUs (not the documented figure) at their full rate: MFU of an MXU that
+  // never idles is 1, or its sustained fraction where that is below 1.
   double peak_bf16_flops_per_chip() const {
     return 2.0 * chip.cores * core.mxu.per_core * core.mxu.rows * core.mxu.cols *
-           core.mxu.bf16_macs_per_cell_per_cycle * core.freq_mhz * 1e6;
+           core.mxu.peak_rows_per_cycle(DType::BF16) * core.freq_mhz * 1e6;
   }
 
   // The keys of the blocks above; the slice, slow parts and faults are lists and objects that sim/config reads itself.

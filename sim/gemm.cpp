@@ -28,8 +28,8 @@ ojson run_gemm(const HwConfig& hw_in, const GemmRequest& r) {
   const HwConfig hw = cores_alone(hw_in, r.cores, "gemm");
   const MxuConfig& mxu = hw.core.mxu;
   const double useful_flops = 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
-  // The peak at the full rate, so that utilization shows what a sustained fraction below 1 costs.
-  const double core_peak = 2.0 * mxu.per_core * mxu.rows * mxu.cols * (rate / mxu.sustained_fraction) * hw.core.freq_mhz * 1e6;
+  // At the documented peak, so that utilization shows what a sustained fraction below 1 costs.
+  const double core_peak = 2.0 * mxu.per_core * mxu.rows * mxu.cols * mxu.peak_rows_per_cycle(r.dtype) * hw.core.freq_mhz * 1e6;
   const Clock clock{hw.core.freq_mhz};
 
   ojson out;
