@@ -60,6 +60,26 @@ BOOST_AUTO_TEST_CASE(fp32_passes_and_int8_rates_scale_mxu_time) {
   BOOST_TEST(r.err.find("has no int8 path") != std::string::npos);
 }
 
+// TPU7x's arrays stream at the 82.9% of their documented rate that its long GEMMs are measured
+// at (hw.core.mxu.sustained_fraction); utilization stays against the documented peak.
+BOOST_AUTO_TEST_CASE(a_sustained_fraction_slows_the_array_and_shows_in_utilization) {
+  const std::string shape = "16384 16384 16384 --hw tpu_v7";
+  const json full = gemm(shape + " --set hw.core.mxu.sustained_fraction=1");
+  const json preset = gemm(shape);
+  const json half = gemm(shape + " --set hw.core.mxu.sustained_fraction=0.5");
+  BOOST_TEST(full["bound"] == "compute");
+  BOOST_TEST(full["mxu_utilization"].get<double>() > 0.99);
+  // compute-bound: the time grows as the rate falls, the pipeline's fill and drain aside
+  BOOST_TEST(preset["time_s"].get<double>() / full["time_s"].get<double>() == 1 / 0.829,
+             boost::test_tools::tolerance(0.005));
+  BOOST_TEST(half["time_s"].get<double>() / full["time_s"].get<double>() == 2.0, boost::test_tools::tolerance(0.005));
+  BOOST_TEST(preset["mxu_utilization"].get<double>() <= 0.829);
+  BOOST_TEST(preset["mxu_utilization"].get<double>() > 0.82);
+  for (const char* bad : {"0", "1.5", "-1"})
+    BOOST_TEST(run_tpusim("gemm 128 128 128 --hw tpu_v7 --set hw.core.mxu.sustained_fraction=" + std::string(bad)).exit_code == 2,
+               bad);
+}
+
 BOOST_AUTO_TEST_CASE(scalesim_compat_reports_the_closed_form) {
   const json g = gemm("512 10 784 --hw tpu_v2 --scalesim-compat");
   // 7 folds of 2 x 128 + 128 + 512 - 2 cycles on one 128 x 128 array
