@@ -491,19 +491,19 @@ CoreWaits add_breakdown(RunSummary& summary, const SimulatedRun& run) {
   const Torus& torus = run.system.torus();
   Picos compute_ps = 0, memory_ps = 0, comm_ps = 0, input_ps = 0, idle_ps = 0;  // summed over cores
   std::vector<CoreWait> waits;
-  const auto groups = units_by_core(run.recorder, static_cast<std::uint32_t>(hw.chip_count()), hw.chip.cores);
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    const auto& core_units = groups[g];
-    if (core_units.empty()) continue;  // a chip a representative stands for
-    const Breakdown b = core_breakdown(run.recorder, core_units, run.window);
-    const std::uint64_t stands_for = run.simulated.stands_for(torus, static_cast<std::uint32_t>(g / hw.chip.cores));
-    waits.push_back({b.exposed_communication + b.input_wait + b.idle, g, stands_for});
-    compute_ps += b.compute * stands_for;
-    memory_ps += b.memory_bound * stands_for;
-    comm_ps += b.exposed_communication * stands_for;
-    input_ps += b.input_wait * stands_for;
-    idle_ps += b.idle * stands_for;
-  }
+  for (std::uint32_t chip = 0; chip < hw.chip_count(); ++chip)
+    for (std::uint32_t core = 0; core < hw.chip.cores; ++core) {
+      const CoreLogs* logs = run.recorder.core_logs(chip, core);
+      if (logs == nullptr) continue;  // a chip a representative stands for
+      const Breakdown b = core_breakdown(*logs, run.window);
+      const std::uint64_t stands_for = run.simulated.stands_for(torus, chip);
+      waits.push_back({b.exposed_communication + b.input_wait + b.idle, static_cast<std::size_t>(chip) * hw.chip.cores + core, stands_for});
+      compute_ps += b.compute * stands_for;
+      memory_ps += b.memory_bound * stands_for;
+      comm_ps += b.exposed_communication * stands_for;
+      input_ps += b.input_wait * stands_for;
+      idle_ps += b.idle * stands_for;
+    }
   const double core_steps = static_cast<double>(hw.core_count()) * static_cast<double>(run.window_steps);
   const double input_s = seconds(input_ps);
   summary.breakdown = {seconds(compute_ps) / core_steps, seconds(memory_ps) / core_steps, seconds(comm_ps) / core_steps,

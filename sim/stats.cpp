@@ -1,20 +1,50 @@
 #include "sim/stats.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace tpusim {
 
-bool Recorder::keeps_spans(UnitKind kind) { return traits_of(kind).keeps_spans; }
+namespace {
+// The source a unit's busy time counts for in its core's breakdown, if any.
+std::optional<BreakdownSource> breakdown_source(const UnitInfo& info) {
+  if (info.core == kNoCore || !traits_of(info.kind).keeps_spans) return std::nullopt;
+  if (info.kind == UnitKind::Mxu || info.kind == UnitKind::Vpu) return BreakdownSource::Compute;
+  switch (info.engine) {
+    case OpEngine::Matmul:
+    case OpEngine::Vector: return BreakdownSource::Op;
+    case OpEngine::Collective: return BreakdownSource::Collective;
+    case OpEngine::Infeed: return BreakdownSource::Input;
+    case OpEngine::None: break;
+  }
+  return std::nullopt;
+}
+
+// Adds [start, end) to a union kept in report order (CoreLogs).
+void add_to_union(std::vector<Span>& log, Picos start, Picos end) {
+  if (!log.empty() && start >= log.back().start && start <= log.back().end) {
+    log.back().end = std::max(log.back().end, end);
+    return;
+  }
+  log.push_back({start, end});
+}
+}  // namespace
 
 std::uint32_t Recorder::add_unit(UnitInfo info) {
   const auto id = static_cast<std::uint32_t>(units_.size());
   if (trace_) trace_->add_unit(id, info);
+  std::uint32_t log = kNoLog;
+  if (const auto source = breakdown_source(info); source && keep_spans_) {
+    const auto [slot, fresh] = core_slot_.try_emplace({info.chip, info.core}, static_cast<std::uint32_t>(core_logs_.size()));
+    if (fresh) core_logs_.emplace_back();
+    log = slot->second * static_cast<std::uint32_t>(kBreakdownSources) + static_cast<std::uint32_t>(*source);
+  }
+  log_of_.push_back(log);
   units_.push_back(std::move(info));
   logs_.emplace_back();
   totals_.resize(totals_.size() + steps_);
   last_end_ps_.push_back(0);
-  keeps_.push_back(keep_spans_ &&
-                   (keeps_spans(units_.back().kind) || (units_.back().chip == 0 && units_.back().kind != UnitKind::Hbm)));
+  keeps_.push_back(keep_spans_ && units_.back().chip == 0 && units_.back().kind != UnitKind::Hbm);
   return id;
 }
 
@@ -23,17 +53,14 @@ void Recorder::record(const Activity& a) {
   t.busy_ps += a.busy_ps ? a.busy_ps : a.end_ps - a.start_ps;
   t.bytes += a.bytes;
   last_end_ps_[a.unit] = std::max<Picos>(last_end_ps_[a.unit], a.end_ps);
+  if (log_of_[a.unit] != kNoLog)
+    add_to_union(core_logs_[log_of_[a.unit] / kBreakdownSources][log_of_[a.unit] % kBreakdownSources], a.start_ps, a.end_ps);
   if (keeps_[a.unit]) {
     // A unit kept busy back to back (an MXU streaming block after block) continues its last
-    // interval: what reads the intervals asks only which instants are busy, and one interval per
-    // request made these logs most of a large slice's memory.
+    // interval: what reads the intervals asks only which instants are busy.
     std::vector<Span>& log = logs_[a.unit];
-    if (!log.empty() && log.back().end == a.start_ps && log.back().step == a.step) {
-      log.back().end = a.end_ps;
-      log.back().bytes += a.bytes;
-    } else {
-      log.push_back({a.start_ps, a.end_ps, a.bytes, a.step});
-    }
+    if (!log.empty() && log.back().end == a.start_ps) log.back().end = a.end_ps;
+    else log.push_back({a.start_ps, a.end_ps});
   }
   if (trace_) trace_->slice(units_[a.unit], a);
 }
@@ -72,51 +99,22 @@ nlohmann::ordered_json chip0_timeline(const Recorder& recorder, const Window& w)
   return timeline;
 }
 
-Picos busy_within(const std::vector<Span>& spans, const Window& w) {
-  Picos busy = 0;
-  for (const auto& s : spans) {
-    const Picos a = std::max(s.start, w.begin), b = std::min(s.end, w.end);
-    if (b > a) busy += b - a;
-  }
-  return busy;
-}
-
-
-std::vector<std::vector<std::uint32_t>> units_by_core(const Recorder& recorder, std::uint32_t chips,
-                                                      std::uint32_t cores_per_chip) {
-  std::vector<std::vector<std::uint32_t>> groups(static_cast<std::size_t>(chips) * cores_per_chip);
-  for (std::uint32_t u = 0; u < recorder.units().size(); ++u) {
-    const UnitInfo& info = recorder.units()[u];
-    if (info.core != kNoCore && info.chip < chips && info.core < cores_per_chip)
-      groups[static_cast<std::size_t>(info.chip) * cores_per_chip + info.core].push_back(u);
-  }
-  return groups;
-}
-
-Breakdown core_breakdown(const Recorder& recorder, const std::vector<std::uint32_t>& units, const Window& w) {
+Breakdown core_breakdown(const CoreLogs& logs, const Window& w) {
   enum Source { kOp, kCompute, kComm, kInput, kSources };
-  // Only whether some interval of a source covers an instant matters, so each source's intervals
-  // are first merged into their union: a core's MXUs and VPU report tens of thousands of
-  // overlapping intervals per step, and sorting the edges of them all dominated the breakdown.
-  // Each unit's intervals are nearly in order already (units book ahead, rarely out of order).
+  static_assert(kSources == kBreakdownSources && kOp == static_cast<int>(BreakdownSource::Op) &&
+                kCompute == static_cast<int>(BreakdownSource::Compute) &&
+                kComm == static_cast<int>(BreakdownSource::Collective) && kInput == static_cast<int>(BreakdownSource::Input));
+  // Only whether some interval of a source covers an instant matters: each source's intervals,
+  // clipped to the window and sorted (they are nearly in order already), become their union's edges.
   using Span2 = std::pair<Picos, Picos>;
   std::vector<Span2> covered[kSources];
-  for (std::uint32_t u : units) {
-    const UnitInfo& info = recorder.units()[u];
-    int source = -1;
-    if (info.kind == UnitKind::Mxu || info.kind == UnitKind::Vpu) source = kCompute;
-    else if (info.engine == OpEngine::Matmul || info.engine == OpEngine::Vector) source = kOp;
-    else if (info.engine == OpEngine::Collective) source = kComm;
-    else if (info.engine == OpEngine::Infeed) source = kInput;
-    if (source < 0) continue;
+  for (int source = 0; source < kSources; ++source) {
     std::vector<Span2>& out = covered[source];
-    const auto mid = static_cast<std::ptrdiff_t>(out.size());
-    for (const auto& s : recorder.spans(u)) {
+    for (const Span& s : logs[static_cast<std::size_t>(source)]) {
       const Picos a = std::max(s.start, w.begin), b = std::min(s.end, w.end);
       if (b > a) out.emplace_back(a, b);
     }
-    if (!std::is_sorted(out.begin() + mid, out.end())) std::sort(out.begin() + mid, out.end());
-    std::inplace_merge(out.begin(), out.begin() + mid, out.end());
+    if (!std::is_sorted(out.begin(), out.end())) std::sort(out.begin(), out.end());
   }
   struct Edge {
     Picos t;

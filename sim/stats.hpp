@@ -1,11 +1,13 @@
-// The event sink behind every run: keeps per-step totals of every unit (busy time, bytes), the
-// busy intervals of the units the per-core breakdown needs (op engines, MXUs, VPUs) and of every
-// unit of chip 0 but its HBM (the report's timeline), and forwards every activity to the trace
-// writer when there is one. Memory grows with those intervals only, not with the HBM traffic or
-// the ICI traffic of the other chips.
+// The event sink behind every run: keeps per-step totals of every unit (busy time, bytes), per
+// core the union of the busy intervals of each source the breakdown reads (its op engines, its
+// MXUs and VPU, its collective and infeed engines), the busy intervals of every unit of chip 0
+// but its HBM (the report's timeline), and forwards every activity to the trace writer when
+// there is one. Memory grows with those intervals only, not with the HBM traffic or the ICI
+// traffic of the other chips.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,12 +20,20 @@
 
 namespace tpusim {
 
+// A unit's busy interval. Only which instants are busy is ever read (the breakdown, the timeline),
+// so a span keeps nothing else: on a large slice these logs are most of the memory.
 struct Span {
   Picos start = 0;
   Picos end = 0;
-  std::uint64_t bytes = 0;
-  std::uint32_t step = 0;
 };
+
+// What the breakdown of a core's time reads: whether some unit of each source was busy.
+enum class BreakdownSource : std::uint8_t { Op, Compute, Collective, Input };
+inline constexpr std::size_t kBreakdownSources = 4;
+// Per source, the union of its units' busy intervals, kept as they are reported: a report that
+// overlaps or touches the latest interval extends it (a core's MXUs and VPU stream side by side
+// through a compute-bound op), any other is added. Nearly in time order: units book ahead.
+using CoreLogs = std::array<std::vector<Span>, kBreakdownSources>;
 
 struct StepTotals {
   Picos busy_ps = 0;
@@ -32,7 +42,7 @@ struct StepTotals {
 
 class Recorder : public EventSink {
  public:
-  // `keep_spans` false: totals only, spans() stays empty for every unit. For callers that read
+  // `keep_spans` false: totals only, no intervals are kept. For callers that read
   // nothing but totals (the collective command): on a large slice every vector unit's intervals
   // would cost memory and, per ICI piece, cache misses, for nothing.
   Recorder(std::uint32_t steps, ChromeTraceWriter* trace, bool keep_spans = true)
@@ -59,14 +69,18 @@ class Recorder : public EventSink {
   }
 
   const std::vector<UnitInfo>& units() const { return units_; }
-  // Busy intervals, kept for the units core_breakdown() reads; empty for the others.
+  // Busy intervals of chip 0's units (but its HBM); empty for the others.
   const std::vector<Span>& spans(std::uint32_t unit) const { return logs_[unit]; }
+  // A core's breakdown sources; nullptr for a core with no unit that reports to one.
+  const CoreLogs* core_logs(std::uint32_t chip, std::uint32_t core) const {
+    const auto it = core_slot_.find({chip, core});
+    return it == core_slot_.end() ? nullptr : &core_logs_[it->second];
+  }
   const StepTotals& totals(std::uint32_t unit, std::uint32_t step) const {
     return totals_[static_cast<std::size_t>(unit) * steps_ + step];
   }
   // End of the unit's latest busy interval (0 if it never was busy).
   Picos last_end_ps(std::uint32_t unit) const { return last_end_ps_[unit]; }
-  static bool keeps_spans(UnitKind kind);
 
  private:
   std::uint32_t steps_;
@@ -75,6 +89,10 @@ class Recorder : public EventSink {
   std::vector<UnitInfo> units_;
   std::vector<std::vector<Span>> logs_;
   std::vector<bool> keeps_;  // per unit: whether logs_ holds its intervals
+  static constexpr std::uint32_t kNoLog = ~0u;
+  std::vector<std::uint32_t> log_of_;  // per unit: its core's source log (slot * kBreakdownSources + source), or kNoLog
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> core_slot_;  // (chip, core) -> index in core_logs_
+  std::vector<CoreLogs> core_logs_;
   // [unit * steps_ + step], one array: every ICI hop records an activity, and on a large slice a
   // per-unit array of its own costs a second cache miss each time.
   std::vector<StepTotals> totals_;
@@ -104,9 +122,6 @@ struct Window {
   Picos length() const { return end - begin; }
 };
 
-// Busy picoseconds of `spans` inside the window.
-Picos busy_within(const std::vector<Span>& spans, const Window& w);
-
 // Where a core's time went, in picoseconds, over a window. Every instant falls in exactly one
 // class, by priority: a compute op with the MXU or VPU busy is compute; a compute op waiting on
 // its DMAs is memory-bound; otherwise an in-flight collective is exposed communication; otherwise
@@ -124,10 +139,6 @@ struct Breakdown {
 // merged (finer than a pixel). {"window_ps", "tracks": [{"label", "kind", "busy_ps": [[s, e], ...]}]}
 nlohmann::ordered_json chip0_timeline(const Recorder& recorder, const Window& w);
 
-// `units` are the ids of one core's units (paths "chipC.coreK.*").
-Breakdown core_breakdown(const Recorder& recorder, const std::vector<std::uint32_t>& units, const Window& w);
-// Unit ids grouped by core, in the order "chip0.core0", "chip0.core1", ...; other units left out.
-std::vector<std::vector<std::uint32_t>> units_by_core(const Recorder& recorder, std::uint32_t chips,
-                                                      std::uint32_t cores_per_chip);
+Breakdown core_breakdown(const CoreLogs& logs, const Window& w);
 
 }  // namespace tpusim
