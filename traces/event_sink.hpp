@@ -24,7 +24,7 @@ struct UnitKindTraits {
   const char* name;          // in traces, timeline.json and --trace-units
   TraceLevel shown_from;     // the least --trace level whose trace has its tracks
   bool selectable;           // --trace-units may name it
-  bool keeps_spans;          // the statistics keep its busy intervals (the breakdown reads them)
+  bool keeps_spans;          // its busy time may count in its core's breakdown (sim/stats.hpp: by kind or engine)
   bool serves_work;          // hardware serving requests (the checks report the busiest), not op or step tracks
   std::uint32_t track_rank;  // its place among a core's tracks, or among a chip's shared units
   const char* utilization;   // its key in the summary's utilization, or none
