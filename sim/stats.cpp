@@ -100,10 +100,13 @@ nlohmann::ordered_json chip0_timeline(const Recorder& recorder, const Window& w)
 }
 
 Breakdown core_breakdown(const CoreLogs& logs, const Window& w) {
-  enum Source { kOp, kCompute, kComm, kInput, kSources };
-  static_assert(kSources == kBreakdownSources && kOp == static_cast<int>(BreakdownSource::Op) &&
-                kCompute == static_cast<int>(BreakdownSource::Compute) &&
-                kComm == static_cast<int>(BreakdownSource::Collective) && kInput == static_cast<int>(BreakdownSource::Input));
+  enum Source {
+    kOp = static_cast<int>(BreakdownSource::Op),
+    kCompute = static_cast<int>(BreakdownSource::Compute),
+    kComm = static_cast<int>(BreakdownSource::Collective),
+    kInput = static_cast<int>(BreakdownSource::Input),
+    kSources = static_cast<int>(kBreakdownSources)
+  };
   // Only whether some interval of a source covers an instant matters: each source's intervals,
   // clipped to the window and sorted (they are nearly in order already), become their union's edges.
   using Span2 = std::pair<Picos, Picos>;

@@ -263,15 +263,13 @@ BOOST_AUTO_TEST_CASE(scalesim_compat_within_one_percent_of_scalesim_on_every_sha
   BOOST_TEST(rows >= 75);  // 25+ shapes on 3 arrays
 }
 
-
 // A core's breakdown reads, per source, the union of what its units report: overlapping and
 // touching intervals of its MXUs and VPU merge into one as they come, a report out of order is
 // kept beside them, and only chip 0's units keep intervals of their own (the timeline's).
 BOOST_AUTO_TEST_CASE(core_breakdown_reads_the_union_of_each_sources_intervals) {
-  using tpusim::UnitKind;
-  tpusim::Recorder recorder(1, nullptr);
-  const auto unit = [&](std::uint32_t chip, UnitKind kind, tpusim::OpEngine engine = tpusim::OpEngine::None) {
-    tpusim::UnitInfo info;
+  Recorder recorder(1, nullptr);
+  const auto unit = [&](std::uint32_t chip, UnitKind kind, OpEngine engine = OpEngine::None) {
+    UnitInfo info;
     info.path = "unit";
     info.kind = kind;
     info.chip = chip;
@@ -279,12 +277,12 @@ BOOST_AUTO_TEST_CASE(core_breakdown_reads_the_union_of_each_sources_intervals) {
     info.engine = engine;
     return recorder.add_unit(info);
   };
-  const std::uint32_t op = unit(0, UnitKind::Sequencer, tpusim::OpEngine::Matmul);
-  const std::uint32_t comm = unit(0, UnitKind::Sequencer, tpusim::OpEngine::Collective);
+  const std::uint32_t op = unit(0, UnitKind::Sequencer, OpEngine::Matmul);
+  const std::uint32_t comm = unit(0, UnitKind::Sequencer, OpEngine::Collective);
   const std::uint32_t mxu0 = unit(0, UnitKind::Mxu), mxu1 = unit(0, UnitKind::Mxu), vpu = unit(0, UnitKind::Vpu);
   const std::uint32_t other_chip_mxu = unit(1, UnitKind::Mxu);
   const auto busy = [&](std::uint32_t u, std::uint64_t start, std::uint64_t end) {
-    tpusim::Activity a;
+    Activity a;
     a.unit = u;
     a.start_ps = start;
     a.end_ps = end;
@@ -299,22 +297,22 @@ BOOST_AUTO_TEST_CASE(core_breakdown_reads_the_union_of_each_sources_intervals) {
   busy(comm, 90, 150);  // exposed from 100 on
   busy(other_chip_mxu, 0, 50);
 
-  const tpusim::CoreLogs* logs = recorder.core_logs(0, 0);
+  const CoreLogs* logs = recorder.core_logs(0, 0);
   BOOST_REQUIRE(logs != nullptr);
-  BOOST_TEST((*logs)[static_cast<std::size_t>(tpusim::BreakdownSource::Compute)].size() == 3u);
+  BOOST_TEST((*logs)[static_cast<std::size_t>(BreakdownSource::Compute)].size() == 3u);
   BOOST_TEST(recorder.core_logs(1, 0) != nullptr);
   BOOST_TEST(recorder.core_logs(2, 0) == nullptr);
   BOOST_TEST(recorder.spans(mxu0).size() == 2u);  // chip 0: the timeline's own intervals
   BOOST_TEST(recorder.spans(other_chip_mxu).empty());
 
-  const tpusim::Breakdown b = tpusim::core_breakdown(*logs, tpusim::Window{0, 200});
+  const Breakdown b = core_breakdown(*logs, Window{0, 200});
   BOOST_TEST(b.compute == 3u + 60u + 10u);  // [5, 8), [10, 70), [80, 90) within the op
   BOOST_TEST(b.memory_bound == 100u - 73u);
   BOOST_TEST(b.exposed_communication == 50u);
   BOOST_TEST(b.input_wait == 0u);
   BOOST_TEST(b.idle == 50u);
   // A window clips the intervals.
-  const tpusim::Breakdown clipped = tpusim::core_breakdown(*logs, tpusim::Window{20, 120});
+  const Breakdown clipped = core_breakdown(*logs, Window{20, 120});
   BOOST_TEST(clipped.compute == 50u + 10u);
   BOOST_TEST(clipped.memory_bound == 80u - 60u);
   BOOST_TEST(clipped.exposed_communication == 20u);
